@@ -1,0 +1,122 @@
+//! The one error enum of the client core. The bindings crate turns it into the
+//! Python `KafkaError` tree in a single `From` impl.
+
+use ferrokafka_protocol::kafka_protocol::error::ResponseError;
+use ferrokafka_protocol::ProtocolError;
+use thiserror::Error;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Local (client-side) error codes. They are librdkafka's negative codes, so a
+/// confluent-kafka user's `err.code()` checks keep their meaning.
+pub mod local_code {
+    pub const BAD_MSG: i16 = -199;
+    pub const BAD_COMPRESSION: i16 = -198;
+    pub const DESTROY: i16 = -197;
+    pub const FAIL: i16 = -196;
+    pub const TRANSPORT: i16 = -195;
+    pub const RESOLVE: i16 = -193;
+    pub const MSG_TIMED_OUT: i16 = -192;
+    pub const UNKNOWN_PARTITION: i16 = -190;
+    pub const UNKNOWN_TOPIC: i16 = -188;
+    pub const ALL_BROKERS_DOWN: i16 = -187;
+    pub const INVALID_ARG: i16 = -186;
+    pub const TIMED_OUT: i16 = -185;
+    pub const QUEUE_FULL: i16 = -184;
+    pub const SSL: i16 = -181;
+    pub const STATE: i16 = -172;
+    pub const NOT_IMPLEMENTED: i16 = -170;
+    pub const AUTHENTICATION: i16 = -169;
+    pub const UNSUPPORTED_FEATURE: i16 = -165;
+}
+
+#[derive(Debug, Error, Clone)]
+pub enum Error {
+    /// Bytes that do not parse: a framing error, corrupt batch, bad compression.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// The broker answered with a Kafka error code.
+    #[error("{error} (code {code}){}", fmt_msg(.message))]
+    Broker {
+        code: i16,
+        error: ResponseError,
+        message: Option<String>,
+    },
+    /// Socket-level failure: connect refused, reset, EOF, DNS.
+    #[error("connection to {broker} failed: {detail}")]
+    Transport { broker: String, detail: String },
+    /// The request was in flight when its connection went away.
+    #[error("disconnected from node {node_id} before a response arrived")]
+    Disconnected { node_id: i32 },
+    /// A deadline passed (request timeout, max_block_ms, await_update...).
+    #[error("timed out after {timeout_ms} ms: {what}")]
+    Timeout { what: String, timeout_ms: u64 },
+    /// No version of an API is supported by both sides.
+    #[error("{api} is not supported by node {node_id} (broker range {broker_min}..={broker_max}, client range {client_min}..={client_max})")]
+    UnsupportedVersion {
+        api: String,
+        node_id: i32,
+        broker_min: i16,
+        broker_max: i16,
+        client_min: i16,
+        client_max: i16,
+    },
+    /// An option had a value we refuse; the Python layer raises ValueError.
+    #[error("invalid value for {key}: {detail}")]
+    Config { key: String, detail: String },
+    /// The client (or the metadata) was closed while the call waited.
+    #[error("{what} is closed")]
+    Closed { what: &'static str },
+    /// SASL or TLS refused us.
+    #[error("authentication failed: {detail}")]
+    Authentication { detail: String },
+    /// A state-machine precondition was not met.
+    #[error("illegal state: {detail}")]
+    State { detail: String },
+}
+
+fn fmt_msg(m: &Option<String>) -> String {
+    match m {
+        Some(m) if !m.is_empty() => format!(": {m}"),
+        _ => String::new(),
+    }
+}
+
+impl Error {
+    pub fn broker(code: i16, message: Option<String>) -> Self {
+        let error = ResponseError::try_from_code(code).unwrap_or(ResponseError::Unknown(0));
+        Error::Broker {
+            code,
+            error,
+            message,
+        }
+    }
+
+    /// Kafka error code for broker errors, librdkafka local code otherwise.
+    pub fn code(&self) -> i16 {
+        use local_code::*;
+        match self {
+            Error::Protocol(ProtocolError::Compression { .. }) => BAD_COMPRESSION,
+            Error::Protocol(ProtocolError::CrcMismatch { .. }) => 2, // CORRUPT_MESSAGE
+            Error::Protocol(_) => BAD_MSG,
+            Error::Broker { code, .. } => *code,
+            Error::Transport { .. } | Error::Disconnected { .. } => TRANSPORT,
+            Error::Timeout { .. } => TIMED_OUT,
+            Error::UnsupportedVersion { .. } => 35, // UNSUPPORTED_VERSION
+            Error::Config { .. } => INVALID_ARG,
+            Error::Closed { .. } => DESTROY,
+            Error::Authentication { .. } => AUTHENTICATION,
+            Error::State { .. } => STATE,
+        }
+    }
+
+    /// Whether retrying the same operation may succeed.
+    pub fn retriable(&self) -> bool {
+        match self {
+            Error::Broker { error, .. } => error.is_retriable(),
+            Error::Transport { .. } | Error::Disconnected { .. } | Error::Timeout { .. } => true,
+            Error::Protocol(ProtocolError::CrcMismatch { .. }) => true,
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Tokio network core: per-broker connections, ApiVersions negotiation, the
+//! in-flight request deque, timeouts and reconnect backoff, and the cluster
+//! metadata state machine that the selector consults without the GIL.
+
+pub mod error;
+
+pub use error::{Error, Result};
+pub use ferrokafka_protocol as protocol;
