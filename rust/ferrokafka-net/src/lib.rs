@@ -2,9 +2,20 @@
 //! in-flight request deque, timeouts and reconnect backoff, and the cluster
 //! metadata state machine that the selector consults without the GIL.
 
+pub mod client;
 pub mod cluster;
+pub mod driver;
 pub mod error;
+pub mod inflight;
+pub mod io;
+pub mod simple_updater;
+pub mod states;
 pub mod updater;
+
+pub use client::{ClientConfig, ClientCore, ClientRequest, ClientResponse, Event, Transport};
+pub use driver::AsyncClient;
+pub use io::NetworkClient;
+pub use states::ConnectionState;
 
 pub use error::{Error, Result};
 pub use ferrokafka_protocol as protocol;

@@ -1,0 +1,850 @@
+//! The network client's state machine (Java's `NetworkClient`, SEMANTICS 4).
+//!
+//! `ClientCore` is pure: it never blocks, never reads a clock and never
+//! touches a socket. It talks to the outside through two narrow paths:
+//!
+//! * outgoing: the [`Transport`] trait (`connect`, `write`, `close`), which
+//!   the tokio layer implements by spawning per-connection tasks and which
+//!   unit tests implement with a recording fake;
+//! * incoming: [`Event`] values (connected, send done, frame, disconnected)
+//!   that the caller feeds to [`ClientCore::handle_events`].
+//!
+//! Every event carries the *connection generation* it belongs to. A node's
+//! generation changes each time we start a connection, so events still in the
+//! channel from a connection we already closed (its reader noticed EOF after we
+//! aborted it, say) are recognised as stale and dropped instead of corrupting
+//! the state of the new connection.
+
+use std::collections::HashMap;
+
+use bytes::{Bytes, BytesMut};
+use ferrokafka_protocol::frame::{self, RequestHeader};
+use ferrokafka_protocol::kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, MetadataRequest, RequestKind, ResponseKind, TopicName,
+};
+use ferrokafka_protocol::kafka_protocol::protocol::StrBytes;
+use ferrokafka_protocol::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use rand::Rng;
+
+use crate::cluster::Node;
+use crate::error::Error;
+use crate::inflight::{InFlight, InFlightRequests};
+use crate::simple_updater::metadata_from_wire;
+use crate::states::{ClusterConnectionStates, ConnectionState};
+use crate::updater::{MetadataRequestSpec, MetadataUpdater, UpdaterContext};
+
+/// Settings of the network client (names as the Java properties, snake_case).
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub client_id: String,
+    pub max_in_flight_requests_per_connection: usize,
+    pub request_timeout_ms: i64,
+    pub reconnect_backoff_ms: i64,
+    pub reconnect_backoff_max_ms: i64,
+    pub connections_max_idle_ms: i64,
+    pub socket_connection_setup_timeout_ms: i64,
+    /// SO_SNDBUF / SO_RCVBUF; -1 = OS default.
+    pub send_buffer_bytes: i32,
+    pub receive_buffer_bytes: i32,
+    pub max_response_size: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            client_id: "ferrokafka".into(),
+            max_in_flight_requests_per_connection: 5,
+            request_timeout_ms: 30_000,
+            reconnect_backoff_ms: 50,
+            reconnect_backoff_max_ms: 1000,
+            connections_max_idle_ms: 540_000,
+            socket_connection_setup_timeout_ms: 10_000,
+            send_buffer_bytes: 131_072,
+            receive_buffer_bytes: 65_536,
+            max_response_size: ferrokafka_protocol::DEFAULT_MAX_RESPONSE_SIZE,
+        }
+    }
+}
+
+impl ClientConfig {
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |key: &str, detail: &str| Err(Error::Config { key: key.into(), detail: detail.into() });
+        if self.max_in_flight_requests_per_connection == 0 {
+            return bad("max_in_flight_requests_per_connection", "must be >= 1");
+        }
+        if self.request_timeout_ms < 0 {
+            return bad("request_timeout_ms", "must be >= 0");
+        }
+        if self.reconnect_backoff_ms < 0 {
+            return bad("reconnect_backoff_ms", "must be >= 0");
+        }
+        if self.reconnect_backoff_max_ms < 0 {
+            return bad("reconnect_backoff_max_ms", "must be >= 0");
+        }
+        if self.connections_max_idle_ms < 0 {
+            return bad("connections_max_idle_ms", "must be >= 0");
+        }
+        Ok(())
+    }
+}
+
+/// The I/O the core asks for. Implementations must not call back into the
+/// core synchronously: results come back later as [`Event`]s.
+pub trait Transport: Send {
+    /// Start connecting `node` (resolve, try each address, then report
+    /// `Connected` or `Disconnected`) as connection generation `conn`.
+    fn connect(&mut self, node: &Node, conn: u64);
+    /// Queue one frame on the connection; `SendDone` follows once written.
+    /// Returns false if the connection is gone (a `Disconnected` is coming).
+    fn write(&mut self, node_id: i32, conn: u64, frame: Bytes) -> bool;
+    /// Close the connection now; no more events for `conn` matter.
+    fn close(&mut self, node_id: i32, conn: u64);
+}
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    Connected { node: i32, conn: u64 },
+    /// `count` frames queued by `write` are fully written (in order).
+    SendDone { node: i32, conn: u64, count: usize },
+    Frame { node: i32, conn: u64, frame: Bytes },
+    Disconnected { node: i32, conn: u64, error: Error },
+    /// Nothing happened on a socket, but poll should look again (a request
+    /// completed locally, the client closed...).
+    Wakeup,
+}
+
+/// Called once with the response, after the I/O work of the poll that produced it.
+pub type Callback = Box<dyn FnOnce(&ClientResponse) + Send>;
+
+/// A request built by `new_client_request`, not yet sent (SEMANTICS 4.5).
+pub struct ClientRequest {
+    pub destination: i32,
+    pub body: RequestKind,
+    pub api_key: i16,
+    pub correlation_id: i32,
+    pub client_id: String,
+    pub created_ms: i64,
+    pub expect_response: bool,
+    pub request_timeout_ms: i64,
+    pub callback: Option<Callback>,
+}
+
+impl std::fmt::Debug for ClientRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientRequest")
+            .field("destination", &self.destination)
+            .field("api_key", &self.api_key)
+            .field("correlation_id", &self.correlation_id)
+            .field("expect_response", &self.expect_response)
+            .finish()
+    }
+}
+
+/// The outcome of one request (Java's `ClientResponse`).
+pub struct ClientResponse {
+    pub request_header: RequestHeader,
+    pub destination: i32,
+    pub created_ms: i64,
+    pub received_ms: i64,
+    pub disconnected: bool,
+    /// Set when no version both sides support exists (the request never left).
+    pub version_mismatch: Option<Error>,
+    /// The decoded answer; `None` for disconnects, version mismatches and
+    /// requests that expect no response.
+    pub body: Option<ResponseKind>,
+    /// Why the request failed, when it did (disconnect cause, timeout,
+    /// corrupt answer). Extra to Java, for clear errors.
+    pub error: Option<Error>,
+    pub callback: Option<Callback>,
+}
+
+impl std::fmt::Debug for ClientResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientResponse")
+            .field("request_header", &self.request_header)
+            .field("destination", &self.destination)
+            .field("disconnected", &self.disconnected)
+            .field("version_mismatch", &self.version_mismatch)
+            .field("error", &self.error)
+            .field("has_body", &self.body.is_some())
+            .finish()
+    }
+}
+
+impl ClientResponse {
+    pub fn latency_ms(&self) -> i64 {
+        self.received_ms - self.created_ms
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Internal {
+    No,
+    ApiVersions,
+    Metadata,
+}
+
+/// SEMANTICS 4.6: what we keep about a request on the wire.
+struct InFlightRequest {
+    header: RequestHeader,
+    destination: i32,
+    created_ms: i64,
+    send_ms: i64,
+    expect_response: bool,
+    internal: Internal,
+    send_done: bool,
+    timeout_ms: i64,
+    callback: Option<Callback>,
+}
+
+impl InFlight for InFlightRequest {
+    fn is_send_done(&self) -> bool {
+        self.send_done
+    }
+    fn is_expired(&self, now_ms: i64) -> bool {
+        now_ms - self.send_ms > self.timeout_ms
+    }
+    fn deadline_ms(&self) -> i64 {
+        self.send_ms.saturating_add(self.timeout_ms)
+    }
+}
+
+impl InFlightRequest {
+    fn into_response(self, now_ms: i64, disconnected: bool, body: Option<ResponseKind>, error: Option<Error>) -> ClientResponse {
+        ClientResponse {
+            request_header: self.header,
+            destination: self.destination,
+            created_ms: self.created_ms,
+            received_ms: now_ms,
+            disconnected,
+            version_mismatch: None,
+            body,
+            error,
+            callback: self.callback,
+        }
+    }
+}
+
+/// Per-node connection bookkeeping beside `ClusterConnectionStates`.
+#[derive(Debug, Default)]
+struct ConnInfo {
+    conn: u64,
+    /// Broker ranges from its ApiVersions answer: api_key -> (min, max).
+    broker_versions: HashMap<i16, (i16, i16)>,
+    /// ApiVersions version to send next (None = sent / nothing pending).
+    api_versions_pending: Option<i16>,
+}
+
+/// The version ApiVersions starts at: the newest both we and the schema crate
+/// know (v3 = flexible, KIP-511 client software fields). v4 only changes
+/// error semantics, and older brokers answer v3 without a retry round trip.
+pub const API_VERSIONS_START: i16 = 3;
+
+pub struct ClientCore {
+    cfg: ClientConfig,
+    in_flight: InFlightRequests<InFlightRequest>,
+    states: ClusterConnectionStates,
+    conns: HashMap<i32, ConnInfo>,
+    /// Every node ever named to us (bootstrap, metadata, `ready(node)` args),
+    /// so a node id can be turned back into an address.
+    nodes: HashMap<i32, Node>,
+    updater: Option<Box<dyn MetadataUpdater>>,
+    transport: Box<dyn Transport>,
+    next_correlation_id: i32,
+    next_conn: u64,
+    /// Requests completed without touching the network (version mismatch,
+    /// acks=0 sends), handed out by the next `handle_events`.
+    local_completions: Vec<ClientResponse>,
+    closed: bool,
+    rng: rand::rngs::StdRng,
+}
+
+impl ClientCore {
+    pub fn new(cfg: ClientConfig, updater: Box<dyn MetadataUpdater>, transport: Box<dyn Transport>, seed: u64) -> Result<Self, Error> {
+        use rand::SeedableRng;
+        cfg.validate()?;
+        let mut nodes = HashMap::new();
+        for n in updater.fetch_nodes() {
+            nodes.insert(n.id, n);
+        }
+        Ok(ClientCore {
+            in_flight: InFlightRequests::new(cfg.max_in_flight_requests_per_connection),
+            states: ClusterConnectionStates::new(cfg.reconnect_backoff_ms, cfg.reconnect_backoff_max_ms, seed),
+            cfg,
+            conns: HashMap::new(),
+            nodes,
+            updater: Some(updater),
+            transport,
+            next_correlation_id: 0,
+            next_conn: 1,
+            local_completions: Vec::new(),
+            closed: false,
+            rng: rand::rngs::StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15),
+        })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
+    }
+
+    pub fn states_mut(&mut self) -> &mut ClusterConnectionStates {
+        &mut self.states
+    }
+
+    /// Client-wide, wrapping int32 (SEMANTICS 1.4).
+    fn next_correlation(&mut self) -> i32 {
+        let c = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        c
+    }
+
+    fn with_updater<R>(&mut self, f: impl FnOnce(&mut dyn MetadataUpdater, &mut Self) -> R) -> Option<R> {
+        // The updater is taken out while it runs so it can receive `&mut self`
+        // as its context without aliasing; it is always put back.
+        let mut up = self.updater.take()?;
+        let r = f(up.as_mut(), self);
+        self.updater = Some(up);
+        Some(r)
+    }
+
+    pub fn updater(&self) -> Option<&dyn MetadataUpdater> {
+        self.updater.as_deref()
+    }
+
+    fn refresh_nodes(&mut self) {
+        if let Some(up) = &self.updater {
+            for n in up.fetch_nodes() {
+                self.nodes.insert(n.id, n);
+            }
+        }
+    }
+
+    pub fn node(&self, id: i32) -> Option<&Node> {
+        self.nodes.get(&id)
+    }
+
+    pub fn known_nodes(&self) -> Vec<Node> {
+        self.updater.as_ref().map(|u| u.fetch_nodes()).unwrap_or_default()
+    }
+
+    // ---------------------------------------------------------------- state
+
+    pub fn connection_state(&self, node: i32) -> ConnectionState {
+        self.states.state(node)
+    }
+
+    /// Ranges both sides accept, for the APIs the broker announced.
+    pub fn api_versions(&self, node: i32) -> HashMap<i16, (i16, i16)> {
+        let mut out = HashMap::new();
+        if let Some(c) = self.conns.get(&node) {
+            for (&k, &(bmin, bmax)) in &c.broker_versions {
+                if let Some((cmin, cmax)) = frame::client_version_range(k) {
+                    let (lo, hi) = (bmin.max(cmin), bmax.min(cmax));
+                    if lo <= hi {
+                        out.insert(k, (lo, hi));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Connection READY and the in-flight deque has room (SEMANTICS 4.2).
+    pub fn can_send_request(&self, node: i32) -> bool {
+        self.states.is_ready(node) && self.conns.contains_key(&node) && self.in_flight.can_send_more(node)
+    }
+
+    pub fn is_ready(&self, node: i32, now_ms: i64) -> bool {
+        let due = self.updater.as_ref().is_some_and(|u| u.is_update_due(now_ms));
+        !due && self.can_send_request(node)
+    }
+
+    /// SEMANTICS 4.2: true if ready; else start connecting if allowed.
+    pub fn ready(&mut self, node: &Node, now_ms: i64) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.nodes.insert(node.id, node.clone());
+        if self.is_ready(node.id, now_ms) {
+            return true;
+        }
+        if self.states.can_connect(node.id, now_ms) {
+            self.initiate_connect(node, now_ms);
+        }
+        false
+    }
+
+    pub fn in_flight_count(&self, node: Option<i32>) -> usize {
+        match node {
+            Some(n) => self.in_flight.count(n),
+            None => self.in_flight.total_count(),
+        }
+    }
+
+    pub fn connection_delay(&self, node: i32, now_ms: i64) -> i64 {
+        self.states.connection_delay(node, now_ms)
+    }
+
+    /// SEMANTICS 2.2.
+    pub fn least_loaded_node(&mut self, now_ms: i64) -> Option<Node> {
+        let nodes = self.known_nodes();
+        if nodes.is_empty() {
+            return None;
+        }
+        let offset = self.rng.gen_range(0..nodes.len());
+        let mut best_ready: Option<(usize, &Node)> = None;
+        let mut connecting: Option<&Node> = None;
+        let mut can_connect: Option<&Node> = None;
+        for i in 0..nodes.len() {
+            let n = &nodes[(offset + i) % nodes.len()];
+            let inflight = self.in_flight.count(n.id);
+            if self.can_send_request(n.id) {
+                if inflight == 0 {
+                    return Some(n.clone());
+                }
+                if best_ready.is_none_or(|(c, _)| inflight < c) {
+                    best_ready = Some((inflight, n));
+                }
+            } else if self.states.is_preparing(n.id) || self.states.is_ready(n.id) {
+                connecting.get_or_insert(n);
+            } else if self.states.can_connect(n.id, now_ms) {
+                can_connect.get_or_insert(n);
+            }
+        }
+        best_ready.map(|(_, n)| n).or(connecting).or(can_connect).cloned()
+    }
+
+    pub fn initiate_connect(&mut self, node: &Node, now_ms: i64) {
+        self.nodes.insert(node.id, node.clone());
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        self.states.connecting(node.id, now_ms);
+        self.conns.insert(node.id, ConnInfo { conn, ..Default::default() });
+        self.transport.connect(node, conn);
+    }
+
+    // ---------------------------------------------------------------- sending
+
+    pub fn new_client_request(
+        &mut self,
+        node: i32,
+        body: RequestKind,
+        expect_response: bool,
+        callback: Option<Callback>,
+        now_ms: i64,
+    ) -> ClientRequest {
+        let api_key = frame::request_api_key(&body);
+        ClientRequest {
+            destination: node,
+            body,
+            api_key,
+            correlation_id: self.next_correlation(),
+            client_id: self.cfg.client_id.clone(),
+            created_ms: now_ms,
+            expect_response,
+            request_timeout_ms: self.cfg.request_timeout_ms,
+            callback,
+        }
+    }
+
+    /// SEMANTICS 4.6. Errors only for caller mistakes (node not ready,
+    /// unknown API, client closed); version mismatches complete the request
+    /// locally instead.
+    pub fn send(&mut self, req: ClientRequest, now_ms: i64) -> Result<(), Error> {
+        self.do_send(req, now_ms, Internal::No)
+    }
+
+    fn do_send(&mut self, req: ClientRequest, now_ms: i64, internal: Internal) -> Result<(), Error> {
+        if self.closed {
+            return Err(Error::Closed { what: "network client" });
+        }
+        let node = req.destination;
+        if !self.can_send_request(node) {
+            return Err(Error::State {
+                detail: format!("attempt to send a request to node {node} which is not ready ({})", self.states.state(node).as_str()),
+            });
+        }
+        if req.api_key < 0 {
+            return Err(Error::State { detail: "request kind not supported by the network client".into() });
+        }
+        let header = |v: i16| RequestHeader {
+            api_key: req.api_key,
+            api_version: v,
+            correlation_id: req.correlation_id,
+            client_id: Some(req.client_id.clone()),
+        };
+        let (cmin, cmax) = frame::client_version_range(req.api_key).unwrap_or((0, -1));
+        let broker = self.conns.get(&node).and_then(|c| c.broker_versions.get(&req.api_key).copied());
+        let version = match broker {
+            Some((bmin, bmax)) if bmin.max(cmin) <= bmax.min(cmax) => bmax.min(cmax),
+            _ => {
+                let (bmin, bmax) = broker.unwrap_or((-1, -1));
+                let err = Error::UnsupportedVersion {
+                    api: format!("{:?}", ApiKey::try_from(req.api_key).map_err(|_| ()).ok()),
+                    node_id: node,
+                    broker_min: bmin,
+                    broker_max: bmax,
+                    client_min: cmin,
+                    client_max: cmax,
+                };
+                self.local_completions.push(ClientResponse {
+                    request_header: header(cmax),
+                    destination: node,
+                    created_ms: req.created_ms,
+                    received_ms: now_ms,
+                    disconnected: false,
+                    version_mismatch: Some(err),
+                    body: None,
+                    error: None,
+                    callback: req.callback,
+                });
+                self.transport_wakeup();
+                return Ok(());
+            }
+        };
+        let mut body = req.body;
+        // Metadata v0 has no null topic list: an empty one means "all topics".
+        if let RequestKind::Metadata(m) = &mut body {
+            if version == 0 && m.topics.is_none() {
+                m.topics = Some(vec![]);
+            }
+        }
+        self.write_request(node, header(version), body, req.created_ms, req.expect_response, internal, req.request_timeout_ms, req.callback, now_ms)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_request(
+        &mut self,
+        node: i32,
+        header: RequestHeader,
+        body: RequestKind,
+        created_ms: i64,
+        expect_response: bool,
+        internal: Internal,
+        timeout_ms: i64,
+        callback: Option<Callback>,
+        now_ms: i64,
+    ) -> Result<(), Error> {
+        let mut buf = BytesMut::with_capacity(64);
+        frame::encode_request(&mut buf, &header, &body)?;
+        let conn = self.conns.get(&node).map_or(0, |c| c.conn);
+        self.in_flight.add(
+            node,
+            InFlightRequest {
+                header,
+                destination: node,
+                created_ms,
+                send_ms: now_ms,
+                expect_response,
+                internal,
+                send_done: false,
+                timeout_ms,
+                callback,
+            },
+        );
+        self.states.touch(node, now_ms);
+        // If the connection already died the write is refused; the
+        // Disconnected event on its way completes this request as well.
+        self.transport.write(node, conn, buf.freeze());
+        Ok(())
+    }
+
+    fn transport_wakeup(&mut self) {
+        // Local completions are collected by the next handle_events; the
+        // blocking layer checks `has_local_completions` before sleeping.
+    }
+
+    pub fn has_local_completions(&self) -> bool {
+        !self.local_completions.is_empty()
+    }
+
+    fn send_api_versions(&mut self, node: i32, version: i16, now_ms: i64) {
+        let body = RequestKind::ApiVersions(
+            ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("ferrokafka"))
+                .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION"))),
+        );
+        let cid = self.next_correlation();
+        let header = RequestHeader { api_key: ApiKey::ApiVersions as i16, api_version: version, correlation_id: cid, client_id: Some(self.cfg.client_id.clone()) };
+        let timeout = self.cfg.request_timeout_ms;
+        if let Err(e) = self.write_request(node, header, body, now_ms, true, Internal::ApiVersions, timeout, None, now_ms) {
+            self.disconnect_node(node, now_ms, Some(e), false, &mut Vec::new());
+        }
+    }
+
+    // ---------------------------------------------------------------- poll
+
+    /// SEMANTICS 4.11 step 1: give the updater its chance; returns how long
+    /// poll may sleep at most (ms), considering request deadlines too.
+    pub fn maybe_update(&mut self, now_ms: i64) -> i64 {
+        if self.closed {
+            return i64::MAX;
+        }
+        self.refresh_nodes();
+        let wait = self.with_updater(|up, core| up.maybe_update(now_ms, core)).unwrap_or(i64::MAX);
+        let until_timeout = self.in_flight.earliest_deadline().map_or(i64::MAX, |d| (d - now_ms).max(0));
+        let mut w = wait.min(until_timeout);
+        if self.has_local_completions() || self.conns.values().any(|c| c.api_versions_pending.is_some()) {
+            w = 0;
+        }
+        w.max(0)
+    }
+
+    /// SEMANTICS 4.11 after the selector: process `events` in the order
+    /// completed sends, completed receives, disconnections, new connections,
+    /// pending ApiVersions sends, timed-out requests (+ idle connections).
+    /// Returns the responses; their callbacks are still inside, for the
+    /// caller to run once no lock is held.
+    pub fn handle_events(&mut self, events: Vec<Event>, now_ms: i64) -> Vec<ClientResponse> {
+        let mut responses = std::mem::take(&mut self.local_completions);
+        let (mut sends, mut frames, mut discs, mut connects) = (vec![], vec![], vec![], vec![]);
+        for ev in events {
+            match ev {
+                Event::SendDone { node, conn, count } => sends.push((node, conn, count)),
+                Event::Frame { node, conn, frame } => frames.push((node, conn, frame)),
+                Event::Disconnected { node, conn, error } => discs.push((node, conn, error)),
+                Event::Connected { node, conn } => connects.push((node, conn)),
+                Event::Wakeup => {}
+            }
+        }
+        for (node, conn, count) in sends {
+            if self.is_current(node, conn) {
+                self.handle_send_done(node, count, now_ms, &mut responses);
+            }
+        }
+        for (node, conn, f) in frames {
+            if self.is_current(node, conn) {
+                self.handle_frame(node, f, now_ms, &mut responses);
+            }
+        }
+        for (node, conn, err) in discs {
+            if self.is_current(node, conn) {
+                self.disconnect_node(node, now_ms, Some(err), false, &mut responses);
+            }
+        }
+        for (node, conn) in connects {
+            if self.is_current(node, conn) && self.states.state(node) == ConnectionState::Connecting {
+                self.states.checking_api_versions(node, now_ms);
+                if let Some(c) = self.conns.get_mut(&node) {
+                    c.api_versions_pending = Some(API_VERSIONS_START);
+                }
+            }
+        }
+        // Pending ApiVersions sends (new connections, or a retry at the
+        // version the broker named).
+        let pending: Vec<(i32, i16)> = self
+            .conns
+            .iter()
+            .filter_map(|(n, c)| c.api_versions_pending.map(|v| (*n, v)))
+            .filter(|(n, _)| self.in_flight.can_send_more(*n))
+            .collect();
+        for (node, v) in pending {
+            if let Some(c) = self.conns.get_mut(&node) {
+                c.api_versions_pending = None;
+            }
+            self.send_api_versions(node, v, now_ms);
+        }
+        // Timed-out requests close their connection (4.10).
+        for node in self.in_flight.nodes_with_expired_requests(now_ms) {
+            let err = Error::Timeout { what: format!("request to node {node}"), timeout_ms: self.cfg.request_timeout_ms.max(0) as u64 };
+            self.disconnect_node(node, now_ms, Some(err), true, &mut responses);
+        }
+        // Idle connections (nothing in flight, no traffic for max idle).
+        for node in self.states.idle_nodes(now_ms, self.cfg.connections_max_idle_ms) {
+            if self.in_flight.is_empty(node) {
+                self.close_node(node, now_ms);
+            }
+        }
+        responses
+    }
+
+    fn is_current(&self, node: i32, conn: u64) -> bool {
+        self.conns.get(&node).is_some_and(|c| c.conn == conn)
+    }
+
+    fn handle_send_done(&mut self, node: i32, count: usize, now_ms: i64, out: &mut Vec<ClientResponse>) {
+        // `can_send_more` keeps at most one unwritten request per node and it
+        // is the newest, so completed sends always belong to the head. The
+        // loop is defensive for a transport that reports a batch.
+        for _ in 0..count {
+            let Some(head) = self.in_flight.last_sent_mut(node) else { return };
+            if head.send_done {
+                return;
+            }
+            head.send_done = true;
+            if !head.expect_response {
+                // 4.8: acks=0 completes when its bytes are out.
+                if let Some(r) = self.in_flight.complete_last_sent(node) {
+                    out.push(r.into_response(now_ms, false, None, None));
+                }
+            }
+        }
+    }
+
+    fn handle_frame(&mut self, node: i32, f: Bytes, now_ms: i64, out: &mut Vec<ClientResponse>) {
+        self.states.touch(node, now_ms);
+        let expected = self.in_flight.oldest(node).map(|r| r.header.correlation_id);
+        let actual = frame::peek_correlation_id(&f);
+        let ok = matches!((expected, &actual), (Some(e), Ok(a)) if e == *a);
+        if !ok {
+            // SEMANTICS 1.5 / 4.9: the stream is out of step (a response
+            // nobody asked for, or the wrong id): nothing later on it can be
+            // trusted. Fail everything in flight and start over.
+            let err = match (expected, actual) {
+                (None, _) => Error::Protocol(ferrokafka_protocol::ProtocolError::invalid("response", "response received with no request in flight")),
+                (Some(e), Ok(a)) => Error::Protocol(ferrokafka_protocol::ProtocolError::CorrelationMismatch { expected: e, actual: a }),
+                (_, Err(e)) => Error::Protocol(e),
+            };
+            self.disconnect_node(node, now_ms, Some(err), false, out);
+            self.with_updater(|up, _| up.request_update());
+            return;
+        }
+        let Some(req) = self.in_flight.complete_next(node) else { return };
+        let decoded = frame::decode_response(req.header.api_key, req.header.api_version, f);
+        match decoded {
+            Err(e) => {
+                // An undecodable body: this request fails with the reason, and
+                // the connection is closed because we can no longer be sure
+                // the broker and we agree on what was sent.
+                let e = Error::Protocol(e);
+                let r = req.into_response(now_ms, true, None, Some(e.clone()));
+                self.finish(r, Internal::No, out);
+                self.disconnect_node(node, now_ms, Some(e), false, out);
+            }
+            Ok((_, body, _)) => match req.internal {
+                Internal::ApiVersions => self.handle_api_versions(node, body, now_ms, out),
+                Internal::Metadata => {
+                    if let ResponseKind::Metadata(m) = &body {
+                        let md = metadata_from_wire(m);
+                        for b in &md.brokers {
+                            self.nodes.insert(b.id, b.clone());
+                        }
+                        self.with_updater(|up, _| up.handle_success_request(now_ms, md));
+                    }
+                }
+                Internal::No => out.push(req.into_response(now_ms, false, Some(body), None)),
+            },
+        }
+    }
+
+    fn handle_api_versions(&mut self, node: i32, body: ResponseKind, now_ms: i64, out: &mut Vec<ClientResponse>) {
+        let ResponseKind::ApiVersions(r) = body else { return };
+        if r.error_code == frame::UNSUPPORTED_VERSION {
+            // The broker does not speak our ApiVersions version; its v0
+            // answer names the range it does speak. Retry at its max.
+            let theirs = r.api_keys.iter().find(|k| k.api_key == ApiKey::ApiVersions as i16).map(|k| k.max_version).unwrap_or(0);
+            let retry = theirs.min(API_VERSIONS_START);
+            let last = self.in_flight.count(node) == 0;
+            if let Some(c) = self.conns.get_mut(&node) {
+                if last {
+                    c.api_versions_pending = Some(retry.max(0));
+                }
+            }
+            return;
+        }
+        if r.error_code != 0 {
+            let e = Error::broker(r.error_code, Some("ApiVersions".into()));
+            self.disconnect_node(node, now_ms, Some(e), false, out);
+            return;
+        }
+        if let Some(c) = self.conns.get_mut(&node) {
+            c.broker_versions = r.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect();
+        }
+        self.states.ready(node, now_ms);
+    }
+
+    fn finish(&mut self, r: ClientResponse, internal: Internal, out: &mut Vec<ClientResponse>) {
+        match internal {
+            Internal::No => out.push(r),
+            Internal::ApiVersions => {}
+            Internal::Metadata => {
+                let err = r.error.clone();
+                self.with_updater(|up, _| up.handle_failed_request(r.received_ms, err.as_ref()));
+            }
+        }
+    }
+
+    /// 4.10: every in-flight request of `node` completes disconnected, the
+    /// connection closes, state DISCONNECTED (backoff grows), updater told.
+    fn disconnect_node(&mut self, node: i32, now_ms: i64, error: Option<Error>, timed_out: bool, out: &mut Vec<ClientResponse>) {
+        if let Some(c) = self.conns.remove(&node) {
+            self.transport.close(node, c.conn);
+        }
+        let was_up = self.states.state(node);
+        self.states.disconnected(node, now_ms);
+        for req in self.in_flight.clear_all(node) {
+            let internal = req.internal;
+            let r = req.into_response(now_ms, true, None, error.clone());
+            self.finish(r, internal, out);
+        }
+        let _ = (was_up, timed_out);
+        self.with_updater(|up, _| up.handle_server_disconnect(now_ms, node, error.as_ref()));
+    }
+
+    /// Close a connection on purpose (idle, or `close(node)`): same as a
+    /// disconnect for anything in flight.
+    pub fn close_node(&mut self, node: i32, now_ms: i64) -> Vec<ClientResponse> {
+        let mut out = Vec::new();
+        if let Some(c) = self.conns.remove(&node) {
+            self.transport.close(node, c.conn);
+        }
+        self.states.disconnected(node, now_ms);
+        for req in self.in_flight.clear_all(node) {
+            let internal = req.internal;
+            let r = req.into_response(now_ms, true, None, Some(Error::Disconnected { node_id: node }));
+            self.finish(r, internal, &mut out);
+        }
+        out
+    }
+
+    pub fn close(&mut self, now_ms: i64) -> Vec<ClientResponse> {
+        let nodes: Vec<i32> = self.conns.keys().copied().collect();
+        let mut out = Vec::new();
+        for n in nodes {
+            out.extend(self.close_node(n, now_ms));
+        }
+        self.with_updater(|up, _| up.close());
+        self.closed = true;
+        out
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+}
+
+impl UpdaterContext for ClientCore {
+    fn least_loaded_node(&mut self, now_ms: i64) -> Option<Node> {
+        ClientCore::least_loaded_node(self, now_ms)
+    }
+    fn can_send_request(&self, node_id: i32, _now_ms: i64) -> bool {
+        ClientCore::can_send_request(self, node_id)
+    }
+    fn is_connecting_or_connected(&self, node_id: i32) -> bool {
+        self.states.is_connecting_or_connected(node_id)
+    }
+    fn can_connect(&self, node: &Node, now_ms: i64) -> bool {
+        self.states.can_connect(node.id, now_ms)
+    }
+    fn initiate_connect(&mut self, node: &Node, now_ms: i64) {
+        ClientCore::initiate_connect(self, node, now_ms)
+    }
+    fn send_metadata_request(&mut self, node_id: i32, spec: MetadataRequestSpec, now_ms: i64) -> Result<(), Error> {
+        let topics = spec.topics.map(|ts| {
+            ts.into_iter()
+                .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(t)))))
+                .collect()
+        });
+        let body = RequestKind::Metadata(
+            MetadataRequest::default().with_topics(topics).with_allow_auto_topic_creation(spec.allow_auto_topic_creation),
+        );
+        let req = self.new_client_request(node_id, body, true, None, now_ms);
+        self.do_send(req, now_ms, Internal::Metadata)
+    }
+    fn reconnect_backoff_ms(&self) -> i64 {
+        self.cfg.reconnect_backoff_ms
+    }
+}
+
+#[cfg(test)]
+mod tests;

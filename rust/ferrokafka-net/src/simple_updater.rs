@@ -1,0 +1,141 @@
+//! A minimal `MetadataUpdater`: bootstrap nodes until the first answer, then
+//! the brokers of the latest Metadata answer; refreshes only when asked (at
+//! start, after a disconnect, on `request_update`). The metadata work owns the
+//! real updater (max-age refresh, backoff, re-bootstrap, topic sets); this one
+//! exists so the network client works and is testable on its own.
+//!
+//! Also here: the conversion from `kafka-protocol`'s decoded Metadata answer to
+//! our wire-independent `cluster::MetadataResponse`.
+
+use crate::cluster::{MetadataResponse, Node, PartitionMetadata, TopicMetadata};
+use crate::error::Error;
+use crate::updater::{MetadataRequestSpec, MetadataUpdater, UpdaterContext};
+use ferrokafka_protocol::kafka_protocol::messages::MetadataResponse as WireMetadata;
+
+pub fn metadata_from_wire(m: &WireMetadata) -> MetadataResponse {
+    let brokers = m
+        .brokers
+        .iter()
+        .map(|b| {
+            Node::new(
+                b.node_id.0,
+                b.host.as_str(),
+                u16::try_from(b.port).unwrap_or(0),
+                b.rack.as_ref().map(|r| r.as_str().to_owned()),
+            )
+        })
+        .collect();
+    let topics = m
+        .topics
+        .iter()
+        .map(|t| {
+            let id = *t.topic_id.as_bytes();
+            TopicMetadata {
+                name: t.name.as_ref().map(|n| n.0.as_str().to_owned()).unwrap_or_default(),
+                topic_id: if id == [0u8; 16] { None } else { Some(id) },
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| PartitionMetadata {
+                        partition: p.partition_index,
+                        leader_id: p.leader_id.0,
+                        leader_epoch: p.leader_epoch,
+                        replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                        isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                        offline_replicas: p.offline_replicas.iter().map(|b| b.0).collect(),
+                        error_code: p.error_code,
+                    })
+                    .collect(),
+                error_code: t.error_code,
+                is_internal: t.is_internal,
+            }
+        })
+        .collect();
+    MetadataResponse {
+        brokers,
+        topics,
+        cluster_id: m.cluster_id.as_ref().map(|c| c.as_str().to_owned()),
+        controller_id: m.controller_id.0,
+    }
+}
+
+#[derive(Debug)]
+pub struct SimpleUpdater {
+    bootstrap: Vec<Node>,
+    latest: Option<MetadataResponse>,
+    update_requested: bool,
+    in_flight: bool,
+    closed: bool,
+}
+
+impl SimpleUpdater {
+    pub fn new(bootstrap: Vec<Node>) -> Self {
+        SimpleUpdater { bootstrap, latest: None, update_requested: true, in_flight: false, closed: false }
+    }
+
+    pub fn latest(&self) -> Option<&MetadataResponse> {
+        self.latest.as_ref()
+    }
+}
+
+impl MetadataUpdater for SimpleUpdater {
+    fn fetch_nodes(&self) -> Vec<Node> {
+        match &self.latest {
+            Some(m) if !m.brokers.is_empty() => m.brokers.clone(),
+            _ => self.bootstrap.clone(),
+        }
+    }
+
+    fn is_update_due(&self, _now_ms: i64) -> bool {
+        self.update_requested && !self.in_flight && !self.closed
+    }
+
+    fn maybe_update(&mut self, now_ms: i64, ctx: &mut dyn UpdaterContext) -> i64 {
+        if !self.is_update_due(now_ms) {
+            return i64::MAX;
+        }
+        let Some(node) = ctx.least_loaded_node(now_ms) else {
+            return ctx.reconnect_backoff_ms();
+        };
+        if ctx.can_send_request(node.id, now_ms) {
+            // Brokers only: topic sets are the real updater's business.
+            let spec = MetadataRequestSpec { topics: Some(vec![]), allow_auto_topic_creation: false };
+            if ctx.send_metadata_request(node.id, spec, now_ms).is_ok() {
+                self.in_flight = true;
+                return i64::MAX;
+            }
+            return ctx.reconnect_backoff_ms();
+        }
+        if ctx.is_connecting_or_connected(node.id) {
+            // Wait for the connection; the connect event wakes poll anyway.
+            return ctx.reconnect_backoff_ms();
+        }
+        if ctx.can_connect(&node, now_ms) {
+            ctx.initiate_connect(&node, now_ms);
+        }
+        ctx.reconnect_backoff_ms()
+    }
+
+    fn handle_server_disconnect(&mut self, _now_ms: i64, _node_id: i32, _error: Option<&Error>) {
+        self.update_requested = true;
+    }
+
+    fn handle_failed_request(&mut self, _now_ms: i64, _error: Option<&Error>) {
+        self.in_flight = false;
+        self.update_requested = true;
+    }
+
+    fn handle_success_request(&mut self, _now_ms: i64, response: MetadataResponse) {
+        self.in_flight = false;
+        self.update_requested = false;
+        self.latest = Some(response);
+    }
+
+    fn request_update(&mut self) {
+        self.update_requested = true;
+    }
+
+    fn close(&mut self) {
+        self.closed = true;
+    }
+}
