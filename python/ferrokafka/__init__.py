@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import _core, errors
+from . import _core, errors, protocol
 from .errors import (
     AuthenticationError,
     KafkaError,
@@ -11,10 +11,15 @@ from .errors import (
     UnsupportedVersionError,
 )
 
+from .network import ClientResponse, NetworkClient
+
 __version__ = _core.__version__
 
 __all__ = [
     "errors",
+    "protocol",
+    "NetworkClient",
+    "ClientResponse",
     "KafkaError",
     "KafkaTimeoutError",
     "UnsupportedVersionError",

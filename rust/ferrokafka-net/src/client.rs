@@ -126,6 +126,10 @@ pub struct ClientRequest {
     pub created_ms: i64,
     pub expect_response: bool,
     pub request_timeout_ms: i64,
+    /// Newest version this request may be sent at (Java's builder
+    /// `latestAllowedVersion`): e.g. a Fetch naming topics by name stops at
+    /// v12 because v13+ identifies topics by id only.
+    pub max_version: Option<i16>,
     pub callback: Option<Callback>,
 }
 
@@ -248,6 +252,10 @@ pub struct ClientCore {
     /// Every node ever named to us (bootstrap, metadata, `ready(node)` args),
     /// so a node id can be turned back into an address.
     nodes: HashMap<i32, Node>,
+    /// The updater's `fetch_nodes()` as of the last refresh. Cached because
+    /// the updater is taken out of `self` while it runs, and it calls back
+    /// into `least_loaded_node`, which needs the list.
+    node_list: Vec<Node>,
     updater: Option<Box<dyn MetadataUpdater>>,
     transport: Box<dyn Transport>,
     next_correlation_id: i32,
@@ -264,8 +272,9 @@ impl ClientCore {
         use rand::SeedableRng;
         cfg.validate()?;
         let mut nodes = HashMap::new();
-        for n in updater.fetch_nodes() {
-            nodes.insert(n.id, n);
+        let node_list = updater.fetch_nodes();
+        for n in &node_list {
+            nodes.insert(n.id, n.clone());
         }
         Ok(ClientCore {
             in_flight: InFlightRequests::new(cfg.max_in_flight_requests_per_connection),
@@ -273,6 +282,7 @@ impl ClientCore {
             cfg,
             conns: HashMap::new(),
             nodes,
+            node_list,
             updater: Some(updater),
             transport,
             next_correlation_id: 0,
@@ -313,8 +323,9 @@ impl ClientCore {
 
     fn refresh_nodes(&mut self) {
         if let Some(up) = &self.updater {
-            for n in up.fetch_nodes() {
-                self.nodes.insert(n.id, n);
+            self.node_list = up.fetch_nodes();
+            for n in &self.node_list {
+                self.nodes.insert(n.id, n.clone());
             }
         }
     }
@@ -324,7 +335,10 @@ impl ClientCore {
     }
 
     pub fn known_nodes(&self) -> Vec<Node> {
-        self.updater.as_ref().map(|u| u.fetch_nodes()).unwrap_or_default()
+        match &self.updater {
+            Some(u) => u.fetch_nodes(),
+            None => self.node_list.clone(),
+        }
     }
 
     // ---------------------------------------------------------------- state
@@ -443,6 +457,7 @@ impl ClientCore {
             created_ms: now_ms,
             expect_response,
             request_timeout_ms: self.cfg.request_timeout_ms,
+            max_version: None,
             callback,
         }
     }
@@ -473,7 +488,10 @@ impl ClientCore {
             correlation_id: req.correlation_id,
             client_id: Some(req.client_id.clone()),
         };
-        let (cmin, cmax) = frame::client_version_range(req.api_key).unwrap_or((0, -1));
+        let (cmin, mut cmax) = frame::client_version_range(req.api_key).unwrap_or((0, -1));
+        if let Some(m) = req.max_version {
+            cmax = cmax.min(m);
+        }
         let broker = self.conns.get(&node).and_then(|c| c.broker_versions.get(&req.api_key).copied());
         let version = match broker {
             Some((bmin, bmax)) if bmin.max(cmin) <= bmax.min(cmax) => bmax.min(cmax),
@@ -720,6 +738,7 @@ impl ClientCore {
                             self.nodes.insert(b.id, b.clone());
                         }
                         self.with_updater(|up, _| up.handle_success_request(now_ms, md));
+                        self.refresh_nodes();
                     }
                 }
                 Internal::No => out.push(req.into_response(now_ms, false, Some(body), None)),
