@@ -4,7 +4,9 @@
 
 pub mod cluster;
 pub mod error;
+pub mod metadata;
 pub mod updater;
 
 pub use error::{Error, Result};
+pub use metadata::{DefaultMetadataUpdater, Metadata, MetadataConfig, UpdaterConfig};
 pub use ferrokafka_protocol as protocol;
