@@ -471,6 +471,14 @@ impl Metadata {
         }
     }
 
+    /// `Some(metadata_idle_ms)` for producer metadata.
+    pub fn metadata_idle_ms(&self) -> Option<i64> {
+        match &self.lock().topics {
+            TopicMode::All => None,
+            TopicMode::Producer { idle_ms, .. } => Some(*idle_ms),
+        }
+    }
+
     pub fn contains_topic(&self, topic: &str) -> bool {
         match &self.lock().topics {
             TopicMode::All => true,

@@ -7,10 +7,14 @@ use pyo3::prelude::*;
 
 pub mod errors;
 pub mod gil;
+pub mod metadata;
+pub mod types;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;
+    types::register(m)?;
+    metadata::register(m)?;
     Ok(())
 }
