@@ -548,7 +548,7 @@ impl Metadata {
             _ => {
                 st.last_seen_epochs.insert(tp.clone(), leader_epoch);
                 // A newer epoch than the cache means the cached leader is stale.
-                if st.cache.leader_epoch_for(&tp.topic, tp.partition).map_or(false, |e| e < leader_epoch) {
+                if st.cache.leader_epoch_for(&tp.topic, tp.partition).is_some_and(|e| e < leader_epoch) {
                     st.need_full_update = true;
                 }
                 true

@@ -386,10 +386,11 @@ fn py_bool(b: bool) -> &'static str {
     }
 }
 
-fn split_dict_arg<'py>(
-    first: Option<Bound<'py, PyAny>>,
-    config: Option<Bound<'py, PyDict>>,
-) -> PyResult<(Option<Bound<'py, PyAny>>, Option<Bound<'py, PyDict>>)> {
+/// (first positional option, config dict).
+type FirstAndConfig<'py> = (Option<Bound<'py, PyAny>>, Option<Bound<'py, PyDict>>);
+
+/// `Metadata({...})`: a dict in the first positional slot is the config dict.
+fn split_dict_arg<'py>(first: Option<Bound<'py, PyAny>>, config: Option<Bound<'py, PyDict>>) -> PyResult<FirstAndConfig<'py>> {
     match first {
         Some(f) if f.is_instance_of::<PyDict>() => {
             if config.is_some() {
