@@ -601,3 +601,18 @@ def test_unknown_option_and_dotted_names():
     assert (md.refresh_backoff_ms, md.metadata_expire_ms, md.metadata_idle_ms) == (7, 70, 700)
     md = fk.Metadata(config={"retry.backoff.max.ms": 5000})
     assert md.refresh_backoff_max_ms == 5000
+
+
+def test_base_metadata_subscription():
+    md = fk.Metadata()
+    assert md.subscription is None
+    md.set_subscription(["a", "b"])
+    assert md.subscription == {"a", "b"}
+    names, rv, partial = md.new_metadata_request(T)
+    assert names == ["a", "b"] and not partial
+    md.update(rv, resp(topic("a"), topic("other")), False, T)
+    assert md.fetch().topics == {"a"}
+    md.set_subscription(None)
+    assert md.new_metadata_request(T)[0] is None
+    with pytest.raises(errors.IllegalStateError):
+        fk.ProducerMetadata().set_subscription(["a"])

@@ -130,9 +130,11 @@ impl MetadataConfig {
 /// Which topics this metadata keeps and asks for.
 #[derive(Debug)]
 enum TopicMode {
-    /// Base `Metadata`: every topic of every answer is kept; requests ask for
-    /// all topics.
-    All,
+    /// Base `Metadata`: requests ask for all topics and every topic of an
+    /// answer is kept; or, with a subscription (`set_subscription`), only
+    /// those topics are asked for and kept (what Java's ConsumerMetadata
+    /// does for a subscription without a pattern).
+    All { subscription: Option<BTreeSet<String>> },
     /// `ProducerMetadata` (SEMANTICS 3.8): the topics the producer sends to,
     /// each with an expiry time, and those not yet answered for.
     Producer {
@@ -178,7 +180,7 @@ pub struct Metadata {
 impl Metadata {
     /// The base `Metadata`: keeps every topic.
     pub fn new(cfg: MetadataConfig) -> Result<Self> {
-        Self::with_mode(cfg, TopicMode::All)
+        Self::with_mode(cfg, TopicMode::All { subscription: None })
     }
 
     /// `ProducerMetadata`: keeps only the topics `add`ed, forgetting those
@@ -327,9 +329,9 @@ impl Metadata {
         let partial_ok = !st.need_full_update
             && st.last_successful_refresh_ms.saturating_add(self.cfg.metadata_expire_ms) > now_ms;
         match &st.topics {
-            TopicMode::All => (
+            TopicMode::All { subscription } => (
                 MetadataRequestSpec {
-                    topics: None,
+                    topics: subscription.as_ref().map(|s| s.iter().cloned().collect()),
                     allow_auto_topic_creation: false,
                 },
                 st.request_version,
@@ -430,7 +432,7 @@ impl Metadata {
     pub fn add(&self, topic: &str, now_ms: i64) -> Result<()> {
         let mut st = self.lock();
         let is_new = match &mut st.topics {
-            TopicMode::All => {
+            TopicMode::All { .. } => {
                 return Err(Error::State {
                     detail: "add() needs ProducerMetadata; Metadata keeps every topic".into(),
                 })
@@ -459,29 +461,55 @@ impl Metadata {
     /// Producer topics with their expiry time (empty for base metadata).
     pub fn topics(&self) -> BTreeMap<String, i64> {
         match &self.lock().topics {
-            TopicMode::All => BTreeMap::new(),
+            TopicMode::All { .. } => BTreeMap::new(),
             TopicMode::Producer { topics, .. } => topics.iter().map(|(k, v)| (k.clone(), *v)).collect(),
         }
     }
 
     pub fn new_topics(&self) -> BTreeSet<String> {
         match &self.lock().topics {
-            TopicMode::All => BTreeSet::new(),
+            TopicMode::All { .. } => BTreeSet::new(),
             TopicMode::Producer { new_topics, .. } => new_topics.clone(),
+        }
+    }
+
+    /// Base metadata only: ask for (and keep) just these topics; `None` =
+    /// all topics. A change asks for an update at once. Returns
+    /// update_version; Error::State on producer metadata.
+    pub fn set_subscription(&self, topics: Option<Vec<String>>) -> Result<i32> {
+        let mut st = self.lock();
+        let TopicMode::All { subscription } = &mut st.topics else {
+            return Err(Error::State {
+                detail: "set_subscription() is for Metadata; ProducerMetadata uses add()".into(),
+            });
+        };
+        let new: Option<BTreeSet<String>> = topics.map(|t| t.into_iter().collect());
+        if *subscription == new {
+            return Ok(st.update_version);
+        }
+        *subscription = new;
+        Ok(st.request_update_for_new_topics())
+    }
+
+    /// The base metadata's subscription (None = all topics, or producer).
+    pub fn subscription(&self) -> Option<BTreeSet<String>> {
+        match &self.lock().topics {
+            TopicMode::All { subscription } => subscription.clone(),
+            TopicMode::Producer { .. } => None,
         }
     }
 
     /// `Some(metadata_idle_ms)` for producer metadata.
     pub fn metadata_idle_ms(&self) -> Option<i64> {
         match &self.lock().topics {
-            TopicMode::All => None,
+            TopicMode::All { .. } => None,
             TopicMode::Producer { idle_ms, .. } => Some(*idle_ms),
         }
     }
 
     pub fn contains_topic(&self, topic: &str) -> bool {
         match &self.lock().topics {
-            TopicMode::All => true,
+            TopicMode::All { subscription } => !matches!(subscription, Some(s) if !s.contains(topic)),
             TopicMode::Producer { topics, .. } => topics.contains_key(topic),
         }
     }
@@ -719,7 +747,7 @@ impl State {
 
     fn retain_topic(&mut self, topic: &str, _is_internal: bool, now_ms: i64) -> bool {
         match &mut self.topics {
-            TopicMode::All => true,
+            TopicMode::All { subscription } => !matches!(subscription, Some(s) if !s.contains(topic)),
             TopicMode::Producer { topics, new_topics, .. } => match topics.get(topic) {
                 None => false,
                 Some(_) if new_topics.contains(topic) => true,

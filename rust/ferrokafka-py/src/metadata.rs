@@ -211,6 +211,19 @@ impl PyMetadata {
         self.inner.retain_topic(topic, is_internal, now_or_wall(now_ms))
     }
 
+    /// Ask for (and keep) only these topics; None = all topics (default).
+    /// Not for ProducerMetadata (use add()). Returns update_version.
+    #[pyo3(signature = (topics=None))]
+    fn set_subscription(&self, topics: Option<Vec<String>>) -> FkResult<i32> {
+        Ok(self.inner.set_subscription(topics)?)
+    }
+
+    /// The topics set with set_subscription (None = all topics).
+    #[getter]
+    fn subscription<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PySet>>> {
+        self.inner.subscription().map(|s| PySet::new(py, s)).transpose()
+    }
+
     /// SEMANTICS 3.6: the current snapshot, without blocking.
     fn fetch(&self) -> PyCluster {
         PyCluster {

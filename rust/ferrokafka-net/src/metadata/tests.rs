@@ -214,3 +214,25 @@ fn failure_backoff_grows_with_jitter_and_cap() {
     md.request_update();
     assert_eq!(md.time_to_next_update(2000), 100);
 }
+
+#[test]
+fn base_subscription_limits_requests_and_cache() {
+    let md = Metadata::new(cfg()).unwrap();
+    assert_eq!(md.new_metadata_request(0).0.topics, None);
+    let rv = md.request_version();
+    md.set_subscription(Some(vec!["b".into(), "a".into()])).unwrap();
+    assert_eq!(md.request_version(), rv + 1);
+    assert!(md.update_requested());
+    let (spec, v, partial) = md.new_metadata_request(0);
+    assert_eq!(spec.topics, Some(vec!["a".to_string(), "b".to_string()]));
+    assert!(!partial);
+    md.update(v, &response(vec![topic("a", vec![pm(0, 0, 0)]), topic("z", vec![pm(0, 0, 0)])]), false, 1).unwrap();
+    assert_eq!(md.fetch().topics(), ["a"].into_iter().collect());
+    assert!(!md.update_requested());
+    // Same subscription again: nothing to do.
+    let rv = md.request_version();
+    md.set_subscription(Some(vec!["a".into(), "b".into()])).unwrap();
+    assert_eq!(md.request_version(), rv);
+    let p = Metadata::new_producer(cfg(), 10).unwrap();
+    assert!(matches!(p.set_subscription(None), Err(Error::State { .. })));
+}
