@@ -28,6 +28,7 @@
 //!   state after a panic is still a legal (if incomplete) one.
 
 pub mod default_updater;
+pub mod wire;
 
 pub use default_updater::{DefaultMetadataUpdater, UpdaterConfig};
 
