@@ -226,9 +226,7 @@ impl PyMetadata {
 
     /// SEMANTICS 3.6: the current snapshot, without blocking.
     fn fetch(&self) -> PyCluster {
-        PyCluster {
-            inner: self.inner.fetch(),
-        }
+        PyCluster::new(self.inner.fetch())
     }
 
     /// SEMANTICS 3.7.

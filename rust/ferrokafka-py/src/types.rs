@@ -2,6 +2,7 @@
 //! frozen, hashable, repr-able value classes, and the read-only `Cluster`
 //! snapshot. Each wraps the Rust value; no logic lives here.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ferrokafka_net::cluster::{
@@ -9,6 +10,7 @@ use ferrokafka_net::cluster::{
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyFrozenSet, PyTuple};
 
 fn py_str_repr(s: &str) -> String {
@@ -377,6 +379,37 @@ impl PyMetadataResponse {
 #[pyclass(name = "Cluster", module = "ferrokafka", frozen)]
 pub struct PyCluster {
     pub inner: Arc<Cluster>,
+    /// Python Node objects by id, built on first lookup: `leader_for` is the
+    /// hot call (once per record without a partition cache), and handing out
+    /// a shared immutable Node is a refcount bump instead of an allocation.
+    py_nodes: PyOnceLock<HashMap<i32, Py<PyNode>>>,
+}
+
+impl PyCluster {
+    pub fn new(inner: Arc<Cluster>) -> Self {
+        PyCluster {
+            inner,
+            py_nodes: PyOnceLock::new(),
+        }
+    }
+
+    fn py_node(&self, py: Python<'_>, id: i32) -> PyResult<Option<Py<PyNode>>> {
+        let nodes = self.py_nodes.get_or_try_init(py, || -> PyResult<_> {
+            let mut m = HashMap::with_capacity(self.inner.nodes().len());
+            for n in self.inner.nodes() {
+                m.insert(n.id, Py::new(py, PyNode::from(n))?);
+            }
+            Ok(m)
+        })?;
+        Ok(nodes.get(&id).map(|n| n.clone_ref(py)))
+    }
+
+    fn leader_node(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<Option<Py<PyNode>>> {
+        match self.inner.leader_for(topic, partition) {
+            Some(n) => self.py_node(py, n.id),
+            None => Ok(None),
+        }
+    }
 }
 
 fn frozenset_of<'py, 'a>(py: Python<'py>, it: impl IntoIterator<Item = &'a String>) -> PyResult<Bound<'py, PyFrozenSet>> {
@@ -386,11 +419,15 @@ fn frozenset_of<'py, 'a>(py: Python<'py>, it: impl IntoIterator<Item = &'a Strin
 #[pymethods]
 impl PyCluster {
     #[getter]
-    fn nodes(&self) -> Vec<PyNode> {
-        self.inner.nodes().iter().map(PyNode::from).collect()
+    fn nodes(&self, py: Python<'_>) -> PyResult<Vec<Py<PyNode>>> {
+        self.inner
+            .nodes()
+            .iter()
+            .map(|n| self.py_node(py, n.id).map(|o| o.expect("node of this snapshot")))
+            .collect()
     }
-    fn node_by_id(&self, id: i32) -> Option<PyNode> {
-        self.inner.node_by_id(id).map(PyNode::from)
+    fn node_by_id(&self, py: Python<'_>, id: i32) -> PyResult<Option<Py<PyNode>>> {
+        self.py_node(py, id)
     }
     #[getter]
     fn topics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyFrozenSet>> {
@@ -416,14 +453,15 @@ impl PyCluster {
         Ok(self.inner.partition(&tp.topic, tp.partition).map(PyPartitionMetadata::from))
     }
     /// The leader Node, None when unknown.
-    fn leader_for(&self, tp: &Bound<'_, PyAny>) -> PyResult<Option<PyNode>> {
+    fn leader_for(&self, tp: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyNode>>> {
+        let py = tp.py();
         // Fast path without allocating a TopicPartition for the common case.
         if let Ok(tp) = tp.cast::<PyTopicPartition>() {
             let tp = &tp.get().inner;
-            return Ok(self.inner.leader_for(&tp.topic, tp.partition).map(PyNode::from));
+            return self.leader_node(py, &tp.topic, tp.partition);
         }
         let tp = extract_tp(tp)?;
-        Ok(self.inner.leader_for(&tp.topic, tp.partition).map(PyNode::from))
+        self.leader_node(py, &tp.topic, tp.partition)
     }
     /// The cached leader epoch, None when unknown.
     fn leader_epoch_for(&self, tp: &Bound<'_, PyAny>) -> PyResult<Option<i32>> {
@@ -431,8 +469,15 @@ impl PyCluster {
         Ok(self.inner.leader_epoch_for(&tp.topic, tp.partition))
     }
     #[getter]
-    fn controller(&self) -> Option<PyNode> {
-        self.inner.controller().map(PyNode::from)
+    fn controller(&self, py: Python<'_>) -> PyResult<Option<Py<PyNode>>> {
+        match self.inner.controller() {
+            // The controller is normally among the nodes; if not, a fresh one.
+            Some(c) => match self.py_node(py, c.id)? {
+                Some(n) => Ok(Some(n)),
+                None => Ok(Some(Py::new(py, PyNode::from(c))?)),
+            },
+            None => Ok(None),
+        }
     }
     #[getter]
     fn cluster_id(&self) -> Option<&str> {
