@@ -142,7 +142,9 @@ pub struct Cluster {
     /// In the order of the answer (bootstrap: the shuffled seed order).
     nodes: Vec<Node>,
     nodes_by_id: HashMap<i32, Node>,
-    topics: HashMap<String, TopicState>,
+    /// Per-topic state behind an `Arc`, so a copy that changes one topic
+    /// (`with_leader_unknown`) shares every other topic with the original.
+    topics: HashMap<String, Arc<TopicState>>,
     internal_topics: BTreeSet<String>,
     invalid_topics: BTreeSet<String>,
     unauthorized_topics: BTreeSet<String>,
@@ -184,7 +186,7 @@ impl Cluster {
             .map(|(name, mut parts)| {
                 parts.sort_by_key(|p| p.partition);
                 let topic_id = topic_ids.get(&name).copied();
-                (name, TopicState { partitions: parts, topic_id })
+                (name, Arc::new(TopicState { partitions: parts, topic_id }))
             })
             .collect();
         Cluster {
@@ -220,9 +222,9 @@ impl Cluster {
         self.topics.keys().map(String::as_str).collect()
     }
     pub fn topic_state(&self, topic: &str) -> Option<&TopicState> {
-        self.topics.get(topic)
+        self.topics.get(topic).map(|t| &**t)
     }
-    pub(crate) fn topic_states(&self) -> &HashMap<String, TopicState> {
+    pub(crate) fn topic_states(&self) -> &HashMap<String, Arc<TopicState>> {
         &self.topics
     }
     pub fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
@@ -268,7 +270,8 @@ impl Cluster {
     }
 
     /// Copy of this snapshot with one partition's leader set to unknown (-1),
-    /// keeping its epoch. None if the partition is not cached or already leaderless.
+    /// keeping its epoch. None if the partition is not cached or already
+    /// leaderless. Costs O(topics + that topic's partitions), not O(cluster).
     pub(crate) fn with_leader_unknown(&self, topic: &str, partition: i32) -> Option<Cluster> {
         let state = self.topics.get(topic)?;
         let idx = state.partitions.iter().position(|p| p.partition == partition)?;
@@ -277,7 +280,7 @@ impl Cluster {
         }
         let mut copy = self.clone();
         let st = copy.topics.get_mut(topic).expect("topic present");
-        st.partitions[idx].leader_id = -1;
+        Arc::make_mut(st).partitions[idx].leader_id = -1;
         Some(copy)
     }
 }

@@ -650,8 +650,7 @@ impl Metadata {
     /// slices): Some(result) when the wait is over, None when the slice ran
     /// out (spurious wakeups also return None; the caller loops).
     pub fn await_update_step(&self, last_version: i32, topic: Option<&str>, slice: Duration) -> Option<Result<()>> {
-        let st = self.lock();
-        let mut st = st;
+        let mut st = self.lock();
         if let Some(r) = st.check_wait(last_version, topic) {
             return Some(r);
         }

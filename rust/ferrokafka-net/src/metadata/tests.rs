@@ -236,3 +236,50 @@ fn base_subscription_limits_requests_and_cache() {
     let p = Metadata::new_producer(cfg(), 10).unwrap();
     assert!(matches!(p.set_subscription(None), Err(Error::State { .. })));
 }
+
+#[test]
+fn concurrent_adds_updates_and_reads() {
+    // Producer threads add topics and wait, a "selector" thread answers,
+    // readers fetch: no deadlock, versions only grow, every waiter wakes.
+    let md = Arc::new(Metadata::new_producer(cfg(), 60_000).unwrap());
+    md.bootstrap(&["a:1"]).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answerer = {
+        let (md, stop) = (md.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut now = 1_000;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if !md.update_requested() {
+                    thread::sleep(Duration::from_micros(50));
+                    continue;
+                }
+                let (spec, rv, partial) = md.new_metadata_request(now);
+                let topics = spec.topics.unwrap_or_default().iter().map(|t| topic(t, vec![pm(0, 0, 1)])).collect();
+                md.update(rv, &response(topics), partial, now).unwrap();
+                now += 1;
+                thread::yield_now();
+            }
+        })
+    };
+    let producers: Vec<_> = (0..4)
+        .map(|i| {
+            let md = md.clone();
+            thread::spawn(move || {
+                for j in 0..100 {
+                    let t = format!("t{i}-{j}");
+                    md.add(&t, 1_000).unwrap();
+                    let v = md.request_update_for_topic(&t);
+                    md.await_update(v, Some(&t), Some(Duration::from_secs(10))).unwrap();
+                    let c = md.fetch();
+                    let _ = c.leader_for(&t, 0);
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    answerer.join().unwrap();
+    assert_eq!(md.topics().len(), 400);
+}
