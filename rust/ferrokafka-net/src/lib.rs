@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod error;
+pub mod producer;
 pub mod updater;
 
 pub use error::{Error, Result};

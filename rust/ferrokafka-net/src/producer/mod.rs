@@ -1,0 +1,3 @@
+//! Producer core: partitioners, the record accumulator and the sender.
+
+pub mod partitioner;
