@@ -1,3 +1,4 @@
 //! Producer core: partitioners, the record accumulator and the sender.
 
+pub mod accumulator;
 pub mod partitioner;
