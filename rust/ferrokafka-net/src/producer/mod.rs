@@ -1,4 +1,5 @@
 //! Producer core: partitioners, the record accumulator and the sender.
 
 pub mod accumulator;
+pub mod idempotence;
 pub mod partitioner;
