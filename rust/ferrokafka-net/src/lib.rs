@@ -3,6 +3,7 @@
 //! metadata state machine that the selector consults without the GIL.
 
 pub mod cluster;
+pub mod consumer;
 pub mod error;
 pub mod producer;
 pub mod updater;

@@ -1,0 +1,3 @@
+//! Consumer core: partition assignors, fetch and group state.
+
+pub mod assignor;
