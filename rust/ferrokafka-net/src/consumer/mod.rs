@@ -1,3 +1,5 @@
 //! Consumer core: partition assignors, fetch and group state.
 
 pub mod assignor;
+pub mod group;
+pub mod heartbeat;
