@@ -3,3 +3,4 @@
 pub mod assignor;
 pub mod group;
 pub mod heartbeat;
+pub mod subscription;
