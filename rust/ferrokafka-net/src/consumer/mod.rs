@@ -1,6 +1,7 @@
 //! Consumer core: partition assignors, fetch and group state.
 
 pub mod assignor;
+pub mod coordinator;
 pub mod group;
 pub mod heartbeat;
 pub mod subscription;
