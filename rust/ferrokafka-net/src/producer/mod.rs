@@ -3,3 +3,4 @@
 pub mod accumulator;
 pub mod idempotence;
 pub mod partitioner;
+pub mod request;
