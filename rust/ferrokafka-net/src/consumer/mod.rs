@@ -4,4 +4,5 @@ pub mod assignor;
 pub mod coordinator;
 pub mod group;
 pub mod heartbeat;
+pub mod protocol;
 pub mod subscription;
