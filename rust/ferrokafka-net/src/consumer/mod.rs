@@ -2,6 +2,7 @@
 
 pub mod assignor;
 pub mod coordinator;
+pub mod fetch;
 pub mod group;
 pub mod heartbeat;
 pub mod protocol;
