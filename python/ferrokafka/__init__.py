@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import _core, errors
+from ._core import DeliveryFuture, RecordMetadata
 from .errors import (
     AuthenticationError,
     KafkaError,
@@ -14,6 +15,8 @@ from .errors import (
 __version__ = _core.__version__
 
 __all__ = [
+    "DeliveryFuture",
+    "RecordMetadata",
     "errors",
     "KafkaError",
     "KafkaTimeoutError",
