@@ -182,6 +182,63 @@ pub fn parse_list_offsets_response(resp: &ListOffsetsResponse) -> Vec<ListOffset
         .collect()
 }
 
+/// What the read_committed filter needs to know of a record batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchInfo {
+    pub last_offset: i64,
+    pub producer_id: i64,
+    pub is_transactional: bool,
+    /// `Some(true)` for a COMMIT marker, `Some(false)` for ABORT, `None` for data.
+    pub control_commit: Option<bool>,
+}
+
+/// read_committed filtering of one partition's fetched batches (Java
+/// `CompletedFetch`): a transactional batch is dropped when its producer has
+/// an aborted transaction that started at or before the batch's end, until
+/// that producer's ABORT marker is seen. Control batches are never returned.
+///
+/// Feed batches in offset order; for read_uncommitted only control batches
+/// are dropped.
+#[derive(Debug)]
+pub struct AbortedTransactionFilter {
+    read_committed: bool,
+    /// Aborted transactions not yet reached, by first offset ascending.
+    pending: std::collections::VecDeque<(i64, i64)>,
+    /// Producers whose aborted transaction is open at the current offset.
+    aborted_producers: std::collections::HashSet<i64>,
+}
+
+impl AbortedTransactionFilter {
+    pub fn new(read_committed: bool, mut aborted: Vec<(i64, i64)>) -> Self {
+        aborted.sort_by_key(|&(_, first)| first);
+        AbortedTransactionFilter {
+            read_committed,
+            pending: aborted.into(),
+            aborted_producers: Default::default(),
+        }
+    }
+
+    /// True when the batch must not reach the application.
+    pub fn skip(&mut self, b: &BatchInfo) -> bool {
+        if self.read_committed && b.producer_id >= 0 {
+            while let Some(&(pid, first)) = self.pending.front() {
+                if first > b.last_offset {
+                    break;
+                }
+                self.aborted_producers.insert(pid);
+                self.pending.pop_front();
+            }
+        }
+        if let Some(commit) = b.control_commit {
+            if self.read_committed && !commit {
+                self.aborted_producers.remove(&b.producer_id);
+            }
+            return true;
+        }
+        self.read_committed && b.is_transactional && self.aborted_producers.contains(&b.producer_id)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,5 +274,34 @@ mod tests {
             let mut b = BytesMut::new();
             req.encode(&mut b, v).unwrap_or_else(|e| panic!("v{v}: {e}"));
         }
+    }
+
+    fn data(last: i64, pid: i64, txn: bool) -> BatchInfo {
+        BatchInfo { last_offset: last, producer_id: pid, is_transactional: txn, control_commit: None }
+    }
+
+    fn marker(last: i64, pid: i64, commit: bool) -> BatchInfo {
+        BatchInfo { last_offset: last, producer_id: pid, is_transactional: true, control_commit: Some(commit) }
+    }
+
+    #[test]
+    fn read_committed_drops_aborted_and_markers() {
+        // Producer 1 aborts [0..=4] (marker at 5), producer 2 commits [6..=7] (marker 8),
+        // producer 1 then commits [9..=10] (marker 11).
+        let mut f = AbortedTransactionFilter::new(true, vec![(1, 0)]);
+        assert!(f.skip(&data(4, 1, true)));
+        assert!(f.skip(&marker(5, 1, false)));
+        assert!(!f.skip(&data(7, 2, true)));
+        assert!(f.skip(&marker(8, 2, true)));
+        assert!(!f.skip(&data(10, 1, true)), "after its ABORT marker producer 1 is clean again");
+        assert!(f.skip(&marker(11, 1, true)));
+        assert!(!f.skip(&data(12, -1, false)), "non-transactional data always passes");
+    }
+
+    #[test]
+    fn read_uncommitted_only_drops_markers() {
+        let mut f = AbortedTransactionFilter::new(false, vec![(1, 0)]);
+        assert!(!f.skip(&data(4, 1, true)));
+        assert!(f.skip(&marker(5, 1, false)));
     }
 }
