@@ -6,4 +6,5 @@ pub mod fetch;
 pub mod group;
 pub mod heartbeat;
 pub mod protocol;
+pub mod requests;
 pub mod subscription;
