@@ -57,6 +57,18 @@ pub fn build_produce_request(
         .with_topic_data(topic_data)
 }
 
+/// InitProducerId for an idempotent (non-transactional) producer. From v3,
+/// passing the current id/epoch asks the broker to bump the epoch (KIP-360)
+/// instead of handing out a new id, which keeps the producer's identity.
+pub fn init_producer_id(current: Option<(i64, i16)>, version: i16) -> ferrokafka_protocol::kafka_protocol::messages::InitProducerIdRequest {
+    use ferrokafka_protocol::kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
+    let r = InitProducerIdRequest::default().with_transaction_timeout_ms(-1);
+    match current {
+        Some((id, epoch)) if version >= 3 => r.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
+        _ => r.with_producer_id(ProducerId(-1)).with_producer_epoch(-1),
+    }
+}
+
 /// One partition's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionResult {
