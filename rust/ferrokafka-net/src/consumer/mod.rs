@@ -3,6 +3,7 @@
 pub mod assignor;
 pub mod coordinator;
 pub mod fetch;
+pub mod fetcher;
 pub mod group;
 pub mod heartbeat;
 pub mod protocol;
