@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from . import _core, errors
 from ._core import DeliveryFuture, RecordMetadata
+from . import metadata, types  # noqa: F401  (metadata and data types)
 from .errors import (
     AuthenticationError,
     KafkaError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     UnsupportedVersionError,
+)
+
+from .metadata import Metadata, ProducerMetadata
+from .types import (
+    Cluster,
+    MetadataResponse,
+    Node,
+    PartitionMetadata,
+    TopicMetadata,
+    TopicPartition,
 )
 
 __version__ = _core.__version__
@@ -23,4 +34,15 @@ __all__ = [
     "UnsupportedVersionError",
     "AuthenticationError",
     "MessageSizeTooLargeError",
+    # metadata and data types
+    "metadata",
+    "types",
+    "TopicPartition",
+    "Node",
+    "PartitionMetadata",
+    "TopicMetadata",
+    "MetadataResponse",
+    "Cluster",
+    "Metadata",
+    "ProducerMetadata",
 ]

@@ -6,8 +6,10 @@ pub mod admin;
 pub mod cluster;
 pub mod consumer;
 pub mod error;
+pub mod metadata;
 pub mod producer;
 pub mod updater;
 
 pub use error::{Error, Result};
+pub use metadata::{DefaultMetadataUpdater, Metadata, MetadataConfig, UpdaterConfig};
 pub use ferrokafka_protocol as protocol;

@@ -8,6 +8,8 @@ use pyo3::prelude::*;
 pub mod errors;
 pub mod future;
 pub mod gil;
+pub mod metadata;
+pub mod types;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -17,5 +19,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<future::DeliveryFuture>()?;
     m.add_function(wrap_pyfunction!(future::_test_future, m)?)?;
     m.add_function(wrap_pyfunction!(future::_test_run_callbacks, m)?)?;
+    types::register(m)?;
+    metadata::register(m)?;
     Ok(())
 }
