@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import _core, errors
+from ._core import DeliveryFuture, RecordMetadata
 from . import metadata, types  # noqa: F401  (metadata and data types)
 from .errors import (
     AuthenticationError,
@@ -25,6 +26,8 @@ from .types import (
 __version__ = _core.__version__
 
 __all__ = [
+    "DeliveryFuture",
+    "RecordMetadata",
     "errors",
     "KafkaError",
     "KafkaTimeoutError",

@@ -1,14 +1,44 @@
 """Type stubs of the Rust extension module (checked with mypy.stubtest)."""
 
+from typing import Any, Callable, Generator, Iterable, Mapping, Optional, Sequence, Union, final
+
+from typing_extensions import disjoint_base
+
 __version__: str
 
 def error_codes() -> list[tuple[int, str, bool]]: ...
 
+
+class RecordMetadata:
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    serialized_key_size: int
+    serialized_value_size: int
+    def __new__(
+        cls,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp_ms: int = -1,
+        serialized_key_size: int = -1,
+        serialized_value_size: int = -1,
+    ) -> RecordMetadata: ...
+
+class DeliveryFuture:
+    def result(self, timeout: Optional[float] = None) -> RecordMetadata: ...
+    def done(self) -> bool: ...
+    def cancel(self) -> bool: ...
+    def cancelled(self) -> bool: ...
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]: ...
+    def add_done_callback(self, fn_: Callable[[DeliveryFuture], Any]) -> None: ...
+    def __await__(self) -> Generator[Any, None, RecordMetadata]: ...
+
+def _test_future(delay_ms: int, error_code: Optional[int] = None) -> DeliveryFuture: ...
+def _test_run_callbacks() -> int: ...
 # --- metadata and data types (rust/ferrokafka-py/src/types.rs, metadata.rs) ---
 
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union, final
-
-from typing_extensions import disjoint_base
 
 _TP = Union["TopicPartition", tuple[str, int]]
 

@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 
 pub mod errors;
+pub mod future;
 pub mod gil;
 pub mod metadata;
 pub mod types;
@@ -14,6 +15,10 @@ pub mod types;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;
+    m.add_class::<future::RecordMetadata>()?;
+    m.add_class::<future::DeliveryFuture>()?;
+    m.add_function(wrap_pyfunction!(future::_test_future, m)?)?;
+    m.add_function(wrap_pyfunction!(future::_test_run_callbacks, m)?)?;
     types::register(m)?;
     metadata::register(m)?;
     Ok(())

@@ -1,0 +1,6 @@
+//! Producer core: partitioners, the record accumulator and the sender.
+
+pub mod accumulator;
+pub mod idempotence;
+pub mod partitioner;
+pub mod request;
