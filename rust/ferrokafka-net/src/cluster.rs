@@ -264,6 +264,16 @@ impl Cluster {
         }
         self.nodes_by_id.get(&p.leader_id)
     }
+    /// The leader's id when the leader is known and among the nodes: the
+    /// `leader_of` closure the accumulator and fetcher take.
+    pub fn leader_id_for(&self, tp: &TopicPartition) -> Option<i32> {
+        self.leader_for(&tp.topic, tp.partition).map(|n| n.id)
+    }
+    /// Ids of the partitions with a reachable leader: the partitioner's
+    /// `available` list.
+    pub fn available_partition_ids(&self, topic: &str) -> Vec<i32> {
+        self.available_partitions_for_topic(topic).iter().map(|p| p.partition).collect()
+    }
     /// The cached leader epoch, None when unknown (-1) or the partition is unknown.
     pub fn leader_epoch_for(&self, topic: &str, partition: i32) -> Option<i32> {
         self.partition(topic, partition).map(|p| p.leader_epoch).filter(|e| *e >= 0)

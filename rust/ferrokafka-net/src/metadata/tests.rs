@@ -148,6 +148,9 @@ fn fail_partition_leader_marks_unknown() {
     assert_eq!(before.leader_for("t", 0).unwrap().id, 0);
     assert!(md.need_full_update());
     assert!(!md.handle_partition_error("t", 1, 87));
+    assert_eq!(c.available_partition_ids("t"), vec![1]);
+    assert_eq!(c.leader_id_for(&TopicPartition::new("t", 1)), Some(1));
+    assert_eq!(c.leader_id_for(&TopicPartition::new("t", 0)), None);
 }
 
 #[test]
