@@ -922,3 +922,6 @@ pub fn parse_bootstrap<S: AsRef<str>>(addresses: &[S]) -> Result<Vec<Node>> {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+#[cfg(test)]
+mod broker_tests;
