@@ -291,3 +291,29 @@ fn empty_broker_list_is_a_failure() {
     assert!(md.fetch().is_bootstrap_configured());
     assert_eq!(md.failed_attempts(), 1);
 }
+
+#[test]
+fn idle_producer_only_refreshes_at_max_age() {
+    // The "metadata requests per second of an idle producer": after
+    // the first answer, nothing but the metadata.max.age.ms refresh.
+    let (md, mut up) = updater(7);
+    let mut ctx = FakeCtx::default();
+    md.add("t", T0).unwrap();
+    let mut now = 0;
+    // Ten minutes of virtual time, polled every 10 ms like an idle poll loop.
+    while now <= 600_100 {
+        poll(&mut up, &mut ctx, now);
+        if up.has_fetch_in_progress() {
+            up.handle_success_request(T0 + now, response(vec![topic("t", vec![pm(0, 0, 0)])]));
+        }
+        now += 10;
+    }
+    let times: Vec<i64> = ctx.sent.iter().map(|s| s.0 - T0).collect();
+    // First update at once, then one per 300 s (the metadata_idle_ms of 300 s
+    // is kept alive by nobody, so the 300 s refresh drops the topic and asks
+    // for nothing more than the brokers).
+    assert_eq!(times.len(), 3, "{times:?}");
+    assert!(times[0] <= 10);
+    assert!((300_000..300_100).contains(&(times[1] - times[0])), "{times:?}");
+    assert!((300_000..300_100).contains(&(times[2] - times[1])), "{times:?}");
+}
