@@ -93,3 +93,14 @@ def test_cluster_lookups():
     assert "cluster_id='cid'" in repr(c)
     with pytest.raises(TypeError):
         c.leader_for("t")
+
+
+def test_cluster_hands_out_shared_nodes():
+    md = fk.Metadata()
+    md.update(0, fk.MetadataResponse([fk.Node(0, "h0", 1)],
+                                     [fk.TopicMetadata("t", [fk.PartitionMetadata(0, 0, 1)])], "c", 0),
+              False, 1_700_000_000_000)
+    c = md.fetch()
+    # Same immutable object each time: lookups do not allocate a new Node.
+    assert c.leader_for(("t", 0)) is c.leader_for(fk.TopicPartition("t", 0)) is c.node_by_id(0)
+    assert c.controller is c.nodes[0]
