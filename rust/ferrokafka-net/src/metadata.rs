@@ -386,11 +386,11 @@ impl Metadata {
         }
         // Forget epochs of topics we no longer keep, so a topic that comes
         // back later is not compared with an epoch from its previous life.
-        let tracked: Vec<TopicPartition> = st.last_seen_epochs.keys().cloned().collect();
-        for tp in tracked {
-            if !st.retain_topic(&tp.topic, false, now_ms) {
-                st.last_seen_epochs.remove(&tp);
-            }
+        {
+            let State {
+                last_seen_epochs, topics, ..
+            } = &mut *st;
+            last_seen_epochs.retain(|tp, _| retain_in(topics, &tp.topic, now_ms));
         }
         let cluster = st.handle_response(response, is_partial_update, now_ms);
         st.cache = Arc::new(cluster);
@@ -746,18 +746,7 @@ impl State {
     }
 
     fn retain_topic(&mut self, topic: &str, _is_internal: bool, now_ms: i64) -> bool {
-        match &mut self.topics {
-            TopicMode::All { subscription } => !matches!(subscription, Some(s) if !s.contains(topic)),
-            TopicMode::Producer { topics, new_topics, .. } => match topics.get(topic) {
-                None => false,
-                Some(_) if new_topics.contains(topic) => true,
-                Some(&expiry) if expiry <= now_ms => {
-                    topics.remove(topic);
-                    false
-                }
-                Some(_) => true,
-            },
-        }
+        retain_in(&mut self.topics, topic, now_ms)
     }
 
     /// Java's `updateLatestMetadata`: take the answered partition unless its
@@ -765,12 +754,16 @@ impl State {
     /// cached entry (or none).
     fn update_latest(
         &mut self,
-        topic: &str,
+        topic: &Arc<str>,
         p: &PartitionMetadata,
         topic_recreated: bool,
         old: &Cluster,
     ) -> Option<PartitionMetadata> {
-        let tp = TopicPartition::new(topic, p.partition);
+        // One shared Arc<str> per topic: no allocation per partition.
+        let tp = TopicPartition {
+            topic: topic.clone(),
+            partition: p.partition,
+        };
         if p.leader_epoch < 0 {
             // No epoch (old broker, or an error entry): take it as is.
             self.last_seen_epochs.remove(&tp);
@@ -811,8 +804,9 @@ impl State {
             let recreated = new_id.is_some() && new_id != old.topic_id(&t.name);
             if t.error_code == codes::NONE {
                 let mut parts = Vec::with_capacity(t.partitions.len());
+                let name: Arc<str> = Arc::from(t.name.as_str());
                 for p in &t.partitions {
-                    if let Some(pm) = self.update_latest(&t.name, p, recreated, &old) {
+                    if let Some(pm) = self.update_latest(&name, p, recreated, &old) {
                         parts.push(pm);
                     }
                     if is_invalid_metadata_error(p.error_code) {
@@ -885,6 +879,24 @@ impl State {
             });
         }
         None
+    }
+}
+
+
+/// SEMANTICS 3.9 over the topic set alone (so callers can hold other State
+/// fields borrowed at the same time).
+fn retain_in(topics: &mut TopicMode, topic: &str, now_ms: i64) -> bool {
+    match topics {
+        TopicMode::All { subscription } => !matches!(subscription, Some(s) if !s.contains(topic)),
+        TopicMode::Producer { topics, new_topics, .. } => match topics.get(topic) {
+            None => false,
+            Some(_) if new_topics.contains(topic) => true,
+            Some(&expiry) if expiry <= now_ms => {
+                topics.remove(topic);
+                false
+            }
+            Some(_) => true,
+        },
     }
 }
 
