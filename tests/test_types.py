@@ -104,3 +104,12 @@ def test_cluster_hands_out_shared_nodes():
     # Same immutable object each time: lookups do not allocate a new Node.
     assert c.leader_for(("t", 0)) is c.leader_for(fk.TopicPartition("t", 0)) is c.node_by_id(0)
     assert c.controller is c.nodes[0]
+
+
+def test_pattern_matching():
+    match fk.TopicPartition("t", 3):
+        case fk.TopicPartition(topic, partition):
+            assert (topic, partition) == ("t", 3)
+    match fk.Node(1, "h", 2):
+        case fk.Node(node_id, host, port, rack):
+            assert (node_id, host, port, rack) == (1, "h", 2, None)

@@ -73,6 +73,11 @@ impl PyTopicPartition {
     fn __repr__(&self) -> String {
         format!("TopicPartition(topic={}, partition={})", py_str_repr(&self.inner.topic), self.inner.partition)
     }
+    /// `match tp: case TopicPartition(topic, partition): ...`
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str) {
+        ("topic", "partition")
+    }
     fn __getnewargs__(&self) -> (String, i32) {
         (self.inner.topic.to_string(), self.inner.partition)
     }
@@ -142,6 +147,10 @@ impl PyNode {
             self.inner.port,
             opt_repr(&self.inner.rack)
         )
+    }
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str, &'static str, &'static str) {
+        ("id", "host", "port", "rack")
     }
     fn __getnewargs__(&self) -> (i32, String, u16, Option<String>) {
         (self.inner.id, self.inner.host.clone(), self.inner.port, self.inner.rack.clone())
