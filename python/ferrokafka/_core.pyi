@@ -88,11 +88,11 @@ class PartitionMetadata:
         cls,
         partition: int,
         leader_id: int,
-        leader_epoch: int = ...,
-        replicas: Sequence[int] = ...,
-        isr: Sequence[int] = ...,
+        leader_epoch: int = -1,
+        replicas: Sequence[int] = (),
+        isr: Sequence[int] = (),
         error_code: int = 0,
-        offline_replicas: Sequence[int] = ...,
+        offline_replicas: Sequence[int] = (),
     ) -> PartitionMetadata: ...
     @property
     def partition(self) -> int: ...
@@ -144,7 +144,7 @@ class MetadataResponse:
         brokers: Sequence[Node],
         topics: Sequence[TopicMetadata],
         cluster_id: Optional[str] = None,
-        controller_id: int = ...,
+        controller_id: int = -1,
     ) -> MetadataResponse: ...
     @property
     def brokers(self) -> tuple[Node, ...]: ...
@@ -186,8 +186,8 @@ class Cluster:
 class Metadata:
     def __new__(
         cls,
-        refresh_backoff_ms: Union[int, Mapping[str, Any], None] = None,
-        metadata_expire_ms: Optional[int] = None,
+        refresh_backoff_ms: Union[int, Mapping[str, Any], None] = 100,
+        metadata_expire_ms: Optional[int] = 300000,
         *,
         config: Optional[Mapping[str, Any]] = None,
         **kwargs: Any,
@@ -251,9 +251,9 @@ class Metadata:
 class ProducerMetadata(Metadata):
     def __new__(
         cls,
-        refresh_backoff_ms: Union[int, Mapping[str, Any], None] = None,
-        metadata_expire_ms: Optional[int] = None,
-        metadata_idle_ms: Optional[int] = None,
+        refresh_backoff_ms: Union[int, Mapping[str, Any], None] = 100,
+        metadata_expire_ms: Optional[int] = 300000,
+        metadata_idle_ms: Optional[int] = 300000,
         *,
         config: Optional[Mapping[str, Any]] = None,
         **kwargs: Any,

@@ -129,7 +129,10 @@ pub struct PyMetadata {
 #[pymethods]
 impl PyMetadata {
     #[new]
-    #[pyo3(signature = (refresh_backoff_ms=None, metadata_expire_ms=None, *, config=None, **kwargs))]
+    #[pyo3(
+        signature = (refresh_backoff_ms=None, metadata_expire_ms=None, *, config=None, **kwargs),
+        text_signature = "(refresh_backoff_ms=100, metadata_expire_ms=300000, *, config=None, **kwargs)"
+    )]
     fn new<'py>(
         py: Python<'py>,
         refresh_backoff_ms: Option<Bound<'py, PyAny>>,
@@ -425,7 +428,10 @@ pub struct PyProducerMetadata {
 #[pymethods]
 impl PyProducerMetadata {
     #[new]
-    #[pyo3(signature = (refresh_backoff_ms=None, metadata_expire_ms=None, metadata_idle_ms=None, *, config=None, **kwargs))]
+    #[pyo3(
+        signature = (refresh_backoff_ms=None, metadata_expire_ms=None, metadata_idle_ms=None, *, config=None, **kwargs),
+        text_signature = "(refresh_backoff_ms=100, metadata_expire_ms=300000, metadata_idle_ms=300000, *, config=None, **kwargs)"
+    )]
     fn new<'py>(
         py: Python<'py>,
         refresh_backoff_ms: Option<Bound<'py, PyAny>>,

@@ -176,7 +176,10 @@ impl From<&PartitionMetadata> for PyPartitionMetadata {
 #[pymethods]
 impl PyPartitionMetadata {
     #[new]
-    #[pyo3(signature = (partition, leader_id, leader_epoch=-1, replicas=Vec::new(), isr=Vec::new(), error_code=0, offline_replicas=Vec::new()))]
+    #[pyo3(
+        signature = (partition, leader_id, leader_epoch=-1, replicas=Vec::new(), isr=Vec::new(), error_code=0, offline_replicas=Vec::new()),
+        text_signature = "(partition, leader_id, leader_epoch=-1, replicas=(), isr=(), error_code=0, offline_replicas=())"
+    )]
     fn new(
         partition: i32,
         leader_id: i32,
@@ -343,7 +346,10 @@ pub struct PyMetadataResponse {
 #[pymethods]
 impl PyMetadataResponse {
     #[new]
-    #[pyo3(signature = (brokers, topics, cluster_id=None, controller_id=-1))]
+    #[pyo3(
+        signature = (brokers, topics, cluster_id=None, controller_id=-1),
+        text_signature = "(brokers, topics, cluster_id=None, controller_id=-1)"
+    )]
     fn new(brokers: Vec<PyNode>, topics: Vec<PyTopicMetadata>, cluster_id: Option<String>, controller_id: i32) -> Self {
         PyMetadataResponse {
             inner: MetadataResponse {
