@@ -491,6 +491,22 @@ def test_epoch_seen_elsewhere_makes_older_metadata_stale():
     assert md.fetch().leader_for(tp).id == 1
 
 
+def test_kip951_leader_hints_from_produce_or_fetch_answers():
+    md = producer()
+    md.add("t", T)
+    answered(md, topic("t", 2, leader=0, epoch=5))
+    v = md.update_version
+    b2 = fk.Node(2, "b2", 9092)
+    applied = md.update_partition_leadership(
+        {fk.TopicPartition("t", 0): (2, 6), ("t", 1): (1, 5), ("gone", 0): (1, 9)}, [b2])
+    assert applied == {fk.TopicPartition("t", 0)}
+    c = md.fetch()
+    assert c.leader_for(("t", 0)) == b2 and c.leader_epoch_for(("t", 0)) == 6
+    assert c.leader_for(("t", 1)).id == 0
+    assert md.update_version == v  # no metadata round trip, nothing to wake
+    assert md.update_partition_leadership({("t", 1): (7, 9)}) == set()  # unknown node
+
+
 # ---- idle expiry -----------------------------------------------------------------------------
 
 def test_idle_topic_expires_and_leaves_cache_and_requests():

@@ -279,6 +279,30 @@ impl Cluster {
         self.partition(topic, partition).map(|p| p.leader_epoch).filter(|e| *e >= 0)
     }
 
+    /// Copy of this snapshot with new leaders for some cached partitions
+    /// (`(topic, partition, leader_id, leader_epoch)`) and `nodes` added or
+    /// replacing the nodes of the same id. Topics not touched are shared.
+    pub(crate) fn with_leaders(&self, updates: &[(Arc<str>, i32, i32, i32)], nodes: &[Node]) -> Cluster {
+        let mut copy = self.clone();
+        for n in nodes {
+            match copy.nodes.iter_mut().find(|m| m.id == n.id) {
+                Some(m) => *m = n.clone(),
+                None => copy.nodes.push(n.clone()),
+            }
+            copy.nodes_by_id.insert(n.id, n.clone());
+        }
+        for (topic, partition, leader, epoch) in updates {
+            if let Some(st) = copy.topics.get_mut(&**topic) {
+                let st = Arc::make_mut(st);
+                if let Some(p) = st.partitions.iter_mut().find(|p| p.partition == *partition) {
+                    p.leader_id = *leader;
+                    p.leader_epoch = *epoch;
+                }
+            }
+        }
+        copy
+    }
+
     /// Copy of this snapshot with one partition's leader set to unknown (-1),
     /// keeping its epoch. None if the partition is not cached or already
     /// leaderless. Costs O(topics + that topic's partitions), not O(cluster).

@@ -602,6 +602,36 @@ impl Metadata {
         st.update_version
     }
 
+    /// KIP-951: a Produce or Fetch answer named the new leader (and its
+    /// node) of partitions whose leader moved. Apply those whose epoch is
+    /// newer than the cached one, whose partition is cached and whose leader
+    /// node is known (from `leader_nodes` or the cache), without a metadata
+    /// round trip (Java's `updatePartitionLeadership`). Returns the
+    /// partitions updated. Versions are not bumped: nothing waits on this.
+    pub fn update_partition_leadership(&self, leaders: &[(TopicPartition, i32, i32)], leader_nodes: &[Node]) -> Vec<TopicPartition> {
+        let mut st = self.lock();
+        let cache = st.cache.clone();
+        let known = |id: i32| leader_nodes.iter().any(|n| n.id == id) || cache.node_by_id(id).is_some();
+        let mut applied = Vec::new();
+        let mut updates = Vec::new();
+        for (tp, leader, epoch) in leaders {
+            if *leader < 0 || *epoch < 0 || !known(*leader) {
+                continue;
+            }
+            let Some(current) = cache.partition(&tp.topic, tp.partition) else { continue };
+            if current.leader_epoch >= 0 && *epoch <= current.leader_epoch {
+                continue;
+            }
+            updates.push((tp.topic.clone(), tp.partition, *leader, *epoch));
+            st.last_seen_epochs.insert(tp.clone(), *epoch);
+            applied.push(tp.clone());
+        }
+        if !applied.is_empty() {
+            st.cache = Arc::new(cache.with_leaders(&updates, leader_nodes));
+        }
+        applied
+    }
+
     /// Any request's partition-level error: leader-invalidating errors fail
     /// the leader, other invalid-metadata errors request an update. True when
     /// the error was a metadata one (the caller should retry after the update).

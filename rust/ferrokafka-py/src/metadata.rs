@@ -17,7 +17,7 @@ use pyo3::types::{PyDict, PySet};
 
 use crate::errors::{FkError, FkResult};
 use crate::gil::wait_detached;
-use crate::types::{extract_tp, PyCluster, PyMetadataResponse};
+use crate::types::{extract_tp, PyCluster, PyMetadataResponse, PyNode, PyTopicPartition};
 
 fn wall_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
@@ -307,6 +307,26 @@ impl PyMetadata {
     fn fail_partition_leader(&self, tp: &Bound<'_, PyAny>) -> PyResult<i32> {
         let tp = extract_tp(tp)?;
         Ok(self.inner.fail_partition_leader(&tp.topic, tp.partition))
+    }
+
+    /// KIP-951 leader hints from a Produce/Fetch answer: `{tp: (leader_id,
+    /// leader_epoch)}` plus the leaders' nodes. Applies those newer than the
+    /// cache; returns the set of TopicPartitions updated.
+    #[pyo3(signature = (leaders, leader_nodes=Vec::new()))]
+    fn update_partition_leadership<'py>(
+        &self,
+        py: Python<'py>,
+        leaders: &Bound<'py, PyDict>,
+        leader_nodes: Vec<PyNode>,
+    ) -> PyResult<Bound<'py, PySet>> {
+        let mut updates = Vec::with_capacity(leaders.len());
+        for (k, v) in leaders.iter() {
+            let (leader, epoch): (i32, i32) = v.extract()?;
+            updates.push((extract_tp(&k)?, leader, epoch));
+        }
+        let nodes: Vec<_> = leader_nodes.into_iter().map(|n| n.inner).collect();
+        let applied = self.inner.update_partition_leadership(&updates, &nodes);
+        PySet::new(py, applied.into_iter().map(|tp| PyTopicPartition { inner: tp }))
     }
 
     /// Any request's partition error code: True when it was a metadata error

@@ -286,3 +286,35 @@ fn concurrent_adds_updates_and_reads() {
     answerer.join().unwrap();
     assert_eq!(md.topics().len(), 400);
 }
+
+#[test]
+fn kip951_leader_hints_apply_only_when_newer() {
+    let md = Metadata::new(cfg()).unwrap();
+    md.update(0, &response(vec![topic("t", vec![pm(0, 0, 5), pm(1, 0, 5)])]), false, 1).unwrap();
+    let v = md.update_version();
+    let tp0 = TopicPartition::new("t", 0);
+    let tp1 = TopicPartition::new("t", 1);
+    let b2 = Node::new(2, "b2", 9092, None);
+    let applied = md.update_partition_leadership(
+        &[
+            (tp0.clone(), 2, 6),                     // newer, new node given: applied
+            (tp1.clone(), 1, 5),                     // same epoch: stale
+            (TopicPartition::new("t", 9), 1, 9),     // partition not cached
+            (TopicPartition::new("u", 0), 1, 9),     // topic not cached
+        ],
+        &[b2.clone()],
+    );
+    assert_eq!(applied, vec![tp0.clone()]);
+    let c = md.fetch();
+    assert_eq!(c.leader_for("t", 0), Some(&b2));
+    assert_eq!(c.leader_epoch_for("t", 0), Some(6));
+    assert_eq!(c.leader_for("t", 1).unwrap().id, 0);
+    assert_eq!(c.nodes().len(), 3);
+    assert_eq!(md.last_seen_leader_epoch(&tp0), Some(6));
+    assert_eq!(md.update_version(), v);
+    // An unknown leader node is not applied.
+    assert!(md.update_partition_leadership(&[(tp1.clone(), 7, 9)], &[]).is_empty());
+    // A later metadata answer with the old epoch is stale for tp0.
+    md.update(0, &response(vec![topic("t", vec![pm(0, 0, 5), pm(1, 0, 5)])]), false, 2).unwrap();
+    assert_eq!(md.fetch().leader_epoch_for("t", 0), Some(6));
+}
