@@ -302,7 +302,7 @@ fn kip951_leader_hints_apply_only_when_newer() {
             (TopicPartition::new("t", 9), 1, 9),     // partition not cached
             (TopicPartition::new("u", 0), 1, 9),     // topic not cached
         ],
-        &[b2.clone()],
+        std::slice::from_ref(&b2),
     );
     assert_eq!(applied, vec![tp0.clone()]);
     let c = md.fetch();
