@@ -243,6 +243,19 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
         self.queues.values().any(|q| !q.is_empty())
     }
 
+    /// Partitions with queued batches.
+    pub fn partitions(&self) -> impl Iterator<Item = &TopicPartition> {
+        self.queues.iter().filter(|(_, q)| !q.is_empty()).map(|(tp, _)| tp)
+    }
+
+    /// After an epoch bump: visit each partition's queued batches in order
+    /// (to give them new sequences).
+    pub fn for_each_queue_mut(&mut self, mut f: impl FnMut(&TopicPartition, &mut VecDeque<ProducerBatch<B, T>>)) {
+        for (tp, q) in self.queues.iter_mut() {
+            f(tp, q);
+        }
+    }
+
     /// Batches queued per partition (for KIP-794 load stats and metrics).
     pub fn queue_sizes(&self) -> impl Iterator<Item = (&TopicPartition, usize)> {
         self.queues.iter().map(|(tp, q)| (tp, q.len()))

@@ -4,3 +4,4 @@ pub mod accumulator;
 pub mod idempotence;
 pub mod partitioner;
 pub mod request;
+pub mod sender;
