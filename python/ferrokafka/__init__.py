@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import _core, errors
-from ._core import DeliveryFuture, RecordMetadata
+from ._core import DeliveryFuture, RecordMetadata, coordinator_partition_for
 from . import metadata, types  # noqa: F401  (metadata and data types)
 from .errors import (
     AuthenticationError,
@@ -26,6 +26,7 @@ from .types import (
 __version__ = _core.__version__
 
 __all__ = [
+    "coordinator_partition_for",
     "DeliveryFuture",
     "RecordMetadata",
     "errors",

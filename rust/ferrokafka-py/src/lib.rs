@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 pub mod errors;
 pub mod future;
 pub mod gil;
+pub mod group;
 pub mod metadata;
 pub mod types;
 
@@ -21,5 +22,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(future::_test_run_callbacks, m)?)?;
     types::register(m)?;
     metadata::register(m)?;
+    group::register(m)?;
     Ok(())
 }
