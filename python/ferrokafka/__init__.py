@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from . import _core, errors, protocol
+from ._core import DeliveryFuture, RecordMetadata, coordinator_partition_for
+from . import metadata, types  # noqa: F401  (metadata and data types)
 from .errors import (
     AuthenticationError,
     KafkaError,
@@ -12,10 +14,22 @@ from .errors import (
 )
 
 from .network import ClientResponse, NetworkClient
+from .metadata import Metadata, ProducerMetadata
+from .types import (
+    Cluster,
+    MetadataResponse,
+    Node,
+    PartitionMetadata,
+    TopicMetadata,
+    TopicPartition,
+)
 
 __version__ = _core.__version__
 
 __all__ = [
+    "coordinator_partition_for",
+    "DeliveryFuture",
+    "RecordMetadata",
     "errors",
     "protocol",
     "NetworkClient",
@@ -25,4 +39,15 @@ __all__ = [
     "UnsupportedVersionError",
     "AuthenticationError",
     "MessageSizeTooLargeError",
+    # metadata and data types
+    "metadata",
+    "types",
+    "TopicPartition",
+    "Node",
+    "PartitionMetadata",
+    "TopicMetadata",
+    "MetadataResponse",
+    "Cluster",
+    "Metadata",
+    "ProducerMetadata",
 ]

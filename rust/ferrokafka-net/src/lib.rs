@@ -2,12 +2,16 @@
 //! in-flight request deque, timeouts and reconnect backoff, and the cluster
 //! metadata state machine that the selector consults without the GIL.
 
+pub mod admin;
 pub mod client;
 pub mod cluster;
+pub mod consumer;
 pub mod driver;
 pub mod error;
 pub mod inflight;
 pub mod io;
+pub mod metadata;
+pub mod producer;
 pub mod simple_updater;
 pub mod states;
 pub mod updater;
@@ -18,4 +22,5 @@ pub use io::NetworkClient;
 pub use states::ConnectionState;
 
 pub use error::{Error, Result};
+pub use metadata::{DefaultMetadataUpdater, Metadata, MetadataConfig, UpdaterConfig};
 pub use ferrokafka_protocol as protocol;

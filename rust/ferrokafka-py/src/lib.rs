@@ -6,9 +6,13 @@
 use pyo3::prelude::*;
 
 pub mod errors;
+pub mod future;
 pub mod gil;
 pub mod network;
 pub mod requests;
+pub mod group;
+pub mod metadata;
+pub mod types;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -16,5 +20,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;
     network::register(m)?;
     requests::register(m)?;
+    m.add_class::<future::RecordMetadata>()?;
+    m.add_class::<future::DeliveryFuture>()?;
+    m.add_function(wrap_pyfunction!(future::_test_future, m)?)?;
+    m.add_function(wrap_pyfunction!(future::_test_run_callbacks, m)?)?;
+    types::register(m)?;
+    metadata::register(m)?;
+    group::register(m)?;
     Ok(())
 }

@@ -1,0 +1,596 @@
+//! The record accumulator (Java `RecordAccumulator`): per-partition queues of
+//! open batches that `send` appends to and the sender drains.
+//!
+//! Pure state with injected time (`now_ms`): no locks, no I/O, no clock. The
+//! producer wraps one accumulator in a mutex; the sender task calls `ready`
+//! and `drain` under that mutex, and appenders block on memory outside it.
+//!
+//! The batch encoding is abstracted behind `BatchBuilder` so the hot encoder
+//! (the protocol crate's RecordBatch v2 writer) plugs in, and tests can use a
+//! counting fake.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use crate::cluster::TopicPartition;
+
+/// Appends records into one wire batch.
+pub trait BatchBuilder {
+    /// Append one record if it fits in `capacity` (the first record of a batch
+    /// always fits: a record larger than `batch_size` gets a batch of its own).
+    /// Returns the bytes it added, or `None` when the batch is full.
+    fn try_append(&mut self, record: &RecordRef<'_>) -> Option<usize>;
+    /// Bytes the finished batch will take (before compression).
+    fn size_bytes(&self) -> usize;
+    fn record_count(&self) -> usize;
+}
+
+/// One record as `send` hands it over.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRef<'a> {
+    pub timestamp_ms: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub headers: &'a [(&'a str, Option<&'a [u8]>)],
+}
+
+#[derive(Debug, Clone)]
+pub struct AccumulatorConfig {
+    pub batch_size: usize,
+    pub linger_ms: i64,
+    pub retry_backoff_ms: i64,
+    pub retry_backoff_max_ms: i64,
+    pub delivery_timeout_ms: i64,
+    pub buffer_memory: usize,
+}
+
+/// An open or sealed batch with the completion handles of its records.
+#[derive(Debug)]
+pub struct ProducerBatch<B, T> {
+    pub tp: TopicPartition,
+    pub builder: B,
+    /// One handle per record, in append order (the record's offset is
+    /// base_offset + index).
+    pub handles: Vec<T>,
+    pub created_ms: i64,
+    pub last_attempt_ms: i64,
+    pub attempts: u32,
+    /// Set once it was drained at least once: the batch may no longer take
+    /// records (its bytes were handed to a request).
+    pub sealed: bool,
+    /// Idempotence: the base sequence assigned at first drain, kept on retry so
+    /// the broker can de-duplicate.
+    pub base_sequence: Option<i32>,
+    /// Bytes charged against `buffer_memory`.
+    pub reserved_bytes: usize,
+}
+
+impl<B: BatchBuilder, T> ProducerBatch<B, T> {
+    fn is_full(&self, batch_size: usize) -> bool {
+        self.builder.size_bytes() >= batch_size
+    }
+
+    fn in_retry(&self) -> bool {
+        self.attempts > 0
+    }
+
+    /// KIP-580: retry backoff grows exponentially with the attempt count.
+    pub fn retry_backoff_ms(&self, cfg: &AccumulatorConfig) -> i64 {
+        if self.attempts == 0 {
+            return 0;
+        }
+        let exp = (self.attempts - 1).min(20);
+        cfg.retry_backoff_ms
+            .saturating_mul(1i64 << exp)
+            .min(cfg.retry_backoff_max_ms.max(cfg.retry_backoff_ms))
+    }
+
+    pub fn has_reached_delivery_timeout(&self, cfg: &AccumulatorConfig, now_ms: i64) -> bool {
+        now_ms - self.created_ms >= cfg.delivery_timeout_ms
+    }
+}
+
+/// A successful append.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// The record opened a new batch.
+    pub new_batch: bool,
+    /// The partition has a batch ready to send (full, or more than one queued).
+    pub batch_is_full: bool,
+    /// Bytes the record added.
+    pub bytes: usize,
+}
+
+/// A refused append; the record's handle comes back so the caller keeps it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AppendError<T> {
+    /// Not enough free `buffer_memory` for a new batch: the caller waits (up
+    /// to max_block_ms) for memory to be freed, then tries again.
+    NeedMemory { bytes: usize, handle: T },
+    /// A fresh batch refused its first record (a builder sizing bug).
+    DoesNotFit(T),
+}
+
+/// What `ready` found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ReadyCheck {
+    /// Leaders with at least one sendable batch.
+    pub ready_nodes: HashSet<i32>,
+    /// When the next batch becomes sendable (linger or backoff), for the
+    /// sender's poll timeout. `i64::MAX` when nothing is pending.
+    pub next_ready_check_delay_ms: i64,
+    /// Topics with queued batches whose leader is unknown: the sender asks
+    /// metadata for them.
+    pub unknown_leader_topics: HashSet<String>,
+}
+
+pub struct RecordAccumulator<B, T> {
+    cfg: AccumulatorConfig,
+    queues: BTreeMap<TopicPartition, VecDeque<ProducerBatch<B, T>>>,
+    /// Bytes of batches not yet deallocated.
+    used_memory: usize,
+    /// Partitions with a request in flight when ordering must be kept by
+    /// muting (max in flight 1 without idempotence).
+    muted: HashSet<TopicPartition>,
+    /// Per-node position for round-robin draining, so one busy partition
+    /// cannot starve the others of the same leader.
+    drain_index: HashMap<i32, usize>,
+    /// `flush()` in progress: every batch is sendable now.
+    flushes_in_progress: usize,
+    /// Appenders are waiting for memory: every batch is sendable now, so
+    /// memory comes back sooner.
+    memory_waiters: usize,
+    closed: bool,
+}
+
+impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
+    pub fn new(cfg: AccumulatorConfig) -> Self {
+        RecordAccumulator {
+            cfg,
+            queues: BTreeMap::new(),
+            used_memory: 0,
+            muted: HashSet::new(),
+            drain_index: HashMap::new(),
+            flushes_in_progress: 0,
+            memory_waiters: 0,
+            closed: false,
+        }
+    }
+
+    pub fn config(&self) -> &AccumulatorConfig {
+        &self.cfg
+    }
+
+    pub fn free_memory(&self) -> usize {
+        self.cfg.buffer_memory.saturating_sub(self.used_memory)
+    }
+
+    /// Append `record` to `tp`'s open batch, or open a new one with
+    /// `new_builder(capacity)`. `record_size` is the caller's upper estimate
+    /// of the record's encoded size, used to size the new batch's reservation.
+    pub fn append(
+        &mut self,
+        tp: &TopicPartition,
+        record: &RecordRef<'_>,
+        record_size: usize,
+        handle: T,
+        now_ms: i64,
+        new_builder: impl FnOnce(usize) -> B,
+    ) -> Result<Appended, AppendError<T>> {
+        let batch_size = self.cfg.batch_size;
+        if let Some(q) = self.queues.get_mut(tp) {
+            if let Some(last) = q.back_mut() {
+                if !last.sealed {
+                    if let Some(bytes) = last.builder.try_append(record) {
+                        last.handles.push(handle);
+                        let full = last.is_full(batch_size);
+                        return Ok(Appended {
+                            new_batch: false,
+                            batch_is_full: full || q.len() > 1,
+                            bytes,
+                        });
+                    }
+                    // The open batch is full: seal it so the sender takes it.
+                    last.sealed = true;
+                }
+            }
+        }
+        let reserve = batch_size.max(record_size);
+        if reserve > self.free_memory() {
+            return Err(AppendError::NeedMemory { bytes: reserve, handle });
+        }
+        let mut builder = new_builder(reserve);
+        let Some(bytes) = builder.try_append(record) else {
+            // A fresh builder must take its first record; refusing is a bug in
+            // the builder's sizing, reported to that record only.
+            return Err(AppendError::DoesNotFit(handle));
+        };
+        self.used_memory += reserve;
+        let batch = ProducerBatch {
+            tp: tp.clone(),
+            builder,
+            handles: vec![handle],
+            created_ms: now_ms,
+            last_attempt_ms: now_ms,
+            attempts: 0,
+            sealed: false,
+            base_sequence: None,
+            reserved_bytes: reserve,
+        };
+        let full = batch.is_full(batch_size);
+        let q = self.queues.entry(tp.clone()).or_default();
+        q.push_back(batch);
+        Ok(Appended {
+            new_batch: true,
+            batch_is_full: full || q.len() > 1,
+            bytes,
+        })
+    }
+
+    pub fn begin_flush(&mut self) {
+        self.flushes_in_progress += 1;
+    }
+
+    pub fn end_flush(&mut self) {
+        self.flushes_in_progress = self.flushes_in_progress.saturating_sub(1);
+    }
+
+    pub fn set_memory_waiters(&mut self, n: usize) {
+        self.memory_waiters = n;
+    }
+
+    pub fn close(&mut self) {
+        self.closed = true;
+    }
+
+    pub fn mute(&mut self, tp: &TopicPartition) {
+        self.muted.insert(tp.clone());
+    }
+
+    pub fn unmute(&mut self, tp: &TopicPartition) {
+        self.muted.remove(tp);
+    }
+
+    pub fn has_undrained(&self) -> bool {
+        self.queues.values().any(|q| !q.is_empty())
+    }
+
+    /// Partitions with queued batches.
+    pub fn partitions(&self) -> impl Iterator<Item = &TopicPartition> {
+        self.queues.iter().filter(|(_, q)| !q.is_empty()).map(|(tp, _)| tp)
+    }
+
+    /// After an epoch bump: visit each partition's queued batches in order
+    /// (to give them new sequences).
+    pub fn for_each_queue_mut(&mut self, mut f: impl FnMut(&TopicPartition, &mut VecDeque<ProducerBatch<B, T>>)) {
+        for (tp, q) in self.queues.iter_mut() {
+            f(tp, q);
+        }
+    }
+
+    /// Batches queued per partition (for KIP-794 load stats and metrics).
+    pub fn queue_sizes(&self) -> impl Iterator<Item = (&TopicPartition, usize)> {
+        self.queues.iter().map(|(tp, q)| (tp, q.len()))
+    }
+
+    /// Which leaders have something to send now (Java `ready`). `leader_of`
+    /// gives a partition's leader id, `None` if unknown.
+    pub fn ready(&self, now_ms: i64, leader_of: impl Fn(&TopicPartition) -> Option<i32>) -> ReadyCheck {
+        let mut out = ReadyCheck {
+            next_ready_check_delay_ms: i64::MAX,
+            ..Default::default()
+        };
+        let force = self.closed || self.flushes_in_progress > 0 || self.memory_waiters > 0;
+        for (tp, q) in &self.queues {
+            let Some(first) = q.front() else { continue };
+            let Some(leader) = leader_of(tp) else {
+                out.unknown_leader_topics.insert(tp.topic.to_string());
+                continue;
+            };
+            if out.ready_nodes.contains(&leader) || self.muted.contains(tp) {
+                continue;
+            }
+            let waited = now_ms - first.last_attempt_ms;
+            let backing_off = first.in_retry() && waited < first.retry_backoff_ms(&self.cfg);
+            let time_to_wait = if first.in_retry() {
+                first.retry_backoff_ms(&self.cfg)
+            } else {
+                self.cfg.linger_ms
+            };
+            let full = q.len() > 1 || first.sealed || first.is_full(self.cfg.batch_size);
+            let expired = waited >= time_to_wait;
+            let sendable = full || expired || force;
+            if sendable && !backing_off {
+                out.ready_nodes.insert(leader);
+            } else {
+                let left = (time_to_wait - waited).max(0);
+                out.next_ready_check_delay_ms = out.next_ready_check_delay_ms.min(left);
+            }
+        }
+        out
+    }
+
+    /// Take the sendable batches of `node_id`'s partitions, at most one per
+    /// partition, up to `max_request_size` bytes (the first always goes, so a
+    /// large batch cannot block its partition forever). Round-robin start so
+    /// every partition of the node gets its turn.
+    pub fn drain_node(
+        &mut self,
+        node_id: i32,
+        partitions: &[TopicPartition],
+        max_request_size: usize,
+        now_ms: i64,
+    ) -> Vec<ProducerBatch<B, T>> {
+        let mut out = Vec::new();
+        if partitions.is_empty() {
+            return out;
+        }
+        let mut size = 0usize;
+        let start = *self.drain_index.get(&node_id).unwrap_or(&0) % partitions.len();
+        for i in 0..partitions.len() {
+            let idx = (start + i) % partitions.len();
+            let tp = &partitions[idx];
+            if self.muted.contains(tp) {
+                continue;
+            }
+            let Some(q) = self.queues.get_mut(tp) else { continue };
+            let Some(first) = q.front() else { continue };
+            if first.in_retry() && now_ms - first.last_attempt_ms < first.retry_backoff_ms(&self.cfg) {
+                continue;
+            }
+            let bytes = first.builder.size_bytes();
+            if !out.is_empty() && size + bytes > max_request_size {
+                // Next drain starts at the partition that did not fit.
+                self.drain_index.insert(node_id, idx);
+                return out;
+            }
+            let mut batch = q.pop_front().expect("front checked above");
+            batch.sealed = true;
+            batch.last_attempt_ms = now_ms;
+            size += bytes;
+            out.push(batch);
+        }
+        self.drain_index.insert(node_id, (start + 1) % partitions.len());
+        out
+    }
+
+    /// Put a failed batch back for retry at the front of its queue (Java
+    /// `reenqueue`): it goes before newer batches so order holds. With
+    /// idempotence, batches with sequences are kept in sequence order.
+    pub fn reenqueue(&mut self, mut batch: ProducerBatch<B, T>, now_ms: i64) {
+        batch.attempts += 1;
+        batch.last_attempt_ms = now_ms;
+        batch.sealed = true;
+        let q = self.queues.entry(batch.tp.clone()).or_default();
+        match batch.base_sequence {
+            Some(seq) => {
+                let pos = q
+                    .iter()
+                    .position(|b| b.base_sequence.map_or(true, |s| s > seq))
+                    .unwrap_or(q.len());
+                q.insert(pos, batch);
+            }
+            None => q.push_front(batch),
+        }
+    }
+
+    /// Release a finished batch's memory (it was acknowledged or failed).
+    pub fn deallocate(&mut self, batch: &ProducerBatch<B, T>) {
+        self.used_memory = self.used_memory.saturating_sub(batch.reserved_bytes);
+    }
+
+    /// Remove and return queued batches past `delivery_timeout_ms` (their
+    /// records fail with a timeout). Batches in flight are expired by the
+    /// sender when their request completes, as in the Java client.
+    pub fn expire(&mut self, now_ms: i64) -> Vec<ProducerBatch<B, T>> {
+        let mut out = Vec::new();
+        for q in self.queues.values_mut() {
+            while let Some(first) = q.front() {
+                if first.has_reached_delivery_timeout(&self.cfg, now_ms) {
+                    out.push(q.pop_front().expect("front checked above"));
+                } else {
+                    break;
+                }
+            }
+        }
+        for b in &out {
+            self.used_memory = self.used_memory.saturating_sub(b.reserved_bytes);
+        }
+        out
+    }
+
+    /// Remove everything (close without flushing, or a fatal error).
+    pub fn abort_all(&mut self) -> Vec<ProducerBatch<B, T>> {
+        let mut out = Vec::new();
+        for (_, mut q) in std::mem::take(&mut self.queues) {
+            out.extend(q.drain(..));
+        }
+        self.used_memory = 0;
+        out
+    }
+
+    /// Remove the queued batches of one topic (its metadata failed fatally:
+    /// unauthorized or invalid), so only that topic's records fail.
+    pub fn abort_topic(&mut self, topic: &str) -> Vec<ProducerBatch<B, T>> {
+        let keys: Vec<TopicPartition> = self.queues.keys().filter(|tp| &*tp.topic == topic).cloned().collect();
+        let mut out = Vec::new();
+        for k in keys {
+            if let Some(mut q) = self.queues.remove(&k) {
+                out.extend(q.drain(..));
+            }
+        }
+        for b in &out {
+            self.used_memory = self.used_memory.saturating_sub(b.reserved_bytes);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts bytes like a record batch would: 61-byte header + payloads.
+    struct FakeBuilder {
+        cap: usize,
+        size: usize,
+        n: usize,
+    }
+
+    impl BatchBuilder for FakeBuilder {
+        fn try_append(&mut self, r: &RecordRef<'_>) -> Option<usize> {
+            let bytes = 8 + r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len());
+            if self.n > 0 && self.size + bytes > self.cap {
+                return None;
+            }
+            self.size += bytes;
+            self.n += 1;
+            Some(bytes)
+        }
+        fn size_bytes(&self) -> usize {
+            self.size
+        }
+        fn record_count(&self) -> usize {
+            self.n
+        }
+    }
+
+    fn cfg() -> AccumulatorConfig {
+        AccumulatorConfig {
+            batch_size: 100,
+            linger_ms: 10,
+            retry_backoff_ms: 100,
+            retry_backoff_max_ms: 1000,
+            delivery_timeout_ms: 5000,
+            buffer_memory: 1000,
+        }
+    }
+
+    fn rec(v: &[u8]) -> RecordRef<'_> {
+        RecordRef {
+            timestamp_ms: 0,
+            key: None,
+            value: Some(v),
+            headers: &[],
+        }
+    }
+
+    fn append(acc: &mut RecordAccumulator<FakeBuilder, u32>, tp: &TopicPartition, v: &[u8], h: u32, now: i64) -> Result<Appended, AppendError<u32>> {
+        acc.append(tp, &rec(v), v.len() + 8, h, now, |cap| FakeBuilder { cap, size: 0, n: 0 })
+    }
+
+    #[test]
+    fn linger_then_ready() {
+        let mut acc = RecordAccumulator::new(cfg());
+        let tp = TopicPartition::new("t", 0);
+        append(&mut acc, &tp, &[0; 10], 1, 0);
+        let r = acc.ready(5, |_| Some(1));
+        assert!(r.ready_nodes.is_empty());
+        assert_eq!(r.next_ready_check_delay_ms, 5);
+        let r = acc.ready(10, |_| Some(1));
+        assert!(r.ready_nodes.contains(&1));
+    }
+
+    #[test]
+    fn full_batch_is_ready_before_linger() {
+        let mut acc = RecordAccumulator::new(cfg());
+        let tp = TopicPartition::new("t", 0);
+        for i in 0..6 {
+            append(&mut acc, &tp, &[0; 10], i, 0); // 18 bytes each; 6th opens batch 2
+        }
+        assert!(acc.ready(0, |_| Some(1)).ready_nodes.contains(&1));
+        let batches = acc.drain_node(1, &[tp.clone()], 1 << 20, 0);
+        assert_eq!(batches.len(), 1);
+        assert_eq!(batches[0].handles, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn unknown_leader_reported() {
+        let mut acc = RecordAccumulator::new(cfg());
+        append(&mut acc, &TopicPartition::new("x", 0), b"v", 1, 0).unwrap();
+        let r = acc.ready(100, |_| None);
+        assert!(r.unknown_leader_topics.contains("x"));
+    }
+
+    #[test]
+    fn memory_bound_asks_caller_to_wait_and_is_returned() {
+        let mut acc = RecordAccumulator::new(cfg());
+        for p in 0..10 {
+            let o = append(&mut acc, &TopicPartition::new("t", p), b"v", 0, 0);
+            assert!(matches!(o, Ok(Appended { new_batch: true, .. })));
+        }
+        assert_eq!(acc.free_memory(), 0);
+        let o = append(&mut acc, &TopicPartition::new("t", 10), b"v", 0, 0);
+        assert_eq!(o, Err(AppendError::NeedMemory { bytes: 100, handle: 0 }));
+        let b = acc.drain_node(1, &[TopicPartition::new("t", 0)], 1 << 20, 20);
+        acc.deallocate(&b[0]);
+        assert_eq!(acc.free_memory(), 100);
+    }
+
+    #[test]
+    fn drain_respects_max_request_size_and_round_robins() {
+        let mut acc = RecordAccumulator::new(cfg());
+        let tps: Vec<_> = (0..3).map(|p| TopicPartition::new("t", p)).collect();
+        for tp in &tps {
+            append(&mut acc, tp, &[0; 50], 0, 0);
+        }
+        // 58 bytes each: two do not fit in 100, the first always goes.
+        let a = acc.drain_node(1, &tps, 100, 10);
+        assert_eq!(a.len(), 1);
+        let b = acc.drain_node(1, &tps, 100, 10);
+        assert_eq!(b.len(), 1);
+        assert_ne!(a[0].tp, b[0].tp);
+    }
+
+    #[test]
+    fn retry_backoff_grows_and_reenqueue_keeps_order() {
+        let mut acc = RecordAccumulator::new(cfg());
+        let tp = TopicPartition::new("t", 0);
+        append(&mut acc, &tp, b"a", 1, 0).unwrap();
+        let mut b = acc.drain_node(1, &[tp.clone()], 1 << 20, 10).pop().unwrap();
+        b.base_sequence = Some(0);
+        append(&mut acc, &tp, b"b", 2, 11).unwrap();
+        acc.reenqueue(b, 20);
+        // The retried batch is first and waits its backoff (100 ms).
+        assert!(acc.ready(50, |_| Some(1)).ready_nodes.is_empty());
+        assert!(acc.ready(120, |_| Some(1)).ready_nodes.contains(&1));
+        let again = acc.drain_node(1, &[tp.clone()], 1 << 20, 120).pop().unwrap();
+        assert_eq!(again.handles, vec![1]);
+        assert_eq!(again.retry_backoff_ms(acc.config()), 100);
+        let mut again = again;
+        again.attempts = 4;
+        assert_eq!(again.retry_backoff_ms(acc.config()), 800);
+        again.attempts = 9;
+        assert_eq!(again.retry_backoff_ms(acc.config()), 1000);
+    }
+
+    #[test]
+    fn delivery_timeout_expires_queued_batches() {
+        let mut acc = RecordAccumulator::new(cfg());
+        let tp = TopicPartition::new("t", 0);
+        append(&mut acc, &tp, b"a", 1, 0).unwrap();
+        assert!(acc.expire(4999).is_empty());
+        let gone = acc.expire(5000);
+        assert_eq!(gone.len(), 1);
+        assert_eq!(acc.free_memory(), 1000);
+    }
+
+    #[test]
+    fn abort_topic_only_touches_that_topic() {
+        let mut acc = RecordAccumulator::new(cfg());
+        append(&mut acc, &TopicPartition::new("bad", 0), b"a", 1, 0).unwrap();
+        append(&mut acc, &TopicPartition::new("good", 0), b"b", 2, 0).unwrap();
+        let gone = acc.abort_topic("bad");
+        assert_eq!(gone.len(), 1);
+        assert!(acc.has_undrained());
+    }
+
+    #[test]
+    fn flush_makes_everything_ready() {
+        let mut acc = RecordAccumulator::new(cfg());
+        append(&mut acc, &TopicPartition::new("t", 0), b"a", 1, 0).unwrap();
+        acc.begin_flush();
+        assert!(acc.ready(0, |_| Some(3)).ready_nodes.contains(&3));
+        acc.end_flush();
+        assert!(acc.ready(0, |_| Some(3)).ready_nodes.is_empty());
+    }
+}

@@ -1,0 +1,663 @@
+//! The producer: `send` on the caller's thread, a sender thread that drains
+//! batches into Produce requests, and the network client's driver thread that
+//! does the I/O.
+//!
+//! Threads and locks (the reasoning the rest of this file relies on):
+//! * `state` (one mutex) guards the `Sender` (accumulator + idempotence) and
+//!   the per-topic sticky partitioners. `send` holds it only to append; the
+//!   sender thread holds it only to decide and to apply answers. Neither ever
+//!   waits for I/O or calls user code under it.
+//! * Record completions (`Completion::complete`, which may take the GIL to
+//!   hand results to Python) run on the sender thread *after* the state lock
+//!   is released, so a slow Python callback can never block `send`.
+//! * `send` blocks (up to `max_block_ms`) in two places only: waiting for the
+//!   topic's metadata (`Metadata::await_update`, its own condvar) and waiting
+//!   for buffer memory (`memory_freed`, paired with `state`).
+//! * Network callbacks run on the driver thread; they only push into the
+//!   sender's channel, never take `state`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender as ChanSender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ferrokafka_protocol::kafka_protocol::messages::{RequestKind, ResponseKind};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::client::ClientResponse;
+use crate::cluster::{Node, TopicPartition};
+use crate::driver::AsyncClient;
+use crate::error::Error;
+use crate::io::{now_ms, NetworkClient};
+use crate::metadata::Metadata;
+use crate::producer::accumulator::{AccumulatorConfig, AppendError, Appended, RecordAccumulator, RecordRef};
+use crate::producer::partitioner::{partition_for_key, StickyPartitioner};
+use crate::producer::request::{init_producer_id, parse_produce_response};
+use crate::producer::sender::{Delivery, EncodableBatch, Sender, SenderConfig};
+
+/// What a delivered record reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveredRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp_ms: i64,
+    pub key_size: i32,
+    pub value_size: i32,
+}
+
+/// Completes one record's future. Called on the sender thread, with no
+/// producer lock held.
+pub trait Completion: Send + 'static {
+    fn complete(self, result: Result<DeliveredRecord, Error>);
+}
+
+/// Per-record data kept until its batch is answered.
+pub struct RecordHandle<C> {
+    completion: C,
+    timestamp_ms: i64,
+    key_size: i32,
+    value_size: i32,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    pub acks: i16,
+    pub linger_ms: i64,
+    pub batch_size: usize,
+    pub buffer_memory: usize,
+    pub max_block_ms: i64,
+    pub enable_idempotence: bool,
+    pub retries: u32,
+    pub retry_backoff_ms: i64,
+    pub retry_backoff_max_ms: i64,
+    pub request_timeout_ms: i64,
+    pub delivery_timeout_ms: i64,
+    pub max_request_size: usize,
+    /// Uniform sticky (KIP-794 off) when false.
+    pub partitioner_adaptive: bool,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        ProducerConfig {
+            acks: -1,
+            linger_ms: 5,
+            batch_size: 16_384,
+            buffer_memory: 33_554_432,
+            max_block_ms: 60_000,
+            enable_idempotence: true,
+            retries: i32::MAX as u32,
+            retry_backoff_ms: 100,
+            retry_backoff_max_ms: 1000,
+            request_timeout_ms: 30_000,
+            delivery_timeout_ms: 120_000,
+            max_request_size: 1_048_576,
+            partitioner_adaptive: true,
+        }
+    }
+}
+
+impl ProducerConfig {
+    /// Java's checks: idempotence needs acks=all, retries > 0 and at most 5
+    /// in flight; delivery timeout must cover linger + request timeout.
+    pub fn validate(&self, max_in_flight: usize) -> Result<(), Error> {
+        let bad = |key: &str, detail: String| Err(Error::Config { key: key.into(), detail });
+        if ![0, 1, -1].contains(&self.acks) {
+            return bad("acks", format!("must be 0, 1 or all (-1), got {}", self.acks));
+        }
+        if self.enable_idempotence {
+            if self.acks != -1 {
+                return bad("acks", "must be 'all' when enable_idempotence is true".into());
+            }
+            if max_in_flight > 5 {
+                return bad(
+                    "max_in_flight_requests_per_connection",
+                    format!("must be at most 5 when enable_idempotence is true, got {max_in_flight}"),
+                );
+            }
+            if self.retries == 0 {
+                return bad("retries", "must be greater than 0 when enable_idempotence is true".into());
+            }
+        }
+        if self.batch_size == 0 {
+            return bad("batch_size", "must be > 0".into());
+        }
+        if self.buffer_memory < self.batch_size {
+            return bad("buffer_memory", format!("must be at least batch_size ({})", self.batch_size));
+        }
+        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms {
+            return bad(
+                "delivery_timeout_ms",
+                format!(
+                    "must be >= linger_ms + request_timeout_ms ({})",
+                    self.linger_ms + self.request_timeout_ms
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+enum Msg {
+    Wake,
+    Produced { token: u64, result: Result<Vec<crate::producer::request::PartitionResult>, Error> },
+    ProducerId(Result<(i64, i16), Error>),
+}
+
+struct State<B, C> {
+    sender: Sender<B, RecordHandle<C>>,
+    sticky: HashMap<String, StickyPartitioner>,
+    rng: StdRng,
+    init_in_flight: bool,
+}
+
+struct Inner<B, C> {
+    cfg: ProducerConfig,
+    state: Mutex<State<B, C>>,
+    memory_freed: Condvar,
+    metadata: Arc<Metadata>,
+    net: Arc<NetworkClient>,
+    wake: Mutex<ChanSender<Msg>>,
+    /// Records handed to `send` and not yet completed (for flush).
+    pending: AtomicUsize,
+    pending_lock: Mutex<()>,
+    pending_zero: Condvar,
+    closing: AtomicBool,
+    new_builder: Box<dyn Fn(usize) -> B + Send + Sync>,
+}
+
+pub struct Producer<B: EncodableBatch + Send + 'static, C: Completion> {
+    inner: Arc<Inner<B, C>>,
+    async_client: Option<AsyncClient>,
+    sender_thread: Option<JoinHandle<()>>,
+}
+
+impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
+    /// `net` must be built with an updater over `metadata` (a ProducerMetadata),
+    /// so the network client's polls keep the metadata fresh.
+    pub fn new(
+        cfg: ProducerConfig,
+        metadata: Arc<Metadata>,
+        net: Arc<NetworkClient>,
+        new_builder: Box<dyn Fn(usize) -> B + Send + Sync>,
+    ) -> Result<Self, Error> {
+        let acc = RecordAccumulator::new(AccumulatorConfig {
+            batch_size: cfg.batch_size,
+            linger_ms: cfg.linger_ms,
+            retry_backoff_ms: cfg.retry_backoff_ms,
+            retry_backoff_max_ms: cfg.retry_backoff_max_ms,
+            delivery_timeout_ms: cfg.delivery_timeout_ms,
+            buffer_memory: cfg.buffer_memory,
+        });
+        let sender = Sender::new(
+            acc,
+            cfg.enable_idempotence,
+            SenderConfig {
+                acks: cfg.acks,
+                request_timeout_ms: cfg.request_timeout_ms.clamp(0, i32::MAX as i64) as i32,
+                max_request_size: cfg.max_request_size,
+                retries: cfg.retries,
+            },
+        );
+        let (tx, rx) = channel();
+        let inner = Arc::new(Inner {
+            cfg,
+            state: Mutex::new(State {
+                sender,
+                sticky: HashMap::new(),
+                rng: StdRng::from_entropy(),
+                init_in_flight: false,
+            }),
+            memory_freed: Condvar::new(),
+            metadata,
+            net: net.clone(),
+            wake: Mutex::new(tx),
+            pending: AtomicUsize::new(0),
+            pending_lock: Mutex::new(()),
+            pending_zero: Condvar::new(),
+            closing: AtomicBool::new(false),
+            new_builder,
+        });
+        // The driver thread polls the network client (I/O, metadata refresh,
+        // callbacks); the sender thread decides what to send.
+        let async_client = AsyncClient::start(net);
+        let worker = inner.clone();
+        let sender_thread = std::thread::Builder::new()
+            .name("ferrokafka-producer".into())
+            .spawn(move || run_sender(worker, rx))
+            .map_err(|e| Error::State { detail: format!("cannot start the producer thread: {e}") })?;
+        Ok(Producer {
+            inner,
+            async_client: Some(async_client),
+            sender_thread: Some(sender_thread),
+        })
+    }
+
+    pub fn metadata(&self) -> &Arc<Metadata> {
+        &self.inner.metadata
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<B, C>> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wake(&self) {
+        let _ = self.inner.wake.lock().unwrap_or_else(|p| p.into_inner()).send(Msg::Wake);
+    }
+
+    /// Wait until the topic's partitions are known (Java `waitOnMetadata`).
+    /// Returns the partition count and the available partitions.
+    fn wait_on_metadata(&self, topic: &str, deadline: Instant) -> Result<(usize, Vec<i32>), Error> {
+        let md = &self.inner.metadata;
+        md.add(topic, now_ms())?;
+        loop {
+            let cluster = md.fetch();
+            if let Some(n) = cluster.partition_count_for_topic(topic).filter(|&n| n > 0) {
+                return Ok((n, cluster.available_partition_ids(topic)));
+            }
+            if let Some(e) = md.error_for_topic(topic) {
+                return Err(e);
+            }
+            let version = md.request_update_for_topic(topic);
+            self.inner.net.wakeup();
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout {
+                    what: format!("topic {topic} not present in metadata (max_block_ms)"),
+                    timeout_ms: self.inner.cfg.max_block_ms as u64,
+                });
+            }
+            match md.await_update(version, Some(topic), Some(deadline - now)) {
+                Ok(()) => {}
+                Err(Error::Timeout { .. }) => {
+                    return Err(Error::Timeout {
+                        what: format!("topic {topic} not present in metadata (max_block_ms)"),
+                        timeout_ms: self.inner.cfg.max_block_ms as u64,
+                    })
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Append one record. Blocks up to `max_block_ms` for metadata or buffer
+    /// memory; errors are returned (the record is not enqueued) and the
+    /// completion is handed back so the caller can fail its own future.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send(
+        &self,
+        topic: &str,
+        partition: Option<i32>,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, Option<&[u8]>)],
+        timestamp_ms: Option<i64>,
+        completion: C,
+    ) -> Result<(), (Error, C)> {
+        if self.inner.closing.load(Ordering::Acquire) {
+            return Err((Error::Closed { what: "producer" }, completion));
+        }
+        let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
+        let (num_partitions, available) = match self.wait_on_metadata(topic, deadline) {
+            Ok(v) => v,
+            Err(e) => return Err((e, completion)),
+        };
+        let ts = timestamp_ms.unwrap_or_else(now_ms);
+        let record = RecordRef { timestamp_ms: ts, key, value, headers };
+        // Upper bound of the record's encoded size (varints at most 5 bytes
+        // each, plus the batch header for a record that opens a batch).
+        let size = 61 + 21 + key.map_or(0, |k| k.len()) + value.map_or(0, |v| v.len())
+            + headers.iter().map(|(k, v)| 10 + k.len() + v.map_or(0, |v| v.len())).sum::<usize>();
+        if size > self.inner.cfg.max_request_size || size > self.inner.cfg.buffer_memory {
+            return Err((
+                Error::broker(
+                    10,
+                    Some(format!(
+                        "the record is {size} bytes, more than max_request_size ({}) or buffer_memory ({})",
+                        self.inner.cfg.max_request_size, self.inner.cfg.buffer_memory
+                    )),
+                ),
+                completion,
+            ));
+        }
+        let mut handle = RecordHandle {
+            completion,
+            timestamp_ms: ts,
+            key_size: key.map_or(-1, |k| k.len() as i32),
+            value_size: value.map_or(-1, |v| v.len() as i32),
+        };
+        let mut st = self.lock();
+        loop {
+            let st_ref = &mut *st;
+            let p = match partition {
+                Some(p) if p < 0 || p as usize >= num_partitions => {
+                    return Err((
+                        Error::Config {
+                            key: "partition".into(),
+                            detail: format!("{p} is not in the range [0...{}] of topic {topic}", num_partitions - 1),
+                        },
+                        handle.completion,
+                    ));
+                }
+                Some(p) => p,
+                None => match key {
+                    Some(k) => partition_for_key(k, num_partitions),
+                    None => st_ref
+                        .sticky
+                        .entry(topic.to_string())
+                        .or_insert_with(|| StickyPartitioner::new(self.inner.cfg.batch_size))
+                        .partition(&available, num_partitions, &mut st_ref.rng),
+                },
+            };
+            let tp = TopicPartition::new(topic, p);
+            let new_builder = &self.inner.new_builder;
+            match st_ref.sender.accumulator.append(&tp, &record, size, handle, now_ms(), |cap| new_builder(cap)) {
+                Ok(Appended { new_batch, batch_is_full, bytes }) => {
+                    if key.is_none() && partition.is_none() {
+                        if let Some(sp) = st_ref.sticky.get_mut(topic) {
+                            sp.on_append(p, bytes, false);
+                        }
+                    }
+                    self.inner.pending.fetch_add(1, Ordering::AcqRel);
+                    drop(st);
+                    if new_batch || batch_is_full {
+                        self.wake();
+                    }
+                    return Ok(());
+                }
+                Err(AppendError::NeedMemory { handle: h, .. }) => {
+                    handle = h;
+                    // Full buffer: make everything sendable now (Java's
+                    // "exhausted" readiness) and wait for a batch to be freed.
+                    st_ref.sender.accumulator.set_memory_waiters(1);
+                    self.wake();
+                    let now = Instant::now();
+                    if now >= deadline {
+                        st.sender.accumulator.set_memory_waiters(0);
+                        return Err((
+                            Error::Timeout {
+                                what: format!("buffer memory full ({} bytes) (max_block_ms)", self.inner.cfg.buffer_memory),
+                                timeout_ms: self.inner.cfg.max_block_ms as u64,
+                            },
+                            handle.completion,
+                        ));
+                    }
+                    let wait = (deadline - now).min(Duration::from_millis(100));
+                    st = self.inner.memory_freed.wait_timeout(st, wait).unwrap_or_else(|p| p.into_inner()).0;
+                    st.sender.accumulator.set_memory_waiters(0);
+                }
+                Err(AppendError::DoesNotFit(h)) => {
+                    return Err((Error::State { detail: "record does not fit an empty batch".into() }, h.completion));
+                }
+            }
+        }
+    }
+
+    /// Wait until every record sent before this call is completed, or the
+    /// timeout passes. Returns how many records were still pending.
+    pub fn flush(&self, timeout: Option<Duration>) -> usize {
+        self.lock().sender.accumulator.begin_flush();
+        self.wake();
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut g = self.inner.pending_lock.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let n = self.inner.pending.load(Ordering::Acquire);
+            if n == 0 {
+                break;
+            }
+            let wait = match deadline {
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break;
+                    }
+                    (d - now).min(Duration::from_millis(100))
+                }
+                None => Duration::from_millis(100),
+            };
+            g = self.inner.pending_zero.wait_timeout(g, wait).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        drop(g);
+        self.lock().sender.accumulator.end_flush();
+        self.inner.pending.load(Ordering::Acquire)
+    }
+
+    /// One flush step of at most `slice`, for callers that must come back to
+    /// check signals (the Python binding). Returns the pending count.
+    pub fn flush_step(&self, slice: Duration) -> usize {
+        let g = self.inner.pending_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if self.inner.pending.load(Ordering::Acquire) > 0 {
+            let _ = self.inner.pending_zero.wait_timeout(g, slice);
+        }
+        self.inner.pending.load(Ordering::Acquire)
+    }
+
+    pub fn begin_flush(&self) {
+        self.lock().sender.accumulator.begin_flush();
+        self.wake();
+    }
+
+    pub fn end_flush(&self) {
+        self.lock().sender.accumulator.end_flush();
+    }
+
+    pub fn pending(&self) -> usize {
+        self.inner.pending.load(Ordering::Acquire)
+    }
+
+    pub fn partitions_for(&self, topic: &str) -> Result<Vec<i32>, Error> {
+        let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
+        let (n, _) = self.wait_on_metadata(topic, deadline)?;
+        Ok((0..n as i32).collect())
+    }
+
+    /// Counters for `metrics()`.
+    pub fn metrics(&self) -> Vec<(&'static str, f64)> {
+        let st = self.lock();
+        vec![
+            ("records_pending", self.inner.pending.load(Ordering::Acquire) as f64),
+            ("buffer_available_bytes", st.sender.accumulator.free_memory() as f64),
+            ("buffer_total_bytes", self.inner.cfg.buffer_memory as f64),
+            ("batches_in_flight", st.sender.in_flight_batches() as f64),
+        ]
+    }
+
+    /// Flush (up to `timeout`), then fail what is left and stop the threads.
+    pub fn close(&mut self, timeout: Option<Duration>) {
+        if self.sender_thread.is_none() {
+            return;
+        }
+        self.flush(timeout);
+        self.inner.closing.store(true, Ordering::Release);
+        self.wake();
+        if let Some(t) = self.sender_thread.take() {
+            let _ = t.join();
+        }
+        self.async_client.take();
+        self.inner.net.close();
+        self.inner.metadata.close();
+    }
+}
+
+impl<B: EncodableBatch + Send + 'static, C: Completion> Drop for Producer<B, C> {
+    fn drop(&mut self) {
+        self.close(Some(Duration::ZERO));
+    }
+}
+
+fn complete_deliveries<B, C: Completion>(inner: &Inner<B, C>, deliveries: Vec<Delivery<RecordHandle<C>>>) {
+    let mut n = 0usize;
+    for d in deliveries {
+        for (i, h) in d.handles.into_iter().enumerate() {
+            n += 1;
+            let r = match &d.result {
+                Ok((base, append_time)) => Ok(DeliveredRecord {
+                    topic: d.tp.topic.to_string(),
+                    partition: d.tp.partition,
+                    offset: if *base >= 0 { base + i as i64 } else { -1 },
+                    timestamp_ms: if *append_time >= 0 { *append_time } else { h.timestamp_ms },
+                    key_size: h.key_size,
+                    value_size: h.value_size,
+                }),
+                Err(e) => Err(e.clone()),
+            };
+            h.completion.complete(r);
+        }
+    }
+    if n > 0 {
+        let before = inner.pending.fetch_sub(n, Ordering::AcqRel);
+        if before <= n {
+            let _g = inner.pending_lock.lock().unwrap_or_else(|p| p.into_inner());
+            inner.pending_zero.notify_all();
+        }
+    }
+}
+
+/// The sender thread: decide, send, apply answers, complete futures.
+fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inner<B, C>>, rx: Receiver<Msg>) {
+    let mut wait = Duration::from_millis(0);
+    loop {
+        // 1. Collect answers and wake-ups (block at most `wait`).
+        let mut msgs = Vec::new();
+        match rx.recv_timeout(wait) {
+            Ok(m) => msgs.push(m),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        while let Ok(m) = rx.try_recv() {
+            msgs.push(m);
+        }
+        let now = now_ms();
+        let mut done = Vec::new();
+        let mut refresh = false;
+        {
+            let mut st = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+            for m in msgs {
+                match m {
+                    Msg::Wake => {}
+                    Msg::Produced { token, result } => {
+                        let (d, r) = st.sender.on_response(token, result, now);
+                        done.extend(d);
+                        refresh |= r;
+                    }
+                    Msg::ProducerId(r) => {
+                        st.init_in_flight = false;
+                        match r {
+                            Ok((id, epoch)) => st.sender.set_producer_id(id, epoch),
+                            Err(e) if !e.retriable() => {
+                                if let Some(idem) = st.sender.idempotence.as_mut() {
+                                    idem.set_fatal(e.code());
+                                }
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                }
+            }
+            if !done.is_empty() {
+                inner.memory_freed.notify_all();
+            }
+        }
+        if refresh {
+            inner.metadata.request_update();
+            inner.net.wakeup();
+        }
+        complete_deliveries(&inner, std::mem::take(&mut done));
+
+        let closing = inner.closing.load(Ordering::Acquire);
+        // 2. Decide what to send.
+        let cluster = inner.metadata.fetch();
+        let net = &inner.net;
+        let mut st = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        if closing {
+            // Close after flush: whatever is left fails now.
+            let mut left: Vec<Delivery<RecordHandle<C>>> = st
+                .sender
+                .accumulator
+                .abort_all()
+                .into_iter()
+                .map(|b| Delivery {
+                    tp: b.tp.clone(),
+                    handles: b.handles,
+                    result: Err(Error::Closed { what: "producer" }),
+                })
+                .collect();
+            left.extend(st.sender.abort_in_flight(Error::Closed { what: "producer" }));
+            drop(st);
+            complete_deliveries(&inner, left);
+            return;
+        }
+        if st.sender.needs_producer_id() && !st.init_in_flight {
+            if let Some(node) = net.least_loaded_node(now) {
+                if net.ready(&node, now) {
+                    st.init_in_flight = true;
+                    let tx = inner.wake.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    let current = st.sender.idempotence.as_ref().map(|i| i.producer_id_and_epoch()).filter(|p| p.is_valid());
+                    // v3+ bumps the epoch of the current id (KIP-360);
+                    // older brokers ignore the fields we cannot send.
+                    let body = RequestKind::InitProducerId(init_producer_id(current.map(|p| (p.producer_id, p.epoch)), 4));
+                    let cb = Box::new(move |r: &ClientResponse| {
+                        let out = match (&r.version_mismatch, r.disconnected, &r.body) {
+                            (Some(e), _, _) => Err(e.clone()),
+                            (_, true, _) => Err(r.error.clone().unwrap_or(Error::Disconnected { node_id: r.destination })),
+                            (_, _, Some(ResponseKind::InitProducerId(b))) if b.error_code == 0 => Ok((b.producer_id.0, b.producer_epoch)),
+                            (_, _, Some(ResponseKind::InitProducerId(b))) => Err(Error::broker(b.error_code, None)),
+                            _ => Err(Error::State { detail: "unexpected InitProducerId answer".into() }),
+                        };
+                        let _ = tx.send(Msg::ProducerId(out));
+                    });
+                    let req = net.new_client_request(node.id, body, true, Some(cb), now);
+                    if net.send(req, now).is_err() {
+                        st.init_in_flight = false;
+                    }
+                }
+            }
+        }
+        let leader_of = |tp: &TopicPartition| cluster.leader_id_for(tp);
+        let nodes: HashMap<i32, Node> = cluster.nodes().iter().map(|n| (n.id, n.clone())).collect();
+        let mut node_ready = |id: i32| nodes.get(&id).is_some_and(|n| net.ready(n, now));
+        let topic_id = |t: &str| cluster.topic_id(t);
+        let out = st.sender.poll(now, &leader_of, &mut node_ready, &topic_id);
+        drop(st);
+        for t in &out.unknown_leader_topics {
+            inner.metadata.request_update_for_topic(t);
+        }
+        if !out.unknown_leader_topics.is_empty() {
+            net.wakeup();
+        }
+        let failed = out.failed;
+        for call in out.calls {
+            let tx = inner.wake.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let token = call.token;
+            let names: HashMap<[u8; 16], String> = call
+                .request
+                .topic_data
+                .iter()
+                .map(|t| (*t.topic_id.as_bytes(), t.name.0.to_string()))
+                .collect();
+            let cb = Box::new(move |r: &ClientResponse| {
+                let result = match (&r.version_mismatch, r.disconnected, &r.body) {
+                    (Some(e), _, _) => Err(e.clone()),
+                    (_, true, _) => Err(r.error.clone().unwrap_or(Error::Disconnected { node_id: r.destination })),
+                    (_, _, Some(ResponseKind::Produce(p))) => Ok(parse_produce_response(p, &|id| names.get(id).cloned())),
+                    // acks=0: completed when written.
+                    (_, _, None) => Ok(Vec::new()),
+                    _ => Err(Error::State { detail: "unexpected Produce answer".into() }),
+                };
+                let _ = tx.send(Msg::Produced { token, result });
+            });
+            let req = net.new_client_request(call.node_id, RequestKind::Produce(call.request), call.expect_response, Some(cb), now);
+            if let Err(e) = net.send(req, now) {
+                let tx = inner.wake.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let _ = tx.send(Msg::Produced { token, result: Err(e) });
+            }
+        }
+        net.wakeup();
+        complete_deliveries(&inner, failed);
+        wait = Duration::from_millis(out.next_poll_delay_ms.clamp(1, 100) as u64);
+    }
+}

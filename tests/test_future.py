@@ -1,0 +1,96 @@
+"""DeliveryFuture: completed from a Rust thread, consumed from Python."""
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+import ferrokafka as fk
+from ferrokafka import _core
+
+
+def test_result_waits_and_returns_metadata():
+    fut = _core._test_future(50)
+    assert not fut.done()
+    md = fut.result(timeout=5)
+    assert (md.topic, md.partition, md.offset) == ("t", 0, 42)
+    assert fut.done() and fut.exception() is None
+
+
+def test_failure_raises_the_code_class():
+    fut = _core._test_future(10, error_code=10)
+    with pytest.raises(fk.MessageSizeTooLargeError) as ei:
+        fut.result(timeout=5)
+    assert ei.value.code == 10 and not ei.value.retriable
+    assert isinstance(fut.exception(), fk.KafkaError)
+
+
+def test_timeout_raises_kafka_timeout():
+    fut = _core._test_future(2000)
+    t0 = time.monotonic()
+    with pytest.raises(fk.KafkaTimeoutError):
+        fut.result(timeout=0.05)
+    assert time.monotonic() - t0 < 1.0
+    assert not fut.done()
+
+
+def test_result_releases_the_gil():
+    fut = _core._test_future(300)
+    ticks = []
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    t = threading.Thread(target=spin)
+    t.start()
+    fut.result(timeout=5)
+    stop.set()
+    t.join()
+    assert len(ticks) > 20, "another Python thread ran while result() waited"
+
+
+def test_callbacks_run_on_poll_not_on_the_rust_thread():
+    fut = _core._test_future(20)
+    seen = []
+    fut.add_done_callback(lambda f: seen.append((threading.get_ident(), f.result().offset)))
+    fut.result(timeout=5)
+    assert seen == []
+    assert _core._test_run_callbacks() == 1
+    assert seen == [(threading.get_ident(), 42)]
+    # Added after completion: runs at once.
+    fut.add_done_callback(lambda f: seen.append("late"))
+    assert seen[-1] == "late"
+
+
+def test_a_failing_callback_does_not_stop_the_others(caplog):
+    f1 = _core._test_future(1)
+    f2 = _core._test_future(1)
+    seen = []
+    f1.add_done_callback(lambda f: 1 / 0)
+    f2.add_done_callback(lambda f: seen.append("ok"))
+    f1.result(timeout=5)
+    f2.result(timeout=5)
+    time.sleep(0.05)
+    assert _core._test_run_callbacks() == 2
+    assert seen == ["ok"]
+    assert any("ZeroDivisionError" in (r.exc_text or "") or r.exc_info for r in caplog.records)
+    assert caplog.records[0].name == "ferrokafka"
+
+
+def test_await_without_executor():
+    async def main():
+        before = threading.active_count()
+        ok = await _core._test_future(30)
+        with pytest.raises(fk.errors.NotLeaderOrFollowerError):
+            await _core._test_future(5, error_code=6)
+        done = _core._test_future(0)
+        done.result(timeout=5)
+        again = await done
+        return ok, again, before
+
+    ok, again, _ = asyncio.run(main())
+    assert ok.offset == 42 and again.offset == 42
