@@ -1,1 +1,562 @@
-//! (filled by the codec work)
+//! Kafka wire primitives: a borrowing, bounds-checked [`Reader`] and the
+//! matching `put_*` writers.
+//!
+//! Every read returns a [`ProtocolError`] instead of panicking, and no read
+//! allocates: strings and byte fields are slices of the input. Array lengths
+//! are checked against what is left in the buffer (an element is at least one
+//! byte), so a caller that pre-sizes a `Vec` from them can never be made to
+//! allocate more than the frame it already holds.
+
+use crate::error::{ProtocolError, Result};
+use bytes::BufMut;
+
+/// Cursor over a borrowed byte slice.
+#[derive(Clone, Debug)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+macro_rules! read_be {
+    ($name:ident, $ty:ty, $n:expr) => {
+        #[inline]
+        pub fn $name(&mut self) -> Result<$ty> {
+            let b = self.take_array::<$n>(stringify!($ty))?;
+            Ok(<$ty>::from_be_bytes(b))
+        }
+    };
+}
+
+impl<'a> Reader<'a> {
+    #[inline]
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    #[inline]
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    #[inline]
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    /// The unread part of the buffer.
+    #[inline]
+    pub fn rest(&self) -> &'a [u8] {
+        &self.buf[self.pos..]
+    }
+
+    /// Take `n` bytes as a slice of the input.
+    #[inline]
+    pub fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(ProtocolError::truncated(what, n, self.remaining()));
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    #[inline]
+    pub fn skip(&mut self, n: usize, what: &'static str) -> Result<()> {
+        self.take(n, what).map(|_| ())
+    }
+
+    #[inline]
+    fn take_array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N]> {
+        match self.buf.get(self.pos..self.pos + N) {
+            Some(s) => {
+                self.pos += N;
+                // The length is N by construction of the range.
+                let mut out = [0u8; N];
+                out.copy_from_slice(s);
+                Ok(out)
+            }
+            None => Err(ProtocolError::truncated(what, N, self.remaining())),
+        }
+    }
+
+    read_be!(i8, i8, 1);
+    read_be!(u8, u8, 1);
+    read_be!(i16, i16, 2);
+    read_be!(u16, u16, 2);
+    read_be!(i32, i32, 4);
+    read_be!(u32, u32, 4);
+    read_be!(i64, i64, 8);
+    read_be!(u64, u64, 8);
+
+    #[inline]
+    pub fn f64(&mut self) -> Result<f64> {
+        Ok(f64::from_bits(self.u64()?))
+    }
+
+    #[inline]
+    pub fn bool(&mut self) -> Result<bool> {
+        Ok(self.u8()? != 0)
+    }
+
+    /// Unsigned LEB128 of at most 5 bytes (a `u32`).
+    #[inline]
+    pub fn uvarint(&mut self) -> Result<u32> {
+        // Single-byte values are by far the most common (record fields,
+        // compact lengths below 127), so they skip the loop.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(b as u32);
+            }
+        }
+        let v = self.uvarlong_n(5, "unsigned varint")?;
+        u32::try_from(v).map_err(|_| ProtocolError::invalid("unsigned varint", "value exceeds 32 bits"))
+    }
+
+    /// Unsigned LEB128 of at most 10 bytes (a `u64`).
+    #[inline]
+    pub fn uvarlong(&mut self) -> Result<u64> {
+        self.uvarlong_n(10, "unsigned varlong")
+    }
+
+    #[inline]
+    fn uvarlong_n(&mut self, max_bytes: usize, what: &'static str) -> Result<u64> {
+        let mut value: u64 = 0;
+        let mut shift = 0u32;
+        for i in 0..max_bytes {
+            let Some(&b) = self.buf.get(self.pos + i) else {
+                return Err(ProtocolError::truncated(what, i + 1, self.remaining()));
+            };
+            let bits = (b & 0x7f) as u64;
+            // The last permitted byte may only carry the bits that still fit.
+            if shift == 63 && bits > 1 {
+                return Err(ProtocolError::invalid(what, "value overflows 64 bits"));
+            }
+            value |= bits << shift;
+            if b < 0x80 {
+                self.pos += i + 1;
+                return Ok(value);
+            }
+            shift += 7;
+        }
+        Err(ProtocolError::invalid(what, format!("longer than {max_bytes} bytes")))
+    }
+
+    /// Zigzag varint (`i32`), as in record fields.
+    #[inline]
+    pub fn varint(&mut self) -> Result<i32> {
+        let u = self.uvarint()?;
+        Ok(((u >> 1) as i32) ^ -((u & 1) as i32))
+    }
+
+    /// Zigzag varlong (`i64`), as in record timestamp deltas.
+    #[inline]
+    pub fn varlong(&mut self) -> Result<i64> {
+        let u = self.uvarlong()?;
+        Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
+    }
+
+    fn utf8(what: &'static str, b: &'a [u8]) -> Result<&'a str> {
+        std::str::from_utf8(b).map_err(|e| ProtocolError::invalid(what, e.to_string()))
+    }
+
+    /// Length-prefixed (`i16`) nullable string; `-1` is null, below that an error.
+    pub fn nullable_string(&mut self) -> Result<Option<&'a str>> {
+        let len = self.i16()?;
+        match len {
+            -1 => Ok(None),
+            n if n < 0 => Err(ProtocolError::invalid("string length", format!("{n}"))),
+            n => Ok(Some(Self::utf8("string", self.take(n as usize, "string")?)?)),
+        }
+    }
+
+    pub fn string(&mut self) -> Result<&'a str> {
+        self.nullable_string()?
+            .ok_or_else(|| ProtocolError::invalid("string", "null in a non-nullable field"))
+    }
+
+    /// Compact (unsigned varint length + 1) nullable string.
+    pub fn compact_nullable_string(&mut self) -> Result<Option<&'a str>> {
+        match self.compact_len()? {
+            None => Ok(None),
+            Some(n) => Ok(Some(Self::utf8("compact string", self.take(n, "compact string")?)?)),
+        }
+    }
+
+    pub fn compact_string(&mut self) -> Result<&'a str> {
+        self.compact_nullable_string()?
+            .ok_or_else(|| ProtocolError::invalid("compact string", "null in a non-nullable field"))
+    }
+
+    /// `i32`-length nullable bytes; `-1` is null.
+    pub fn nullable_bytes(&mut self) -> Result<Option<&'a [u8]>> {
+        let len = self.i32()?;
+        match len {
+            -1 => Ok(None),
+            n if n < 0 => Err(ProtocolError::invalid("bytes length", format!("{n}"))),
+            n => Ok(Some(self.take(n as usize, "bytes")?)),
+        }
+    }
+
+    pub fn bytes(&mut self) -> Result<&'a [u8]> {
+        self.nullable_bytes()?
+            .ok_or_else(|| ProtocolError::invalid("bytes", "null in a non-nullable field"))
+    }
+
+    pub fn compact_nullable_bytes(&mut self) -> Result<Option<&'a [u8]>> {
+        match self.compact_len()? {
+            None => Ok(None),
+            Some(n) => Ok(Some(self.take(n, "compact bytes")?)),
+        }
+    }
+
+    pub fn compact_bytes(&mut self) -> Result<&'a [u8]> {
+        self.compact_nullable_bytes()?
+            .ok_or_else(|| ProtocolError::invalid("compact bytes", "null in a non-nullable field"))
+    }
+
+    /// Zigzag-varint-length nullable bytes, the encoding of record keys, values
+    /// and header values.
+    #[inline]
+    pub fn varint_bytes(&mut self, what: &'static str) -> Result<Option<&'a [u8]>> {
+        let len = self.varint()?;
+        if len < 0 {
+            if len == -1 {
+                return Ok(None);
+            }
+            return Err(ProtocolError::invalid(what, format!("negative length {len}")));
+        }
+        Ok(Some(self.take(len as usize, what)?))
+    }
+
+    fn compact_len(&mut self) -> Result<Option<usize>> {
+        let n = self.uvarint()?;
+        Ok(if n == 0 { None } else { Some((n - 1) as usize) })
+    }
+
+    fn check_count(&self, what: &'static str, n: usize) -> Result<usize> {
+        // Each element takes at least one byte, so a count above what is left
+        // is a lie we can catch before anyone allocates for it.
+        if n > self.remaining() {
+            return Err(ProtocolError::TooLarge { what, size: n, max: self.remaining() });
+        }
+        Ok(n)
+    }
+
+    /// `i32` array count; `-1` (null) returns `None`.
+    pub fn nullable_array_len(&mut self) -> Result<Option<usize>> {
+        let n = self.i32()?;
+        match n {
+            -1 => Ok(None),
+            n if n < 0 => Err(ProtocolError::invalid("array length", format!("{n}"))),
+            n => Ok(Some(self.check_count("array", n as usize)?)),
+        }
+    }
+
+    pub fn array_len(&mut self) -> Result<usize> {
+        self.nullable_array_len()?
+            .ok_or_else(|| ProtocolError::invalid("array", "null in a non-nullable field"))
+    }
+
+    pub fn compact_nullable_array_len(&mut self) -> Result<Option<usize>> {
+        match self.compact_len()? {
+            None => Ok(None),
+            Some(n) => Ok(Some(self.check_count("compact array", n)?)),
+        }
+    }
+
+    pub fn compact_array_len(&mut self) -> Result<usize> {
+        self.compact_nullable_array_len()?
+            .ok_or_else(|| ProtocolError::invalid("compact array", "null in a non-nullable field"))
+    }
+
+    pub fn uuid(&mut self) -> Result<[u8; 16]> {
+        self.take_array::<16>("uuid")
+    }
+
+    /// Read a tagged-field section, handing each `(tag, data)` to `f`. Tags
+    /// must be strictly increasing, as the spec requires.
+    pub fn tagged_fields<F>(&mut self, mut f: F) -> Result<()>
+    where
+        F: FnMut(u32, &'a [u8]) -> Result<()>,
+    {
+        let count = self.uvarint()? as usize;
+        self.check_count("tagged fields", count)?;
+        let mut last: Option<u32> = None;
+        for _ in 0..count {
+            let tag = self.uvarint()?;
+            if let Some(prev) = last {
+                if tag <= prev {
+                    return Err(ProtocolError::invalid("tagged fields", format!("tag {tag} after {prev}")));
+                }
+            }
+            last = Some(tag);
+            let len = self.uvarint()? as usize;
+            let data = self.take(len, "tagged field")?;
+            f(tag, data)?;
+        }
+        Ok(())
+    }
+
+    pub fn skip_tagged_fields(&mut self) -> Result<()> {
+        self.tagged_fields(|_, _| Ok(()))
+    }
+}
+
+// ---------------------------------------------------------------- writers
+
+#[inline]
+pub fn zigzag32(v: i32) -> u32 {
+    ((v << 1) ^ (v >> 31)) as u32
+}
+
+#[inline]
+pub fn zigzag64(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// Bytes an unsigned varint of `v` takes.
+#[inline]
+pub fn uvarint_len(v: u64) -> usize {
+    // 1 + floor(bits/7), with 0 needing one byte.
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+#[inline]
+pub fn varint_len(v: i32) -> usize {
+    uvarint_len(zigzag32(v) as u64)
+}
+
+#[inline]
+pub fn varlong_len(v: i64) -> usize {
+    uvarint_len(zigzag64(v))
+}
+
+/// Write an unsigned varint into `out` (at most 10 bytes), returning the
+/// length. Encoding into a stack array first lets `put_slice` do one bounds
+/// check instead of one per byte.
+#[inline]
+fn encode_uvarlong(mut v: u64, out: &mut [u8; 10]) -> usize {
+    let mut i = 0;
+    while v >= 0x80 {
+        out[i] = (v as u8) | 0x80;
+        v >>= 7;
+        i += 1;
+    }
+    out[i] = v as u8;
+    i + 1
+}
+
+#[inline]
+pub fn put_uvarlong<B: BufMut + ?Sized>(buf: &mut B, v: u64) {
+    if v < 0x80 {
+        buf.put_u8(v as u8);
+        return;
+    }
+    let mut tmp = [0u8; 10];
+    let n = encode_uvarlong(v, &mut tmp);
+    buf.put_slice(&tmp[..n]);
+}
+
+#[inline]
+pub fn put_uvarint<B: BufMut + ?Sized>(buf: &mut B, v: u32) {
+    put_uvarlong(buf, v as u64)
+}
+
+#[inline]
+pub fn put_varint<B: BufMut + ?Sized>(buf: &mut B, v: i32) {
+    put_uvarlong(buf, zigzag32(v) as u64)
+}
+
+#[inline]
+pub fn put_varlong<B: BufMut + ?Sized>(buf: &mut B, v: i64) {
+    put_uvarlong(buf, zigzag64(v))
+}
+
+fn i16_len(what: &'static str, n: usize) -> Result<i16> {
+    i16::try_from(n).map_err(|_| ProtocolError::TooLarge { what, size: n, max: i16::MAX as usize })
+}
+
+fn i32_len(what: &'static str, n: usize) -> Result<i32> {
+    i32::try_from(n).map_err(|_| ProtocolError::TooLarge { what, size: n, max: i32::MAX as usize })
+}
+
+pub fn put_nullable_string<B: BufMut + ?Sized>(buf: &mut B, s: Option<&str>) -> Result<()> {
+    match s {
+        None => buf.put_i16(-1),
+        Some(s) => {
+            buf.put_i16(i16_len("string", s.len())?);
+            buf.put_slice(s.as_bytes());
+        }
+    }
+    Ok(())
+}
+
+pub fn put_string<B: BufMut + ?Sized>(buf: &mut B, s: &str) -> Result<()> {
+    put_nullable_string(buf, Some(s))
+}
+
+pub fn put_compact_nullable_string<B: BufMut + ?Sized>(buf: &mut B, s: Option<&str>) -> Result<()> {
+    put_compact_nullable_bytes(buf, s.map(str::as_bytes))
+}
+
+pub fn put_compact_string<B: BufMut + ?Sized>(buf: &mut B, s: &str) -> Result<()> {
+    put_compact_nullable_bytes(buf, Some(s.as_bytes()))
+}
+
+pub fn put_nullable_bytes<B: BufMut + ?Sized>(buf: &mut B, b: Option<&[u8]>) -> Result<()> {
+    match b {
+        None => buf.put_i32(-1),
+        Some(b) => {
+            buf.put_i32(i32_len("bytes", b.len())?);
+            buf.put_slice(b);
+        }
+    }
+    Ok(())
+}
+
+pub fn put_bytes<B: BufMut + ?Sized>(buf: &mut B, b: &[u8]) -> Result<()> {
+    put_nullable_bytes(buf, Some(b))
+}
+
+pub fn put_compact_nullable_bytes<B: BufMut + ?Sized>(buf: &mut B, b: Option<&[u8]>) -> Result<()> {
+    match b {
+        None => buf.put_u8(0),
+        Some(b) => {
+            // Compact lengths are stored +1 in a u32.
+            let n = u32::try_from(b.len())
+                .ok()
+                .filter(|&n| n < u32::MAX)
+                .ok_or(ProtocolError::TooLarge { what: "compact bytes", size: b.len(), max: u32::MAX as usize - 1 })?;
+            put_uvarint(buf, n + 1);
+            buf.put_slice(b);
+        }
+    }
+    Ok(())
+}
+
+pub fn put_compact_bytes<B: BufMut + ?Sized>(buf: &mut B, b: &[u8]) -> Result<()> {
+    put_compact_nullable_bytes(buf, Some(b))
+}
+
+/// Varint-length nullable bytes (record keys/values/header values).
+#[inline]
+pub fn put_varint_bytes<B: BufMut + ?Sized>(buf: &mut B, b: Option<&[u8]>) -> Result<()> {
+    match b {
+        None => put_varint(buf, -1),
+        Some(b) => {
+            put_varint(buf, i32_len("record field", b.len())?);
+            buf.put_slice(b);
+        }
+    }
+    Ok(())
+}
+
+pub fn put_nullable_array_len<B: BufMut + ?Sized>(buf: &mut B, n: Option<usize>) -> Result<()> {
+    match n {
+        None => buf.put_i32(-1),
+        Some(n) => buf.put_i32(i32_len("array", n)?),
+    }
+    Ok(())
+}
+
+pub fn put_array_len<B: BufMut + ?Sized>(buf: &mut B, n: usize) -> Result<()> {
+    put_nullable_array_len(buf, Some(n))
+}
+
+pub fn put_compact_nullable_array_len<B: BufMut + ?Sized>(buf: &mut B, n: Option<usize>) -> Result<()> {
+    match n {
+        None => buf.put_u8(0),
+        Some(n) => {
+            let n = u32::try_from(n)
+                .ok()
+                .filter(|&n| n < u32::MAX)
+                .ok_or(ProtocolError::TooLarge { what: "compact array", size: n, max: u32::MAX as usize - 1 })?;
+            put_uvarint(buf, n + 1);
+        }
+    }
+    Ok(())
+}
+
+pub fn put_compact_array_len<B: BufMut + ?Sized>(buf: &mut B, n: usize) -> Result<()> {
+    put_compact_nullable_array_len(buf, Some(n))
+}
+
+pub fn put_uuid<B: BufMut + ?Sized>(buf: &mut B, u: &[u8; 16]) {
+    buf.put_slice(u);
+}
+
+/// Write a tagged-field section. `fields` must be sorted by tag, strictly
+/// increasing; anything else would be rejected by the reader on the far side,
+/// so it is refused here.
+pub fn put_tagged_fields<B: BufMut + ?Sized>(buf: &mut B, fields: &[(u32, &[u8])]) -> Result<()> {
+    if fields.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return Err(ProtocolError::invalid("tagged fields", "tags not strictly increasing"));
+    }
+    put_uvarint(buf, u32::try_from(fields.len()).map_err(|_| ProtocolError::invalid("tagged fields", "too many"))?);
+    for (tag, data) in fields {
+        put_uvarint(buf, *tag);
+        let n = u32::try_from(data.len())
+            .map_err(|_| ProtocolError::TooLarge { what: "tagged field", size: data.len(), max: u32::MAX as usize })?;
+        put_uvarint(buf, n);
+        buf.put_slice(data);
+    }
+    Ok(())
+}
+
+/// An empty tagged-field section (the common case in flexible versions).
+#[inline]
+pub fn put_empty_tagged_fields<B: BufMut + ?Sized>(buf: &mut B) {
+    buf.put_u8(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_known_encodings() {
+        // Values from the protobuf/Kafka zigzag tables.
+        let cases: &[(i32, &[u8])] = &[
+            (0, &[0x00]),
+            (-1, &[0x01]),
+            (1, &[0x02]),
+            (-64, &[0x7f]),
+            (64, &[0x80, 0x01]),
+            (i32::MAX, &[0xfe, 0xff, 0xff, 0xff, 0x0f]),
+            (i32::MIN, &[0xff, 0xff, 0xff, 0xff, 0x0f]),
+        ];
+        for (v, enc) in cases {
+            let mut out = Vec::new();
+            put_varint(&mut out, *v);
+            assert_eq!(&out[..], *enc, "encode {v}");
+            assert_eq!(varint_len(*v), enc.len());
+            assert_eq!(Reader::new(enc).varint().unwrap(), *v);
+        }
+    }
+
+    #[test]
+    fn overlong_varints_are_errors() {
+        assert!(Reader::new(&[0xff; 6]).uvarint().is_err());
+        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xff, 0x1f]).uvarint().is_err());
+        assert!(Reader::new(&[0xff; 11]).uvarlong().is_err());
+        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]).uvarlong().is_err());
+        assert!(Reader::new(&[0x80]).uvarint().is_err());
+    }
+
+    #[test]
+    fn negative_lengths() {
+        assert_eq!(Reader::new(&[0xff, 0xff]).nullable_string().unwrap(), None);
+        assert!(Reader::new(&[0xff, 0xff]).string().is_err());
+        assert!(Reader::new(&[0xff, 0xfe]).nullable_string().is_err());
+        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xfe]).nullable_bytes().is_err());
+        assert!(Reader::new(&[0x7f, 0xff, 0xff, 0xff]).array_len().is_err());
+        assert!(Reader::new(&[0x7f, 0xff, 0xff, 0xff]).nullable_bytes().is_err());
+    }
+}

@@ -1,0 +1,577 @@
+//! RecordBatch v2 (magic 2), the format of every Kafka since 0.11.
+//!
+//! ```text
+//! offset  field                    type
+//!      0  baseOffset               int64
+//!      8  batchLength              int32   (bytes after this field)
+//!     12  partitionLeaderEpoch     int32
+//!     16  magic                    int8    (= 2)
+//!     17  crc                      uint32  (CRC32C of bytes 21..end)
+//!     21  attributes               int16
+//!     23  lastOffsetDelta          int32
+//!     27  baseTimestamp            int64
+//!     35  maxTimestamp             int64
+//!     43  producerId               int64
+//!     51  producerEpoch            int16
+//!     53  baseSequence             int32
+//!     57  recordsCount             int32
+//!     61  records...               (compressed as a whole when compression != 0)
+//! ```
+
+use super::{DecodeOptions, Header, Record, TimestampType};
+use crate::compression::{self, Compression};
+use crate::error::{ProtocolError, Result};
+use crate::primitives::{put_varint, put_varlong, uvarint_len, varint_len, varlong_len, zigzag32, Reader};
+use bytes::{BufMut, BytesMut};
+use std::borrow::Cow;
+
+pub const MAGIC_V2: i8 = 2;
+pub const BATCH_HEADER_SIZE: usize = 61;
+const CRC_OFFSET: usize = 17;
+const ATTRIBUTES_OFFSET: usize = 21;
+/// Smallest possible record: length, attributes, timestamp delta, offset
+/// delta, key length, value length, header count, one byte each.
+const MIN_RECORD_SIZE: usize = 7;
+
+const COMPRESSION_MASK: i16 = 0x07;
+const TIMESTAMP_TYPE_BIT: i16 = 0x08;
+const TRANSACTIONAL_BIT: i16 = 0x10;
+const CONTROL_BIT: i16 = 0x20;
+const DELETE_HORIZON_BIT: i16 = 0x40;
+
+/// The fixed 61-byte header of a v2 batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    pub batch_length: i32,
+    pub partition_leader_epoch: i32,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub records_count: i32,
+}
+
+impl BatchHeader {
+    pub fn compression(&self) -> Result<Compression> {
+        Compression::from_id((self.attributes & COMPRESSION_MASK) as u8)
+    }
+    pub fn timestamp_type(&self) -> TimestampType {
+        if self.attributes & TIMESTAMP_TYPE_BIT != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL_BIT != 0
+    }
+    pub fn is_control(&self) -> bool {
+        self.attributes & CONTROL_BIT != 0
+    }
+    /// Set when the log cleaner rewrote `baseTimestamp` as the delete horizon.
+    pub fn has_delete_horizon(&self) -> bool {
+        self.attributes & DELETE_HORIZON_BIT != 0
+    }
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset.wrapping_add(self.last_offset_delta as i64)
+    }
+    /// Offset the next fetch should start at.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset().wrapping_add(1)
+    }
+    /// Total bytes of the batch on the wire.
+    pub fn size(&self) -> usize {
+        12 + self.batch_length as usize
+    }
+}
+
+/// A parsed v2 batch: its header and a borrowed (possibly compressed) records
+/// section.
+#[derive(Clone, Debug)]
+pub struct RecordBatch<'a> {
+    pub header: BatchHeader,
+    /// The records section as stored (compressed if the batch is).
+    pub records_data: &'a [u8],
+}
+
+impl<'a> RecordBatch<'a> {
+    /// Parse one batch from the front of `input`, returning it and the bytes
+    /// consumed. Errors on truncation; use [`super::Batches`] to treat a
+    /// truncated tail as the end of a blob instead.
+    pub fn parse(input: &'a [u8], opts: &DecodeOptions) -> Result<(Self, usize)> {
+        if input.len() < 12 {
+            return Err(ProtocolError::truncated("record batch", 12, input.len()));
+        }
+        let len = i32::from_be_bytes([input[8], input[9], input[10], input[11]]);
+        if len < 0 {
+            return Err(ProtocolError::invalid("batch length", format!("{len}")));
+        }
+        let total = 12usize + len as usize;
+        if total > input.len() {
+            return Err(ProtocolError::truncated("record batch", total, input.len()));
+        }
+        Ok((Self::parse_exact(&input[..total], opts)?, total))
+    }
+
+    /// Parse a buffer that holds exactly one batch.
+    pub fn parse_exact(input: &'a [u8], opts: &DecodeOptions) -> Result<Self> {
+        if input.len() < BATCH_HEADER_SIZE {
+            return Err(ProtocolError::truncated("record batch header", BATCH_HEADER_SIZE, input.len()));
+        }
+        let mut r = Reader::new(input);
+        let header = BatchHeader {
+            base_offset: r.i64()?,
+            batch_length: r.i32()?,
+            partition_leader_epoch: r.i32()?,
+            magic: r.i8()?,
+            crc: r.u32()?,
+            attributes: r.i16()?,
+            last_offset_delta: r.i32()?,
+            base_timestamp: r.i64()?,
+            max_timestamp: r.i64()?,
+            producer_id: r.i64()?,
+            producer_epoch: r.i16()?,
+            base_sequence: r.i32()?,
+            records_count: r.i32()?,
+        };
+        if header.magic != MAGIC_V2 {
+            return Err(ProtocolError::invalid("record batch magic", format!("{} (expected 2)", header.magic)));
+        }
+        if header.batch_length < 0 || 12 + header.batch_length as usize != input.len() {
+            return Err(ProtocolError::invalid(
+                "batch length",
+                format!("{} does not match the {} bytes given", header.batch_length, input.len()),
+            ));
+        }
+        if header.records_count < 0 {
+            return Err(ProtocolError::invalid("records count", format!("{}", header.records_count)));
+        }
+        if opts.verify_crc {
+            let computed = crc32c::crc32c(&input[ATTRIBUTES_OFFSET..]);
+            if computed != header.crc {
+                return Err(ProtocolError::CrcMismatch { stored: header.crc, computed });
+            }
+        }
+        // Unknown codec ids are refused here rather than at first use.
+        header.compression()?;
+        Ok(RecordBatch { header, records_data: &input[BATCH_HEADER_SIZE..] })
+    }
+
+    /// The uncompressed records section: borrowed when the batch is not
+    /// compressed, otherwise inflated (bounded by `opts.max_decompressed`).
+    pub fn payload(&self, opts: &DecodeOptions) -> Result<Cow<'a, [u8]>> {
+        match self.header.compression()? {
+            Compression::None => Ok(Cow::Borrowed(self.records_data)),
+            c => Ok(Cow::Owned(compression::decompress(c, self.records_data, opts.max_decompressed)?)),
+        }
+    }
+
+    /// Iterate the records of `payload` (from [`Self::payload`]).
+    pub fn records<'b>(&self, payload: &'b [u8]) -> Result<RecordIter<'b>> {
+        let count = self.header.records_count as usize;
+        if count > payload.len() / MIN_RECORD_SIZE {
+            return Err(ProtocolError::TooLarge { what: "records count", size: count, max: payload.len() / MIN_RECORD_SIZE });
+        }
+        let log_append = self.header.timestamp_type() == TimestampType::LogAppendTime;
+        Ok(RecordIter {
+            r: Reader::new(payload),
+            left: count,
+            base_offset: self.header.base_offset,
+            base_timestamp: self.header.base_timestamp,
+            override_timestamp: log_append.then_some(self.header.max_timestamp),
+        })
+    }
+
+    /// Decode every record into `out` (convenience over payload + records).
+    pub fn decode_each<F>(&self, opts: &DecodeOptions, mut f: F) -> Result<()>
+    where
+        F: FnMut(Record<'_>) -> Result<()>,
+    {
+        let payload = self.payload(opts)?;
+        for rec in self.records(&payload)? {
+            f(rec?)?;
+        }
+        Ok(())
+    }
+
+    /// The marker of a control batch (its single record's key).
+    pub fn control_record(&self, opts: &DecodeOptions) -> Result<Option<ControlRecord>> {
+        if !self.header.is_control() {
+            return Ok(None);
+        }
+        let payload = self.payload(opts)?;
+        let mut it = self.records(&payload)?;
+        match it.next() {
+            Some(rec) => {
+                let rec = rec?;
+                let key = rec.key.ok_or_else(|| ProtocolError::invalid("control record", "null key"))?;
+                Ok(Some(ControlRecord::parse(key)?))
+            }
+            None => Err(ProtocolError::invalid("control batch", "no records")),
+        }
+    }
+}
+
+/// Records of one batch payload. Yields an error (then stops) on malformed
+/// bytes, and checks at the end that the payload held exactly `recordsCount`
+/// records.
+pub struct RecordIter<'b> {
+    r: Reader<'b>,
+    left: usize,
+    base_offset: i64,
+    base_timestamp: i64,
+    override_timestamp: Option<i64>,
+}
+
+impl<'b> RecordIter<'b> {
+    pub fn len(&self) -> usize {
+        self.left
+    }
+    pub fn is_empty(&self) -> bool {
+        self.left == 0
+    }
+
+    #[inline]
+    fn read_one(&mut self) -> Result<Record<'b>> {
+        let len = self.r.varint()?;
+        if len < 0 {
+            return Err(ProtocolError::invalid("record length", format!("{len}")));
+        }
+        let body = self.r.take(len as usize, "record")?;
+        let mut r = Reader::new(body);
+        let attributes = r.i8()?;
+        let ts_delta = r.varlong()?;
+        let offset_delta = r.varint()?;
+        let key = r.varint_bytes("record key")?;
+        let value = r.varint_bytes("record value")?;
+        let n_headers = r.varint()?;
+        if n_headers < 0 {
+            return Err(ProtocolError::invalid("header count", format!("{n_headers}")));
+        }
+        let n_headers = n_headers as usize;
+        // Two bytes minimum per header (key length, value length).
+        if n_headers > r.remaining() / 2 {
+            return Err(ProtocolError::TooLarge { what: "header count", size: n_headers, max: r.remaining() / 2 });
+        }
+        let mut headers = Vec::with_capacity(n_headers);
+        for _ in 0..n_headers {
+            let k = r
+                .varint_bytes("header key")?
+                .ok_or_else(|| ProtocolError::invalid("header key", "null"))?;
+            let key = std::str::from_utf8(k).map_err(|e| ProtocolError::invalid("header key", e.to_string()))?;
+            let value = r.varint_bytes("header value")?;
+            headers.push(Header { key, value });
+        }
+        if !r.is_empty() {
+            return Err(ProtocolError::invalid("record", format!("{} bytes left after the headers", r.remaining())));
+        }
+        Ok(Record {
+            offset: self.base_offset.wrapping_add(offset_delta as i64),
+            timestamp: self.override_timestamp.unwrap_or(self.base_timestamp.wrapping_add(ts_delta)),
+            attributes,
+            key,
+            value,
+            headers,
+        })
+    }
+}
+
+impl<'b> Iterator for RecordIter<'b> {
+    type Item = Result<Record<'b>>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            if !self.r.is_empty() {
+                // Report once, then stay finished.
+                let n = self.r.remaining();
+                self.r = Reader::new(&[]);
+                return Some(Err(ProtocolError::invalid("record batch", format!("{n} bytes after the last record"))));
+            }
+            return None;
+        }
+        self.left -= 1;
+        let out = self.read_one();
+        if out.is_err() {
+            self.left = 0;
+            self.r = Reader::new(&[]);
+        }
+        Some(out)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left + 1))
+    }
+}
+
+/// Commit/abort marker written by the transaction coordinator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlRecordType {
+    Abort,
+    Commit,
+    /// Types added by later Kafka versions; the Java consumer ignores them too.
+    Unknown(i16),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControlRecord {
+    pub version: i16,
+    pub kind: ControlRecordType,
+}
+
+impl ControlRecord {
+    /// Parse a control record key: `version: int16, type: int16`.
+    pub fn parse(key: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(key);
+        let version = r.i16()?;
+        let kind = match r.i16()? {
+            0 => ControlRecordType::Abort,
+            1 => ControlRecordType::Commit,
+            n => ControlRecordType::Unknown(n),
+        };
+        Ok(ControlRecord { version, kind })
+    }
+
+    pub fn key_bytes(&self) -> [u8; 4] {
+        let t: i16 = match self.kind {
+            ControlRecordType::Abort => 0,
+            ControlRecordType::Commit => 1,
+            ControlRecordType::Unknown(n) => n,
+        };
+        let mut out = [0u8; 4];
+        out[..2].copy_from_slice(&self.version.to_be_bytes());
+        out[2..].copy_from_slice(&t.to_be_bytes());
+        out
+    }
+}
+
+// ---------------------------------------------------------------- encoding
+
+/// Builds one v2 batch, as a producer does: append records, then `finish`.
+///
+/// Records are written straight into the output buffer after a reserved
+/// header; `finish` fills the header in and computes the CRC in place, so an
+/// uncompressed batch is built with one copy of each key and value.
+#[derive(Debug)]
+pub struct RecordBatchBuilder {
+    buf: BytesMut,
+    compression: Compression,
+    level: Option<i32>,
+    base_offset: i64,
+    partition_leader_epoch: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    transactional: bool,
+    control: bool,
+    log_append_time: bool,
+    base_timestamp: Option<i64>,
+    max_timestamp: i64,
+    count: i32,
+}
+
+impl RecordBatchBuilder {
+    pub fn new(compression: Compression) -> Self {
+        Self::with_capacity(compression, 16 * 1024)
+    }
+
+    pub fn with_capacity(compression: Compression, capacity: usize) -> Self {
+        let mut buf = BytesMut::with_capacity(capacity.max(BATCH_HEADER_SIZE));
+        buf.put_bytes(0, BATCH_HEADER_SIZE);
+        RecordBatchBuilder {
+            buf,
+            compression,
+            level: None,
+            base_offset: 0,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            transactional: false,
+            control: false,
+            log_append_time: false,
+            base_timestamp: None,
+            max_timestamp: -1,
+            count: 0,
+        }
+    }
+
+    pub fn compression_level(mut self, level: Option<i32>) -> Self {
+        self.level = level;
+        self
+    }
+    pub fn base_offset(mut self, v: i64) -> Self {
+        self.base_offset = v;
+        self
+    }
+    pub fn partition_leader_epoch(mut self, v: i32) -> Self {
+        self.partition_leader_epoch = v;
+        self
+    }
+    /// Idempotent/transactional producer state: id, epoch, first sequence.
+    pub fn producer(mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) -> Self {
+        self.producer_id = producer_id;
+        self.producer_epoch = producer_epoch;
+        self.base_sequence = base_sequence;
+        self
+    }
+    pub fn transactional(mut self, v: bool) -> Self {
+        self.transactional = v;
+        self
+    }
+    pub fn control(mut self, v: bool) -> Self {
+        self.control = v;
+        self
+    }
+    pub fn log_append_time(mut self, v: bool) -> Self {
+        self.log_append_time = v;
+        self
+    }
+
+    pub fn len(&self) -> i32 {
+        self.count
+    }
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+    /// Bytes written so far (before compression), header included; what a
+    /// producer compares with `batch.size`.
+    pub fn size_in_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Append a record with the next offset delta.
+    #[inline]
+    pub fn append(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+    ) -> Result<()> {
+        let base_ts = *self.base_timestamp.get_or_insert(timestamp);
+        let ts_delta = timestamp.wrapping_sub(base_ts);
+        let offset_delta = self.count;
+        if offset_delta == i32::MAX {
+            return Err(ProtocolError::TooLarge { what: "records in batch", size: i32::MAX as usize, max: i32::MAX as usize - 1 });
+        }
+        let field_len = |b: Option<&[u8]>| -> Result<usize> {
+            match b {
+                None => Ok(1),
+                Some(b) => {
+                    let n = i32::try_from(b.len())
+                        .map_err(|_| ProtocolError::TooLarge { what: "record field", size: b.len(), max: i32::MAX as usize })?;
+                    Ok(varint_len(n) + b.len())
+                }
+            }
+        };
+        let mut body = 1 + varlong_len(ts_delta) + varint_len(offset_delta) + field_len(key)? + field_len(value)?;
+        let n_headers = i32::try_from(headers.len()).map_err(|_| ProtocolError::invalid("headers", "too many"))?;
+        body += varint_len(n_headers);
+        for h in headers {
+            body += field_len(Some(h.key.as_bytes()))? + field_len(h.value)?;
+        }
+        let body_i32 =
+            i32::try_from(body).map_err(|_| ProtocolError::TooLarge { what: "record", size: body, max: i32::MAX as usize })?;
+
+        self.buf.reserve(body + uvarint_len(zigzag32(body_i32) as u64));
+        let b = &mut self.buf;
+        put_varint(b, body_i32);
+        b.put_u8(0); // record attributes: unused
+        put_varlong(b, ts_delta);
+        put_varint(b, offset_delta);
+        put_field(b, key);
+        put_field(b, value);
+        put_varint(b, n_headers);
+        for h in headers {
+            put_field(b, Some(h.key.as_bytes()));
+            put_field(b, h.value);
+        }
+        if timestamp > self.max_timestamp {
+            self.max_timestamp = timestamp;
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Write the header (and compress, if asked) and return the finished batch.
+    pub fn finish(mut self) -> Result<BytesMut> {
+        if self.compression != Compression::None {
+            let mut compressed = Vec::with_capacity(self.buf.len() / 2 + 64);
+            compression::compress(self.compression, self.level, &self.buf[BATCH_HEADER_SIZE..], &mut compressed)?;
+            self.buf.truncate(BATCH_HEADER_SIZE);
+            self.buf.extend_from_slice(&compressed);
+        }
+        let total = self.buf.len();
+        let batch_length = i32::try_from(total - 12)
+            .map_err(|_| ProtocolError::TooLarge { what: "record batch", size: total, max: i32::MAX as usize })?;
+        let mut attributes = self.compression as i16;
+        if self.log_append_time {
+            attributes |= TIMESTAMP_TYPE_BIT;
+        }
+        if self.transactional {
+            attributes |= TRANSACTIONAL_BIT;
+        }
+        if self.control {
+            attributes |= CONTROL_BIT;
+        }
+        // An empty batch still needs sane timestamps; Java uses -1 (NO_TIMESTAMP).
+        let base_ts = self.base_timestamp.unwrap_or(-1);
+        let last_offset_delta = (self.count - 1).max(0);
+
+        let h = &mut self.buf[..BATCH_HEADER_SIZE];
+        h[0..8].copy_from_slice(&self.base_offset.to_be_bytes());
+        h[8..12].copy_from_slice(&batch_length.to_be_bytes());
+        h[12..16].copy_from_slice(&self.partition_leader_epoch.to_be_bytes());
+        h[16] = MAGIC_V2 as u8;
+        h[21..23].copy_from_slice(&attributes.to_be_bytes());
+        h[23..27].copy_from_slice(&last_offset_delta.to_be_bytes());
+        h[27..35].copy_from_slice(&base_ts.to_be_bytes());
+        h[35..43].copy_from_slice(&self.max_timestamp.to_be_bytes());
+        h[43..51].copy_from_slice(&self.producer_id.to_be_bytes());
+        h[51..53].copy_from_slice(&self.producer_epoch.to_be_bytes());
+        h[53..57].copy_from_slice(&self.base_sequence.to_be_bytes());
+        h[57..61].copy_from_slice(&self.count.to_be_bytes());
+        let crc = crc32c::crc32c(&self.buf[ATTRIBUTES_OFFSET..]);
+        self.buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        Ok(self.buf)
+    }
+}
+
+#[inline]
+fn put_field(b: &mut BytesMut, f: Option<&[u8]>) {
+    match f {
+        None => b.put_u8(1), // zigzag(-1)
+        Some(v) => {
+            put_varint(b, v.len() as i32);
+            b.put_slice(v);
+        }
+    }
+}
+
+/// Build a control batch holding one commit or abort marker, as the
+/// transaction coordinator writes it (for tests and tools).
+pub fn control_batch(
+    marker: ControlRecord,
+    base_offset: i64,
+    timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Result<BytesMut> {
+    let key = marker.key_bytes();
+    // Value: version int16 0, coordinator epoch int32.
+    let value = [0u8; 6];
+    let mut b = RecordBatchBuilder::new(Compression::None)
+        .base_offset(base_offset)
+        .producer(producer_id, producer_epoch, -1)
+        .transactional(true)
+        .control(true);
+    b.append(timestamp, Some(&key), Some(&value), &[])?;
+    b.finish()
+}
