@@ -14,6 +14,7 @@ from .errors import (
 )
 
 from .network import ClientResponse, NetworkClient
+from .producer import Producer
 from .metadata import Metadata, ProducerMetadata
 from .types import (
     Cluster,
@@ -33,6 +34,7 @@ __all__ = [
     "errors",
     "protocol",
     "NetworkClient",
+    "Producer",
     "ClientResponse",
     "KafkaError",
     "KafkaTimeoutError",

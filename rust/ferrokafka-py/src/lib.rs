@@ -9,6 +9,7 @@ pub mod errors;
 pub mod future;
 pub mod gil;
 pub mod network;
+pub mod producer;
 pub mod requests;
 pub mod group;
 pub mod metadata;
@@ -27,5 +28,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     types::register(m)?;
     metadata::register(m)?;
     group::register(m)?;
+    producer::register(m)?;
     Ok(())
 }

@@ -482,7 +482,7 @@ mod tests {
     fn linger_then_ready() {
         let mut acc = RecordAccumulator::new(cfg());
         let tp = TopicPartition::new("t", 0);
-        append(&mut acc, &tp, &[0; 10], 1, 0);
+        append(&mut acc, &tp, &[0; 10], 1, 0).unwrap();
         let r = acc.ready(5, |_| Some(1));
         assert!(r.ready_nodes.is_empty());
         assert_eq!(r.next_ready_check_delay_ms, 5);
@@ -495,7 +495,7 @@ mod tests {
         let mut acc = RecordAccumulator::new(cfg());
         let tp = TopicPartition::new("t", 0);
         for i in 0..6 {
-            append(&mut acc, &tp, &[0; 10], i, 0); // 18 bytes each; 6th opens batch 2
+            append(&mut acc, &tp, &[0; 10], i, 0).unwrap(); // 18 bytes each; 6th opens batch 2
         }
         assert!(acc.ready(0, |_| Some(1)).ready_nodes.contains(&1));
         let batches = acc.drain_node(1, &[tp.clone()], 1 << 20, 0);
@@ -531,7 +531,7 @@ mod tests {
         let mut acc = RecordAccumulator::new(cfg());
         let tps: Vec<_> = (0..3).map(|p| TopicPartition::new("t", p)).collect();
         for tp in &tps {
-            append(&mut acc, tp, &[0; 50], 0, 0);
+            append(&mut acc, tp, &[0; 50], 0, 0).unwrap();
         }
         // 58 bytes each: two do not fit in 100, the first always goes.
         let a = acc.drain_node(1, &tps, 100, 10);

@@ -40,7 +40,7 @@ impl ProducerFields {
 /// A batch that can be turned into RecordBatch bytes; re-encoded on each
 /// send because the producer fields (covered by the CRC) may change on retry.
 pub trait EncodableBatch: BatchBuilder {
-    fn encode(&self, producer: ProducerFields) -> Result<Bytes, Error>;
+    fn encode(&mut self, producer: ProducerFields) -> Result<Bytes, Error>;
 }
 
 #[derive(Debug, Clone)]
@@ -366,7 +366,7 @@ mod tests {
     }
 
     impl EncodableBatch for FakeBatch {
-        fn encode(&self, p: ProducerFields) -> Result<Bytes, Error> {
+        fn encode(&mut self, p: ProducerFields) -> Result<Bytes, Error> {
             Ok(Bytes::from(format!("{}:{}:{}:{}", p.producer_id, p.producer_epoch, p.base_sequence, self.n)))
         }
     }

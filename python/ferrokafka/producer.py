@@ -1,0 +1,128 @@
+"""The Kafka producer (Java ``KafkaProducer`` semantics, Rust record path).
+
+``send`` appends to a per-partition batch in the Rust accumulator and returns
+a :class:`~ferrokafka.DeliveryFuture`; a sender thread drains batches into
+Produce requests. Delivery callbacks (``fut.add_done_callback``) run in the
+thread that calls :meth:`Producer.poll` or :meth:`Producer.flush`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _core
+from ._options import Option, resolve_options
+from ._core import DeliveryFuture, RecordMetadata
+
+__all__ = ["Producer", "DeliveryFuture", "RecordMetadata"]
+
+
+def _acks(v: Any) -> int:
+    if isinstance(v, str):
+        v = v.strip().lower()
+        if v in ("all", "-1"):
+            return -1
+        if v in ("0", "1"):
+            return int(v)
+        raise ValueError
+    if isinstance(v, bool) or v not in (0, 1, -1):
+        raise ValueError
+    return int(v)
+
+
+PRODUCER_OPTIONS = (
+    Option("bootstrap_servers", "bootstrap.servers", None, kind="servers", required=True),
+    Option("client_id", "client.id", "ferrokafka-producer", kind=str),
+    Option("acks", "acks", "all", convert=_acks, accepted="0, 1, 'all' or -1"),
+    Option("linger_ms", "linger.ms", 5, kind=int, minimum=0),
+    Option("batch_size", "batch.size", 16_384, kind=int, minimum=1),
+    Option("buffer_memory", "buffer.memory", 33_554_432, kind=int, minimum=1),
+    Option("max_block_ms", "max.block.ms", 60_000, kind=int, minimum=0),
+    Option("compression_type", "compression.type", "none", kind=str,
+           choices=("none", "gzip", "snappy", "lz4", "zstd")),
+    Option("compression_level", "compression.level", -1, kind=int),
+    Option("enable_idempotence", "enable.idempotence", True, kind=bool),
+    Option("max_in_flight_requests_per_connection", "max.in.flight.requests.per.connection", 5,
+           kind=int, minimum=1),
+    Option("retries", "retries", 2**31 - 1, kind=int, minimum=0),
+    Option("retry_backoff_ms", "retry.backoff.ms", 100, kind=int, minimum=0),
+    Option("retry_backoff_max_ms", "retry.backoff.max.ms", 1000, kind=int, minimum=0),
+    Option("request_timeout_ms", "request.timeout.ms", 30_000, kind=int, minimum=1),
+    Option("delivery_timeout_ms", "delivery.timeout.ms", 120_000, kind=int, minimum=1),
+    Option("max_request_size", "max.request.size", 1_048_576, kind=int, minimum=1),
+    Option("metadata_max_age_ms", "metadata.max.age.ms", 300_000, kind=int, minimum=0),
+    Option("metadata_max_idle_ms", "metadata.max.idle.ms", 300_000, kind=int, minimum=5_000),
+    Option("reconnect_backoff_ms", "reconnect.backoff.ms", 50, kind=int, minimum=0),
+    Option("reconnect_backoff_max_ms", "reconnect.backoff.max.ms", 1000, kind=int, minimum=0),
+    Option("partitioner", "partitioner", "murmur2", kind=str,
+           choices=("murmur2", "murmur2_random", "sticky", "default")),
+)
+
+HeaderList = Sequence[Tuple[str, Optional[bytes]]]
+
+
+class Producer:
+    """Produce records to Kafka.
+
+    ``Producer("host:9092", linger_ms=10)`` or, confluent-kafka style,
+    ``Producer({"bootstrap.servers": "host:9092", "linger.ms": 10})``.
+    Invalid or unknown options raise ``ValueError`` naming the option.
+    """
+
+    def __init__(self, bootstrap_servers: Union[str, Sequence[str], Mapping[str, Any], None] = None,
+                 **config: Any) -> None:
+        self.config = resolve_options(PRODUCER_OPTIONS, bootstrap_servers, config)
+        self._p = _core._Producer(self.config)
+
+    # -- sending -------------------------------------------------------------
+    def send(self, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,
+             partition: Optional[int] = None, timestamp_ms: Optional[int] = None,
+             headers: Optional[Union[HeaderList, Mapping[str, Optional[bytes]]]] = None) -> DeliveryFuture:
+        """Append one record; returns a future of its :class:`RecordMetadata`.
+
+        Blocks up to ``max_block_ms`` when the topic's metadata is unknown or
+        the buffer is full. A record that cannot be delivered fails its own
+        future (``fut.result()`` raises the ``KafkaError``).
+        """
+        if isinstance(value, str) or isinstance(key, str):
+            raise TypeError("value and key must be bytes (encode str first), not str")
+        if headers is not None and isinstance(headers, Mapping):
+            headers = list(headers.items())
+        return self._p.send(topic, value, key, partition, timestamp_ms, headers)
+
+    # confluent-kafka spelling
+    def produce(self, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,
+                partition: Optional[int] = None, on_delivery=None, timestamp: Optional[int] = None,
+                headers=None, callback=None) -> DeliveryFuture:
+        fut = self.send(topic, value, key, partition, timestamp, headers)
+        cb = on_delivery or callback
+        if cb is not None:
+            fut.add_done_callback(lambda f: cb(f.exception(), f))
+        return fut
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Run due delivery callbacks (waiting up to ``timeout`` s for one)."""
+        return self._p.poll(timeout)
+
+    def flush(self, timeout: Optional[float] = None) -> int:
+        """Send everything buffered and wait; returns records not yet delivered."""
+        return self._p.flush(timeout)
+
+    def partitions_for(self, topic: str) -> list:
+        return self._p.partitions_for(topic)
+
+    def metrics(self) -> dict:
+        return dict(self._p.metrics())
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Flush up to ``timeout`` seconds, then fail what is left."""
+        self._p.close(timeout)
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return int(self.metrics().get("records_pending", 0))

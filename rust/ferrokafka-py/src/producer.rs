@@ -1,0 +1,244 @@
+//! Bindings of the producer. `ferrokafka.Producer` (python/ferrokafka/producer.py)
+//! validates options and wraps `_Producer`; everything on the record path is
+//! here and in the net crate, with the GIL released while `send` may block.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferrokafka_net::client::ClientConfig;
+use ferrokafka_net::io::NetworkClient;
+use ferrokafka_net::metadata::{DefaultMetadataUpdater, Metadata, MetadataConfig, UpdaterConfig};
+use ferrokafka_net::producer::batch::ProducerRecordBatch;
+use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer, ProducerConfig};
+use ferrokafka_net::protocol::compression::Compression;
+use ferrokafka_net::Error;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
+use pyo3::types::PyDict;
+
+use crate::errors::FkError;
+use crate::future::{run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, RecordMetadata};
+use crate::gil::wait_detached;
+
+/// Completes a Python `DeliveryFuture` from the sender thread.
+struct PyCompletion {
+    fut: Py<DeliveryFuture>,
+    cell: Arc<FutureCell>,
+}
+
+impl Completion for PyCompletion {
+    fn complete(self, result: Result<DeliveredRecord, Error>) {
+        let r = result.map(|d| RecordMetadata {
+            topic: d.topic,
+            partition: d.partition,
+            offset: d.offset,
+            timestamp_ms: d.timestamp_ms,
+            serialized_key_size: d.key_size,
+            serialized_value_size: d.value_size,
+        });
+        DeliveryFuture::resolve(&self.fut, &self.cell, r);
+    }
+}
+
+type CoreProducer = Producer<ProducerRecordBatch, PyCompletion>;
+
+#[pyclass(module = "ferrokafka._core", name = "_Producer")]
+pub struct PyProducer {
+    inner: Mutex<Option<Arc<CoreProducer>>>,
+    callbacks: CallbackQueue,
+}
+
+fn get<T: for<'a> FromPyObject<'a, 'a>>(cfg: &Bound<'_, PyDict>, key: &str) -> PyResult<T>
+where
+    for<'a> <T as FromPyObject<'a, 'a>>::Error: Into<PyErr>,
+{
+    let v = cfg
+        .get_item(key)?
+        .ok_or_else(|| PyValueError::new_err(format!("missing option {key}")))?;
+    v.extract::<T>().map_err(|e| {
+        let e: PyErr = e.into();
+        PyValueError::new_err(format!("invalid value for {key}: {e}"))
+    })
+}
+
+impl PyProducer {
+    fn core(&self) -> PyResult<Arc<CoreProducer>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| FkError(Error::Closed { what: "producer" }).into())
+    }
+}
+
+#[pymethods]
+impl PyProducer {
+    /// `cfg`: the validated options (snake_case keys) from producer.py.
+    #[new]
+    fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let bootstrap: Vec<String> = get(cfg, "bootstrap_servers")?;
+        let compression_name: String = get(cfg, "compression_type")?;
+        let compression = Compression::from_name(&compression_name).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "invalid value for compression_type: {compression_name:?}; accepted: none, gzip, snappy, lz4, zstd"
+            ))
+        })?;
+        let level: i32 = get(cfg, "compression_level")?;
+        let level = (level >= 0).then_some(level);
+        let acks: i16 = get(cfg, "acks")?;
+        let max_in_flight: usize = get(cfg, "max_in_flight_requests_per_connection")?;
+        let pcfg = ProducerConfig {
+            acks,
+            linger_ms: get(cfg, "linger_ms")?,
+            batch_size: get(cfg, "batch_size")?,
+            buffer_memory: get(cfg, "buffer_memory")?,
+            max_block_ms: get(cfg, "max_block_ms")?,
+            enable_idempotence: get(cfg, "enable_idempotence")?,
+            retries: get::<i64>(cfg, "retries")?.clamp(0, u32::MAX as i64) as u32,
+            retry_backoff_ms: get(cfg, "retry_backoff_ms")?,
+            retry_backoff_max_ms: get(cfg, "retry_backoff_max_ms")?,
+            request_timeout_ms: get(cfg, "request_timeout_ms")?,
+            delivery_timeout_ms: get(cfg, "delivery_timeout_ms")?,
+            max_request_size: get(cfg, "max_request_size")?,
+            partitioner_adaptive: true,
+        };
+        pcfg.validate(max_in_flight).map_err(FkError)?;
+        let mcfg = MetadataConfig {
+            refresh_backoff_ms: pcfg.retry_backoff_ms,
+            refresh_backoff_max_ms: pcfg.retry_backoff_max_ms.max(pcfg.retry_backoff_ms),
+            metadata_expire_ms: get(cfg, "metadata_max_age_ms")?,
+            rng_seed: None,
+        };
+        let md = Arc::new(Metadata::new_producer(mcfg, get(cfg, "metadata_max_idle_ms")?).map_err(FkError)?);
+        md.bootstrap(&bootstrap).map_err(FkError)?;
+        let ccfg = ClientConfig {
+            client_id: get(cfg, "client_id")?,
+            max_in_flight_requests_per_connection: max_in_flight,
+            request_timeout_ms: pcfg.request_timeout_ms,
+            reconnect_backoff_ms: get(cfg, "reconnect_backoff_ms")?,
+            reconnect_backoff_max_ms: get(cfg, "reconnect_backoff_max_ms")?,
+            ..ClientConfig::default()
+        };
+        let updater = DefaultMetadataUpdater::new(
+            md.clone(),
+            UpdaterConfig {
+                request_timeout_ms: pcfg.request_timeout_ms,
+                ..UpdaterConfig::default()
+            },
+        );
+        let net = Arc::new(NetworkClient::new(ccfg, Box::new(updater)).map_err(FkError)?);
+        let producer = Producer::new(
+            pcfg,
+            md,
+            net,
+            Box::new(move |cap| ProducerRecordBatch::new(compression, level, cap)),
+        )
+        .map_err(FkError)?;
+        Ok(PyProducer {
+            inner: Mutex::new(Some(Arc::new(producer))),
+            callbacks: Arc::new(Mutex::new(Vec::new())),
+        })
+    }
+
+    /// Append one record; returns its DeliveryFuture. Blocks (without the
+    /// GIL) up to max_block_ms for metadata or buffer memory; a record that
+    /// cannot be sent fails its own future.
+    #[pyo3(signature = (topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        topic: PyBackedStr,
+        value: Option<PyBackedBytes>,
+        key: Option<PyBackedBytes>,
+        partition: Option<i32>,
+        timestamp_ms: Option<i64>,
+        headers: Option<Vec<(PyBackedStr, Option<PyBackedBytes>)>>,
+    ) -> PyResult<Py<DeliveryFuture>> {
+        let core = self.core()?;
+        let (fut, cell) = DeliveryFuture::new(Some(self.callbacks.clone()));
+        let fut = Py::new(py, fut)?;
+        let completion = PyCompletion {
+            fut: fut.clone_ref(py),
+            cell: cell.clone(),
+        };
+        let headers = headers.unwrap_or_default();
+        let result = py.detach(|| {
+            let hs: Vec<(&str, Option<&[u8]>)> = headers.iter().map(|(k, v)| (&**k, v.as_deref())).collect();
+            core.send(&topic, partition, key.as_deref(), value.as_deref(), &hs, timestamp_ms, completion)
+        });
+        if let Err((e, completion)) = result {
+            if let Error::Config { .. } = e {
+                return Err(FkError(e).into());
+            }
+            completion.complete(Err(e));
+        }
+        Ok(fut)
+    }
+
+    /// Run delivery callbacks that are due; waits up to `timeout` seconds for
+    /// at least one when none is. Returns how many ran.
+    #[pyo3(signature = (timeout=0.0))]
+    fn poll(&self, py: Python<'_>, timeout: f64) -> PyResult<usize> {
+        let n = run_callbacks(py, &self.callbacks);
+        if n > 0 || timeout <= 0.0 {
+            return Ok(n);
+        }
+        let q = self.callbacks.clone();
+        wait_detached(py, Some(Duration::from_secs_f64(timeout)), move |slice| {
+            if !q.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+                return Some(());
+            }
+            std::thread::sleep(slice.min(Duration::from_millis(5)));
+            None
+        })?;
+        Ok(run_callbacks(py, &self.callbacks))
+    }
+
+    /// Send everything now and wait for it (up to `timeout` seconds); runs
+    /// delivery callbacks. Returns the number of records still not delivered.
+    #[pyo3(signature = (timeout=None))]
+    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<usize> {
+        let core = self.core()?;
+        core.begin_flush();
+        let c2 = core.clone();
+        let waited = wait_detached(py, timeout.map(Duration::from_secs_f64), move |slice| {
+            (c2.flush_step(slice) == 0).then_some(())
+        });
+        core.end_flush();
+        waited?;
+        run_callbacks(py, &self.callbacks);
+        Ok(core.pending())
+    }
+
+    fn partitions_for(&self, py: Python<'_>, topic: PyBackedStr) -> PyResult<Vec<i32>> {
+        let core = self.core()?;
+        py.detach(|| core.partitions_for(&topic)).map_err(|e| FkError(e).into())
+    }
+
+    fn metrics(&self) -> PyResult<Vec<(&'static str, f64)>> {
+        Ok(self.core()?.metrics())
+    }
+
+    /// Flush up to `timeout` seconds, then fail what is left and stop.
+    #[pyo3(signature = (timeout=None))]
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let core = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(core) = core else { return Ok(()) };
+        if timeout != Some(0.0) {
+            core.begin_flush();
+            let c2 = core.clone();
+            let _ = wait_detached(py, timeout.map(Duration::from_secs_f64), move |slice| {
+                (c2.flush_step(slice) == 0).then_some(())
+            });
+        }
+        // Last reference: dropping closes (fails the rest, joins threads).
+        py.detach(move || drop(core));
+        run_callbacks(py, &self.callbacks);
+        Ok(())
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyProducer>()
+}
