@@ -1,0 +1,184 @@
+"""Producer against the embedded Tansu broker and librdkafka's mock cluster,
+with confluent-kafka as the independent reader."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import pytest
+
+import ferrokafka as fk
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer as CkConsumer  # noqa: E402
+from confluent_kafka import Producer as CkProducer  # noqa: E402
+from confluent_kafka import TopicPartition as CkTP  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+
+def _topic(bs: str, partitions: int = 3) -> str:
+    name = f"p-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": bs})  # must outlive its futures
+    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(10)
+    return name
+
+
+def _consume_all(bs: str, topic: str, partitions: int, n: int, timeout: float = 20.0):
+    c = CkConsumer({"bootstrap.servers": bs, "group.id": "reader-" + uuid.uuid4().hex,
+                    "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([CkTP(topic, p, 0) for p in range(partitions)])
+    out = []
+    deadline = time.time() + timeout
+    while len(out) < n and time.time() < deadline:
+        m = c.poll(0.2)
+        if m is None or m.error():
+            continue
+        out.append(m)
+    c.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def bs():
+    with fk.testing.EmbeddedBroker() as b:
+        yield b.bootstrap_servers
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_confluent_reads_what_we_produce_byte_exact(bs, codec):
+    topic = _topic(bs)
+    sent = {}
+    with fk.Producer(bs, compression_type=codec, linger_ms=2) as p:
+        futs = []
+        for i in range(300):
+            key = f"key-{i}".encode()
+            value = bytes([i % 256]) * (i % 50) + "é€".encode() * (i % 3)
+            headers = [("idx", str(i).encode()), ("empty", None)] if i % 2 else None
+            sent[key] = (value, headers)
+            futs.append(p.send(topic, value, key=key, headers=headers))
+        assert p.flush(30) == 0
+        mds = [f.result(0) for f in futs]
+    assert all(md.topic == topic and md.offset >= 0 for md in mds)
+    got = _consume_all(bs, topic, 3, 300)
+    assert len(got) == 300
+    for m in got:
+        value, headers = sent[m.key()]
+        assert m.value() == value
+        if headers:
+            assert m.headers() == [("idx", headers[0][1]), ("empty", None)]
+        else:
+            assert not m.headers()
+    # Offsets reported by futures match what the reader sees.
+    by_key = {m.key(): (m.partition(), m.offset()) for m in got}
+    for i, md in enumerate(mds):
+        assert by_key[f"key-{i}".encode()] == (md.partition, md.offset)
+
+
+def test_keyed_partitioning_matches_java_murmur2(bs):
+    topic = _topic(bs, partitions=7)
+    keys = [b"", b"a", b"hello", "ключ".encode(), bytes(range(256)), b"x" * 1000] + [str(i).encode() for i in range(50)]
+    ck = CkProducer({"bootstrap.servers": bs, "partitioner": "murmur2_random"})
+    expected = {}
+
+    def record(err, msg, key):
+        assert err is None
+        expected[key] = msg.partition()
+
+    for k in keys:
+        ck.produce(topic, b"v", key=k, on_delivery=lambda e, m, k=k: record(e, m, k))
+    ck.flush(20)
+    with fk.Producer(bs) as p:
+        futs = {k: p.send(topic, b"v", key=k) for k in keys}
+        p.flush(20)
+        ours = {k: f.result(0).partition for k, f in futs.items()}
+    assert ours == expected
+
+
+def test_unkeyed_records_are_sticky_then_spread(bs):
+    topic = _topic(bs, partitions=4)
+    with fk.Producer(bs, batch_size=1024, linger_ms=1000) as p:
+        futs = [p.send(topic, b"x" * 100) for _ in range(200)]
+        p.flush(20)
+        parts = [f.result(0).partition for f in futs]
+    # Runs of about batch_size bytes on one partition, then a switch.
+    runs = sum(1 for a, b in zip(parts, parts[1:]) if a != b)
+    assert 5 <= runs <= 60, parts
+    assert len(set(parts)) == 4
+
+
+def test_callbacks_run_in_the_flushing_thread_and_await_works(bs):
+    topic = _topic(bs, 1)
+    seen = []
+    with fk.Producer(bs) as p:
+        f = p.send(topic, b"v")
+        f.add_done_callback(lambda fut: seen.append((threading.get_ident(), fut.result().offset)))
+        p.flush(10)
+        assert seen == [(threading.get_ident(), 0)]
+
+        async def main():
+            return await p.send(topic, b"w")
+
+        md = asyncio.run(main())
+        assert md.offset == 1 and md.partition == 0
+
+
+def test_undeliverable_records_fail_only_their_own_futures(bs):
+    topic = _topic(bs, 1)
+    with fk.Producer(bs, max_request_size=10_000, max_block_ms=2000) as p:
+        ok1 = p.send(topic, b"a")
+        too_big = p.send(topic, b"x" * 20_000)
+        bad_topic = p.send("bad topic name!", b"b")
+        ok2 = p.send(topic, b"c")
+        p.flush(20)
+        with pytest.raises(fk.MessageSizeTooLargeError):
+            too_big.result(0)
+        with pytest.raises(fk.KafkaError):
+            bad_topic.result(0)
+        assert ok1.result(0).offset == 0
+        assert ok2.result(0).offset == 1
+        with pytest.raises(ValueError, match="partition"):
+            p.send(topic, b"v", partition=5)
+
+
+def test_invalid_options_name_the_option():
+    with pytest.raises(ValueError, match="acks"):
+        fk.Producer("127.0.0.1:1", acks=2)
+    with pytest.raises(ValueError, match="linger_ms"):
+        fk.Producer("127.0.0.1:1", linger_ms=-1)
+    with pytest.raises(ValueError, match="lingerms"):
+        fk.Producer("127.0.0.1:1", lingerms=5)
+    with pytest.raises(ValueError, match="compression.type"):
+        fk.Producer({"bootstrap.servers": "127.0.0.1:1", "compression.type": "brotli"})
+    with pytest.raises(ValueError, match="acks"):
+        fk.Producer("127.0.0.1:1", acks=1, enable_idempotence=True)
+    with pytest.raises(ValueError, match="bootstrap"):
+        fk.Producer("no-port")
+    with pytest.raises(TypeError):
+        fk.Producer("127.0.0.1:1", enable_idempotence=False).send("t", "str value")
+
+
+def test_unreachable_cluster_times_out_the_record_not_the_process():
+    p = fk.Producer("127.0.0.1:1", max_block_ms=300)
+    t0 = time.monotonic()
+    f = p.send("t", b"v")
+    with pytest.raises(fk.KafkaTimeoutError):
+        f.result(5)
+    assert time.monotonic() - t0 < 5
+    p.close(0)
+
+
+def test_dotted_config_and_metrics(bs):
+    topic = _topic(bs, 1)
+    p = fk.Producer({"bootstrap.servers": bs, "linger.ms": 0, "acks": "1", "enable.idempotence": "false"})
+    assert p.config["acks"] == 1 and p.config["linger_ms"] == 0
+    p.send(topic, b"v").result(10)
+    m = p.metrics()
+    assert m["buffer_total_bytes"] == 33_554_432 and m["records_pending"] == 0
+    assert p.partitions_for(topic) == [0]
+    p.close()
+    with pytest.raises(fk.KafkaError):
+        p.send(topic, b"after close")
