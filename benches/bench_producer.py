@@ -1,0 +1,103 @@
+"""Producer throughput: ferrokafka vs confluent-kafka, same broker, same run.
+
+    python benches/bench_producer.py [--records N] [--size BYTES] [--bootstrap HOST:PORT]
+
+Starts an embedded Tansu broker unless --bootstrap is given. Each client sends
+N records of SIZE bytes (keyed, linger 5 ms, acks=all, idempotence on, no
+compression) and waits for every delivery report; the figure is records/s
+and MB/s from the first send to the last acknowledgement. Prints the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import uuid
+
+import ferrokafka as fk
+
+
+def _topic(bs: str, partitions: int) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = "bench-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(10)
+    return name
+
+
+def bench_ferrokafka(bs: str, topic: str, n: int, payload: bytes) -> float:
+    p = fk.Producer(bs, linger_ms=5, batch_size=65536, acks="all", enable_idempotence=True)
+    p.send(topic, b"warm-up").result(10)
+    keys = [str(i).encode() for i in range(n)]
+    t0 = time.perf_counter()
+    send = p.send
+    for k in keys:
+        send(topic, payload, key=k)
+    left = p.flush(120)
+    dt = time.perf_counter() - t0
+    p.close()
+    assert left == 0, left
+    return dt
+
+
+def bench_confluent(bs: str, topic: str, n: int, payload: bytes) -> float:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 65536, "acks": "all",
+                  "enable.idempotence": True, "queue.buffering.max.messages": 2_000_000})
+    delivered = [0]
+
+    def on_delivery(err, msg):
+        if err is None:
+            delivered[0] += 1
+
+    p.produce(topic, b"warm-up", on_delivery=on_delivery)
+    p.flush(10)
+    keys = [str(i).encode() for i in range(n)]
+    t0 = time.perf_counter()
+    produce = p.produce
+    for k in keys:
+        while True:
+            try:
+                produce(topic, payload, key=k, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(120)
+    dt = time.perf_counter() - t0
+    assert delivered[0] == n + 1, delivered[0]
+    return dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--bootstrap")
+    args = ap.parse_args()
+    payload = b"x" * args.size
+    broker = None
+    bs = args.bootstrap
+    if bs is None:
+        broker = fk.testing.EmbeddedBroker()
+        broker.__enter__()
+        bs = broker.bootstrap_servers
+    try:
+        rows = []
+        for name, fn in (("ferrokafka", bench_ferrokafka), ("confluent-kafka", bench_confluent)):
+            topic = _topic(bs, 3)
+            dt = fn(bs, topic, args.records, payload)
+            rows.append((name, args.records / dt, args.records * args.size / dt / 1e6))
+        print(f"{'client':<16} {'records/s':>12} {'MB/s':>8}")
+        for name, rps, mbs in rows:
+            print(f"{name:<16} {rps:>12,.0f} {mbs:>8.1f}")
+        print(f"ratio ferrokafka/confluent-kafka: {rows[0][1] / rows[1][1]:.2f}x")
+    finally:
+        if broker is not None:
+            broker.__exit__(None, None, None)
+
+
+if __name__ == "__main__":
+    main()
