@@ -182,3 +182,26 @@ def test_dotted_config_and_metrics(bs):
     p.close()
     with pytest.raises(fk.KafkaError):
         p.send(topic, b"after close")
+
+
+def test_send_batch_lists_and_arrow(bs):
+    topic = _topic(bs, 2)
+    with fk.Producer(bs) as p:
+        bf = p.send_batch(topic, [b"a", b"b", None], keys=[b"k1", b"k2", b"k3"])
+        mds = bf.result(10)
+        assert [m.topic for m in mds] == [topic] * 3
+        pa = pytest.importorskip("pyarrow")
+        arr = pa.array(["x", "y", "z", "w"])
+        mds2 = p.send_batch(topic, arr, keys=pa.array([b"1", b"2", b"3", b"4"], pa.binary())).result(10)
+        assert len(mds2) == 4
+        with pytest.raises(ValueError, match="keys"):
+            p.send_batch(topic, [b"a"], keys=[b"1", b"2"])
+        with pytest.raises(ValueError, match="Arrow type"):
+            p.send_batch(topic, pa.array([1, 2]))
+
+        async def main():
+            return await p.send_batch(topic, [b"q"])
+
+        assert len(asyncio.run(main())) == 1
+    got = _consume_all(bs, topic, 2, 8)
+    assert sorted(m.value() or b"" for m in got) == sorted([b"a", b"b", b"", b"x", b"y", b"z", b"w", b"q"])

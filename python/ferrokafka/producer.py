@@ -126,3 +126,96 @@ class Producer:
 
     def __len__(self) -> int:
         return int(self.metrics().get("records_pending", 0))
+
+
+class BatchFuture:
+    """The future of :meth:`Producer.send_batch`: a list of RecordMetadata in
+    input order. ``result()`` raises the first record's error, if any;
+    ``results()`` gives every record's metadata or exception."""
+
+    def __init__(self, futures: list) -> None:
+        self.futures = futures
+
+    def done(self) -> bool:
+        return all(f.done() for f in self.futures)
+
+    def result(self, timeout: Optional[float] = None) -> list:
+        import time as _time
+
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        out = []
+        for f in self.futures:
+            left = None if deadline is None else max(0.0, deadline - _time.monotonic())
+            out.append(f.result(left))
+        return out
+
+    def results(self, timeout: Optional[float] = None) -> list:
+        out = []
+        for f in self.futures:
+            exc = f.exception(timeout)
+            out.append(exc if exc is not None else f.result(0))
+        return out
+
+    def add_done_callback(self, fn) -> None:
+        remaining = [len(self.futures)]
+        if not self.futures:
+            fn(self)
+            return
+
+        def one_done(_f):
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                fn(self)
+
+        for f in self.futures:
+            f.add_done_callback(one_done)
+
+    def __await__(self):
+        import asyncio
+
+        async def gather():
+            return list(await asyncio.gather(*self.futures))
+
+        return gather().__await__()
+
+    def __len__(self) -> int:
+        return len(self.futures)
+
+
+def _as_bytes_list(obj: Any, what: str) -> list:
+    """list[bytes|None], or an Arrow binary/string array (PyCapsule protocol)."""
+    if obj is None:
+        return None
+    if hasattr(obj, "__arrow_c_array__") or hasattr(obj, "__arrow_c_stream__"):
+        try:
+            import pyarrow as pa
+        except ImportError:  # pragma: no cover - exercised only without pyarrow
+            raise ValueError(f"invalid value for {what}: Arrow input needs pyarrow installed") from None
+        arr = pa.array(obj) if not isinstance(obj, (pa.Array, pa.ChunkedArray)) else obj
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+            arr = arr.cast(pa.large_binary() if pa.types.is_large_string(arr.type) else pa.binary())
+        if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
+            raise ValueError(f"invalid value for {what}: Arrow type {arr.type} is not binary or string")
+        return arr.to_pylist()
+    out = list(obj)
+    for v in out:
+        if v is not None and not isinstance(v, (bytes, bytearray, memoryview)):
+            raise TypeError(f"{what} must hold bytes or None, not {type(v).__name__}")
+    return out
+
+
+def _send_batch(self: Producer, topic: str, values: Any, keys: Any = None,
+                partition: Optional[int] = None) -> BatchFuture:
+    """Append many records in one call (one GIL release for all of them).
+
+    ``values``/``keys``: ``list[bytes]`` or an Arrow binary/string array.
+    Returns a :class:`BatchFuture` of ``list[RecordMetadata]`` in input order.
+    """
+    vals = _as_bytes_list(values, "values")
+    ks = _as_bytes_list(keys, "keys")
+    return BatchFuture(self._p.send_many(topic, vals, ks, partition))
+
+
+Producer.send_batch = _send_batch  # type: ignore[attr-defined]

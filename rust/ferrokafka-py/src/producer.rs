@@ -176,6 +176,55 @@ impl PyProducer {
         Ok(fut)
     }
 
+    /// Append many records with one GIL release (the batch path of
+    /// `send_batch`). `keys` is None or as long as `values`. Returns one
+    /// future per record, in order.
+    #[pyo3(signature = (topic, values, keys=None, partition=None))]
+    fn send_many(
+        &self,
+        py: Python<'_>,
+        topic: PyBackedStr,
+        values: Vec<Option<PyBackedBytes>>,
+        keys: Option<Vec<Option<PyBackedBytes>>>,
+        partition: Option<i32>,
+    ) -> PyResult<Vec<Py<DeliveryFuture>>> {
+        let core = self.core()?;
+        if let Some(k) = &keys {
+            if k.len() != values.len() {
+                return Err(PyValueError::new_err(format!(
+                    "invalid value for keys: {} keys for {} values",
+                    k.len(),
+                    values.len()
+                )));
+            }
+        }
+        let mut futs = Vec::with_capacity(values.len());
+        let mut completions = Vec::with_capacity(values.len());
+        for _ in 0..values.len() {
+            let (fut, cell) = DeliveryFuture::new(Some(self.callbacks.clone()));
+            let fut = Py::new(py, fut)?;
+            completions.push(PyCompletion { fut: fut.clone_ref(py), cell });
+            futs.push(fut);
+        }
+        let failed: Vec<(Error, PyCompletion)> = py.detach(|| {
+            let mut failed = Vec::new();
+            for (i, completion) in completions.into_iter().enumerate() {
+                let key = keys.as_ref().and_then(|k| k[i].as_deref());
+                if let Err(f) = core.send(&topic, partition, key, values[i].as_deref(), &[], None, completion) {
+                    failed.push(f);
+                }
+            }
+            failed
+        });
+        for (e, completion) in failed {
+            if let Error::Config { .. } = e {
+                return Err(FkError(e).into());
+            }
+            completion.complete(Err(e));
+        }
+        Ok(futs)
+    }
+
     /// Run delivery callbacks that are due; waits up to `timeout` seconds for
     /// at least one when none is. Returns how many ran.
     #[pyo3(signature = (timeout=0.0))]
