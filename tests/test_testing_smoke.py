@@ -180,3 +180,28 @@ def test_mock_cluster_close_is_idempotent_and_guards_use():
     m.close()
     with pytest.raises(RuntimeError, match="closed"):
         m.create_topic("x")
+
+
+@pytest.mark.parametrize("coordinator", [2, 3])
+def test_mock_coordinator_is_used(mock_cluster, topic_name, confluent_kafka, coordinator):
+    import json
+
+    mock_cluster.create_topic(topic_name, 1, 1)
+    group = f"g-{topic_name}"
+    mock_cluster.set_coordinator(group, coordinator)
+    stats = []
+    c = confluent_kafka.Consumer({
+        "bootstrap.servers": mock_cluster.bootstrap_servers, "group.id": group,
+        "statistics.interval.ms": 100, "stats_cb": lambda s: stats.append(json.loads(s)),
+    })
+    try:
+        c.subscribe([topic_name])
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not (stats and "GroupCoordinator" in stats[-1]["brokers"]):
+            c.poll(0.1)
+    finally:
+        c.close()
+    brokers = stats[-1]["brokers"]
+    # librdkafka reports the coordinator as a logical broker named after the real one.
+    by_id = {b["nodeid"]: b["nodename"] for b in brokers.values() if b["source"] == "learned"}
+    assert brokers["GroupCoordinator"]["nodename"] == by_id[coordinator]

@@ -46,7 +46,11 @@ def run(bootstrap: str | None = None, messages: int = 100_000, size: int = 100, 
     with _broker(bootstrap) as bs:
         first = bs.split(",")[0].strip()
         host, _, port = first.rpartition(":")
-        versions = api_versions(host, int(port))
+        try:
+            versions = api_versions(host, int(port))
+        except (OSError, ConnectionError) as e:
+            print(f"cannot reach a Kafka broker at {first}: {e}")
+            return 1
         print(f"broker {first} reachable; ApiVersions: " + ", ".join(
             f"{_API_NAMES.get(k, k)} v{lo}-{hi}" for k, (lo, hi) in sorted(versions.items()) if k in _API_NAMES))
 
