@@ -205,3 +205,23 @@ def test_mock_coordinator_is_used(mock_cluster, topic_name, confluent_kafka, coo
     # librdkafka reports the coordinator as a logical broker named after the real one.
     by_id = {b["nodeid"]: b["nodename"] for b in brokers.values() if b["source"] == "learned"}
     assert brokers["GroupCoordinator"]["nodename"] == by_id[coordinator]
+
+
+def test_mock_cluster_missing_confluent_kafka_names_the_extra(monkeypatch):
+    import sys
+
+    from ferrokafka.testing import _mock
+
+    monkeypatch.setitem(sys.modules, "confluent_kafka", None)
+    monkeypatch.setattr(_mock, "_lib", None)
+    monkeypatch.delenv("FERROKAFKA_LIBRDKAFKA", raising=False)
+    with pytest.raises(ImportError, match=r"pip install ferrokafka\[testing\]"):
+        MockCluster(1)
+
+
+def test_embedded_broker_bad_tansu_bin_is_reported(monkeypatch, tmp_path):
+    from ferrokafka.testing import BrokerStartError
+
+    monkeypatch.setenv("TANSU_BIN", str(tmp_path / "nope"))
+    with pytest.raises(BrokerStartError, match="TANSU_BIN"):
+        EmbeddedBroker()
