@@ -62,6 +62,7 @@ def topic_name(request):
 def confluent_kafka():
     try:
         import confluent_kafka
+        import confluent_kafka.admin  # noqa: F401  (tests use ck.admin.AdminClient)
     except ImportError as e:
         _unavailable("confluent-kafka", e)
     return confluent_kafka
