@@ -1,7 +1,8 @@
 """Shared fixtures: a session Tansu broker and a fresh librdkafka mock cluster per test.
 
-Outside CI (and without FERROKAFKA_REQUIRE_BROKERS, which scripts/test.sh sets) a missing broker binary or confluent-kafka skips the tests that need them;
-with CI=true it fails them, so CI can never pass by testing nothing.
+Outside CI a missing broker binary or confluent-kafka skips the tests that need them.
+With CI=true or FERROKAFKA_REQUIRE_BROKERS set (scripts/test.sh sets it) it fails them,
+so CI can never pass by testing nothing.
 """
 
 from __future__ import annotations
