@@ -505,6 +505,11 @@ impl ClientCore {
                     client_min: cmin,
                     client_max: cmax,
                 };
+                if internal == Internal::Metadata {
+                    // Our own refresh (sent from inside the updater's
+                    // maybe_update): the updater learns of it by this Err.
+                    return Err(err);
+                }
                 self.local_completions.push(ClientResponse {
                     request_header: header(cmax),
                     destination: node,
