@@ -730,8 +730,9 @@ impl ClientCore {
                 // the connection is closed because we can no longer be sure
                 // the broker and we agree on what was sent.
                 let e = Error::Protocol(e);
+                let internal = req.internal;
                 let r = req.into_response(now_ms, true, None, Some(e.clone()));
-                self.finish(r, Internal::No, out);
+                self.finish(r, internal, out);
                 self.disconnect_node(node, now_ms, Some(e), false, out);
             }
             Ok((_, body, _)) => match req.internal {
