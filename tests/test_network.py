@@ -475,3 +475,40 @@ def test_hostile_user_request_gets_clear_error():
     assert nc.in_flight_request_count() == 0
     nc.close()
     srv.close()
+
+
+def test_ctrl_c_interrupts_poll(broker):
+    import _thread
+
+    nc = fk.NetworkClient(broker.bootstrap_servers)
+    _connect(nc)
+    assert _until(lambda: nc.in_flight_request_count() == 0, nc=nc)
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    t0 = time.time()
+    with pytest.raises(KeyboardInterrupt):
+        nc.poll(10_000)
+    assert time.time() - t0 < 2
+    nc.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_runtime_survives_fork(broker):
+    """Spark forks Python workers: a child must get its own runtime."""
+    nc = fk.NetworkClient(broker.bootstrap_servers)
+    node = _connect(nc)  # the parent's runtime is running now
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 1
+        try:
+            c = fk.NetworkClient(broker.bootstrap_servers)
+            n = _connect(c)
+            r = _round_trip(c, n, MetadataRequest([]), timeout=5)
+            code = 0 if not r.disconnected else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    r = _round_trip(nc, node, MetadataRequest([]))  # the parent is unaffected
+    assert not r.disconnected
+    nc.close()
