@@ -521,7 +521,6 @@ impl ClientCore {
                     error: None,
                     callback: req.callback,
                 });
-                self.transport_wakeup();
                 return Ok(());
             }
         };
@@ -572,11 +571,6 @@ impl ClientCore {
         Ok(())
     }
 
-    fn transport_wakeup(&mut self) {
-        // Local completions are collected by the next handle_events; the
-        // blocking layer checks `has_local_completions` before sleeping.
-    }
-
     pub fn has_local_completions(&self) -> bool {
         !self.local_completions.is_empty()
     }
@@ -591,7 +585,7 @@ impl ClientCore {
         let header = RequestHeader { api_key: ApiKey::ApiVersions as i16, api_version: version, correlation_id: cid, client_id: Some(self.cfg.client_id.clone()) };
         let timeout = self.cfg.request_timeout_ms;
         if let Err(e) = self.write_request(node, header, body, now_ms, true, Internal::ApiVersions, timeout, None, now_ms) {
-            self.disconnect_node(node, now_ms, Some(e), false, &mut Vec::new());
+            self.disconnect_node(node, now_ms, Some(e), &mut Vec::new());
         }
     }
 
@@ -642,7 +636,7 @@ impl ClientCore {
         }
         for (node, conn, err) in discs {
             if self.is_current(node, conn) {
-                self.disconnect_node(node, now_ms, Some(err), false, &mut responses);
+                self.disconnect_node(node, now_ms, Some(err), &mut responses);
             }
         }
         for (node, conn) in connects {
@@ -670,7 +664,7 @@ impl ClientCore {
         // Timed-out requests close their connection (4.10).
         for node in self.in_flight.nodes_with_expired_requests(now_ms) {
             let err = Error::Timeout { what: format!("request to node {node}"), timeout_ms: self.cfg.request_timeout_ms.max(0) as u64 };
-            self.disconnect_node(node, now_ms, Some(err), true, &mut responses);
+            self.disconnect_node(node, now_ms, Some(err), &mut responses);
         }
         // Idle connections (nothing in flight, no traffic for max idle).
         for node in self.states.idle_nodes(now_ms, self.cfg.connections_max_idle_ms) {
@@ -718,7 +712,7 @@ impl ClientCore {
                 (Some(e), Ok(a)) => Error::Protocol(ferrokafka_protocol::ProtocolError::CorrelationMismatch { expected: e, actual: a }),
                 (_, Err(e)) => Error::Protocol(e),
             };
-            self.disconnect_node(node, now_ms, Some(err), false, out);
+            self.disconnect_node(node, now_ms, Some(err), out);
             self.with_updater(|up, _| up.request_update());
             return;
         }
@@ -733,7 +727,7 @@ impl ClientCore {
                 let internal = req.internal;
                 let r = req.into_response(now_ms, true, None, Some(e.clone()));
                 self.finish(r, internal, out);
-                self.disconnect_node(node, now_ms, Some(e), false, out);
+                self.disconnect_node(node, now_ms, Some(e), out);
             }
             Ok((_, body, _)) => match req.internal {
                 Internal::ApiVersions => self.handle_api_versions(node, body, now_ms, out),
@@ -769,7 +763,7 @@ impl ClientCore {
         }
         if r.error_code != 0 {
             let e = Error::broker(r.error_code, Some("ApiVersions".into()));
-            self.disconnect_node(node, now_ms, Some(e), false, out);
+            self.disconnect_node(node, now_ms, Some(e), out);
             return;
         }
         if let Some(c) = self.conns.get_mut(&node) {
@@ -791,18 +785,16 @@ impl ClientCore {
 
     /// 4.10: every in-flight request of `node` completes disconnected, the
     /// connection closes, state DISCONNECTED (backoff grows), updater told.
-    fn disconnect_node(&mut self, node: i32, now_ms: i64, error: Option<Error>, timed_out: bool, out: &mut Vec<ClientResponse>) {
+    fn disconnect_node(&mut self, node: i32, now_ms: i64, error: Option<Error>, out: &mut Vec<ClientResponse>) {
         if let Some(c) = self.conns.remove(&node) {
             self.transport.close(node, c.conn);
         }
-        let was_up = self.states.state(node);
         self.states.disconnected(node, now_ms);
         for req in self.in_flight.clear_all(node) {
             let internal = req.internal;
             let r = req.into_response(now_ms, true, None, error.clone());
             self.finish(r, internal, out);
         }
-        let _ = (was_up, timed_out);
         self.with_updater(|up, _| up.handle_server_disconnect(now_ms, node, error.as_ref()));
     }
 

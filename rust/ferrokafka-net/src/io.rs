@@ -51,7 +51,8 @@ pub fn now_ms() -> i64 {
 /// inherits this static but none of the runtime's threads, so a runtime from
 /// another pid is abandoned (leaked on purpose: dropping it would wait for
 /// worker threads that do not exist in this process) and a new one is built.
-static RUNTIME: OnceLock<Mutex<Option<(u32, Arc<Runtime>)>>> = OnceLock::new();
+type PidRuntime = Option<(u32, Arc<Runtime>)>;
+static RUNTIME: OnceLock<Mutex<PidRuntime>> = OnceLock::new();
 
 pub fn runtime() -> Arc<Runtime> {
     let cell = RUNTIME.get_or_init(|| Mutex::new(None));
