@@ -1,0 +1,277 @@
+"""One config layer for every client class.
+
+Options are declared once (snake_case name, type, default, allowed values or range,
+Java dotted name). `resolve(table, config, **kwargs)` accepts a dict keyed by dotted
+Java/librdkafka names or snake_case names plus keyword arguments, and returns a
+validated dict keyed by snake_case names with every default filled in. Anything
+unknown or invalid raises ValueError naming the option and what it accepts, so a typo
+never silently becomes a default.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+__all__ = [
+    "Option", "ConfigTable", "resolve",
+    "COMMON", "NETWORK_CLIENT", "PRODUCER", "CONSUMER", "ADMIN",
+]
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    type: Any  # int, float, bool, str, "servers", "str_list", or a callable normaliser
+    default: Any = None
+    choices: tuple | None = None
+    min: float | None = None
+    max: float | None = None
+    java: str | None = None  # dotted name; derived from name when None
+    aliases: tuple[str, ...] = ()
+    nullable: bool = False
+    doc: str = ""
+
+    @property
+    def dotted(self) -> str:
+        return self.java or self.name.replace("_", ".")
+
+    def accepted(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        t = {int: "an integer", float: "a number", bool: "a boolean", str: "a string",
+             "servers": "'host:port,...' or a list of 'host:port'",
+             "str_list": "a comma-separated string or a list of strings"}.get(self.type, "a valid value")
+        if self.min is not None and self.max is not None:
+            t += f" in [{self.min}, {self.max}]"
+        elif self.min is not None:
+            t += f" >= {self.min}"
+        if self.nullable:
+            t += " or None"
+        return t
+
+    def _fail(self, key: str, value: Any) -> ValueError:
+        return ValueError(f"invalid value {value!r} for option {key!r}: expected {self.accepted()}")
+
+    def coerce(self, key: str, value: Any) -> Any:
+        if value is None:
+            if self.nullable:
+                return None
+            raise self._fail(key, value)
+        t = self.type
+        try:
+            if t is bool:
+                if isinstance(value, bool):
+                    v = value
+                elif isinstance(value, str) and value.lower() in ("true", "false"):
+                    # dotted-name dicts from properties files carry strings
+                    v = value.lower() == "true"
+                else:
+                    raise TypeError
+            elif t is int:
+                if isinstance(value, bool):
+                    raise TypeError
+                if isinstance(value, str):
+                    value = value.strip()
+                if isinstance(value, float) and not value.is_integer():
+                    raise TypeError
+                v = int(value)
+            elif t is float:
+                if isinstance(value, bool):
+                    raise TypeError
+                v = float(value)
+            elif t is str:
+                if not isinstance(value, str):
+                    raise TypeError
+                v = value
+            elif t == "servers":
+                v = _servers(value)
+            elif t == "str_list":
+                v = _str_list(value)
+            elif callable(t):
+                v = t(value)
+            else:  # pragma: no cover - table bug
+                raise AssertionError(f"bad option type {t!r}")
+        except (TypeError, ValueError):
+            raise self._fail(key, value) from None
+        if self.choices is not None:
+            items = v if isinstance(v, tuple) else (v,)
+            if not items or any(i not in self.choices for i in items):
+                raise self._fail(key, value)
+        if self.min is not None and v < self.min:
+            raise self._fail(key, value)
+        if self.max is not None and v > self.max:
+            raise self._fail(key, value)
+        return v
+
+
+def _str_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        items = [s.strip() for s in value.split(",")]
+    elif isinstance(value, Iterable):
+        items = list(value)
+        if not all(isinstance(s, str) for s in items):
+            raise TypeError
+        items = [s.strip() for s in items]
+    else:
+        raise TypeError
+    items = [s for s in items if s]
+    if not items:
+        raise ValueError
+    return tuple(items)
+
+
+def _servers(value: Any) -> tuple[str, ...]:
+    out = []
+    for s in _str_list(value):
+        host, sep, port = s.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError
+        out.append(s)
+    return tuple(out)
+
+
+@dataclass
+class ConfigTable:
+    name: str
+    options: dict[str, Option] = field(default_factory=dict)
+
+    def __init__(self, name: str, *groups: Iterable[Option]) -> None:
+        self.name = name
+        self.options = {}
+        self._lookup: dict[str, Option] = {}
+        for g in groups:
+            for o in g:
+                self.add(o)
+
+    def add(self, opt: Option) -> None:
+        """Later definitions replace earlier ones, so a class can tighten a shared option."""
+        self.options[opt.name] = opt
+        for k in (opt.name, opt.dotted, *opt.aliases):
+            self._lookup[k] = opt
+
+    def extend(self, name: str, *groups: Iterable[Option]) -> "ConfigTable":
+        return ConfigTable(name, self.options.values(), *groups)
+
+    def find(self, key: str) -> Option:
+        opt = self._lookup.get(key)
+        if opt is None:
+            close = difflib.get_close_matches(key, list(self._lookup), n=3)
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise ValueError(
+                f"unknown {self.name} option {key!r}.{hint} Accepted options: "
+                + ", ".join(sorted(self.options))
+            )
+        return opt
+
+    def resolve(self, config: Mapping[str, Any] | None = None, /, **kwargs: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        given_by: dict[str, str] = {}
+        for source in (config or {}, kwargs):
+            if not isinstance(source, Mapping):
+                raise ValueError(f"{self.name} config must be a dict, got {type(source).__name__}")
+            for key, value in source.items():
+                opt = self.find(key)
+                prev = given_by.get(opt.name)
+                # Same option twice in one call under different spellings is a bug
+                # in the caller; keywords deliberately override the dict.
+                if prev is not None and source is not kwargs and prev != key:
+                    raise ValueError(f"option {opt.name!r} given twice, as {prev!r} and {key!r}")
+                given_by[opt.name] = key
+                out[opt.name] = opt.coerce(key, value)
+        for name, opt in self.options.items():
+            if name not in out:
+                out[name] = opt.default
+        missing = [n for n, o in self.options.items() if o.default is _MISSING and n not in given_by]
+        if missing:
+            raise ValueError(f"{self.name} requires option(s): {', '.join(missing)}")
+        return out
+
+
+def resolve(table: ConfigTable, config: Mapping[str, Any] | None = None, /, **kwargs: Any) -> dict[str, Any]:
+    return table.resolve(config, **kwargs)
+
+
+REQUIRED = _MISSING
+
+
+def _acks(v: Any) -> str:
+    # Java accepts "all", "-1", "0", "1"; librdkafka users pass ints.
+    if isinstance(v, bool):
+        raise TypeError
+    v = str(v).strip().lower()
+    if v == "-1":
+        return "all"
+    if v not in ("all", "0", "1"):
+        raise ValueError
+    return v
+
+COMMON = [
+    Option("bootstrap_servers", "servers", REQUIRED, aliases=("metadata.broker.list",)),
+    Option("client_id", str, "ferrokafka"),
+    Option("request_timeout_ms", int, 30_000, min=1),
+    Option("reconnect_backoff_ms", int, 50, min=0),
+    Option("reconnect_backoff_max_ms", int, 1000, min=0),
+    Option("retry_backoff_ms", int, 100, min=0),
+    Option("retry_backoff_max_ms", int, 1000, min=0),
+    Option("socket_connection_setup_timeout_ms", int, 10_000, min=1),
+    Option("connections_max_idle_ms", int, 540_000, min=-1),
+    Option("metadata_max_age_ms", int, 300_000, min=0),
+    Option("max_in_flight_requests_per_connection", int, 5, min=1,
+           java="max.in.flight.requests.per.connection",
+           aliases=("max.in.flight",)),
+    Option("security_protocol", str, "PLAINTEXT", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    Option("sasl_mechanism", str, "PLAIN", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
+           aliases=("sasl.mechanisms",)),
+    Option("sasl_username", str, None, nullable=True),
+    Option("sasl_password", str, None, nullable=True),
+    Option("max_response_size", int, 100 * 1024 * 1024, min=1024, java="max.response.size"),
+]
+
+NETWORK_CLIENT = ConfigTable("NetworkClient", COMMON)
+
+PRODUCER = ConfigTable("Producer", COMMON, [
+    Option("acks", _acks, "all", choices=("all", "0", "1")),
+    Option("linger_ms", int, 5, min=0),
+    Option("batch_size", int, 16384, min=0),
+    Option("buffer_memory", int, 33_554_432, min=0),
+    Option("max_block_ms", int, 60_000, min=0),
+    Option("max_request_size", int, 1_048_576, min=1),
+    Option("compression_type", str, "none", choices=("none", "gzip", "snappy", "lz4", "zstd"),
+           aliases=("compression.codec",)),
+    Option("enable_idempotence", bool, True),
+    Option("transactional_id", str, None, nullable=True),
+    Option("retries", int, 2**31 - 1, min=0, max=2**31 - 1),
+    Option("delivery_timeout_ms", int, 120_000, min=1),
+    Option("partitioner", str, "murmur2",
+           choices=("murmur2", "murmur2_random", "consistent", "consistent_random", "random", "round_robin")),
+    Option("metadata_idle_ms", int, 300_000, min=5000, java="metadata.max.idle.ms"),
+])
+
+CONSUMER = ConfigTable("Consumer", COMMON, [
+    Option("group_id", str, None, nullable=True),
+    Option("group_instance_id", str, None, nullable=True),
+    Option("auto_offset_reset", str, "latest", choices=("earliest", "latest", "none")),
+    Option("enable_auto_commit", bool, True),
+    Option("auto_commit_interval_ms", int, 5000, min=0),
+    Option("session_timeout_ms", int, 45_000, min=1),
+    Option("heartbeat_interval_ms", int, 3000, min=1),
+    Option("max_poll_interval_ms", int, 300_000, min=1),
+    Option("max_poll_records", int, 500, min=1),
+    Option("partition_assignment_strategy", "str_list", ("range", "cooperative-sticky"),
+           choices=("range", "roundrobin", "sticky", "cooperative-sticky")),
+    Option("fetch_min_bytes", int, 1, min=0),
+    Option("fetch_max_bytes", int, 52_428_800, min=0),
+    Option("fetch_max_wait_ms", int, 500, min=0),
+    Option("max_partition_fetch_bytes", int, 1_048_576, min=1),
+    Option("isolation_level", str, "read_uncommitted", choices=("read_uncommitted", "read_committed")),
+    Option("check_crcs", bool, True),
+    Option("client_rack", str, None, nullable=True),
+])
+
+ADMIN = ConfigTable("Admin", COMMON, [
+    Option("default_api_timeout_ms", int, 60_000, min=1),
+])

