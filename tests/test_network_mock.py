@@ -1,14 +1,7 @@
-"""NetworkClient against librdkafka's mock cluster (from the confluent-kafka wheel).
-
-Uses ``ferrokafka.testing.MockCluster`` when the testing work provides it, else a
-small ctypes binding of the same C API (kept local to this file).
-"""
+"""NetworkClient against librdkafka's mock cluster (``ferrokafka.testing.MockCluster``)."""
 
 from __future__ import annotations
 
-import ctypes
-import glob
-import os
 import time
 
 import pytest
@@ -17,59 +10,10 @@ import ferrokafka as fk
 from ferrokafka.protocol import MetadataRequest
 
 
-class _CtypesMock:
-    def __init__(self, num_brokers: int = 3) -> None:
-        ck = pytest.importorskip("confluent_kafka")
-        libdir = os.path.join(os.path.dirname(os.path.dirname(ck.__file__)), "confluent_kafka.libs")
-        libs = glob.glob(os.path.join(libdir, "librdkafka*.so*"))
-        if not libs:
-            pytest.skip("librdkafka not found in the confluent-kafka wheel")
-        lib = ctypes.CDLL(libs[0])
-        lib.rd_kafka_conf_new.restype = ctypes.c_void_p
-        lib.rd_kafka_new.restype = ctypes.c_void_p
-        lib.rd_kafka_new.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
-        lib.rd_kafka_mock_cluster_new.restype = ctypes.c_void_p
-        lib.rd_kafka_mock_cluster_new.argtypes = [ctypes.c_void_p, ctypes.c_int]
-        lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
-        lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
-        for f in ("rd_kafka_mock_broker_set_down", "rd_kafka_mock_broker_set_up"):
-            getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.c_int32]
-        lib.rd_kafka_mock_broker_set_rtt.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int]
-        lib.rd_kafka_mock_cluster_destroy.argtypes = [ctypes.c_void_p]
-        lib.rd_kafka_destroy.argtypes = [ctypes.c_void_p]
-        errstr = ctypes.create_string_buffer(512)
-        self.lib = lib
-        self.rk = lib.rd_kafka_new(0, lib.rd_kafka_conf_new(), errstr, 512)
-        self.mc = lib.rd_kafka_mock_cluster_new(self.rk, num_brokers)
-        self.bootstrap_servers = lib.rd_kafka_mock_cluster_bootstraps(self.mc).decode()
-
-    def set_rtt(self, broker_id: int, ms: int) -> None:
-        self.lib.rd_kafka_mock_broker_set_rtt(self.mc, broker_id, ms)
-
-    def set_broker_down(self, broker_id: int) -> None:
-        self.lib.rd_kafka_mock_broker_set_down(self.mc, broker_id)
-
-    def set_broker_up(self, broker_id: int) -> None:
-        self.lib.rd_kafka_mock_broker_set_up(self.mc, broker_id)
-
-    def close(self) -> None:
-        self.lib.rd_kafka_mock_cluster_destroy(self.mc)
-        self.lib.rd_kafka_destroy(self.rk)
-
-
 @pytest.fixture
-def mock():
-    try:
-        from ferrokafka.testing import MockCluster  # type: ignore[attr-defined]
-
-        m = MockCluster(num_brokers=3)
-        m.__enter__()
-        yield m
-        m.__exit__(None, None, None)
-    except ImportError:
-        m = _CtypesMock(3)
-        yield m
-        m.close()
+def mock(mock_cluster):
+    """conftest.py's MockCluster (librdkafka mock, 3 brokers)."""
+    return mock_cluster
 
 
 def _until(pred, nc, timeout=10.0):
@@ -151,4 +95,23 @@ def test_broker_down_mid_flight_completes_disconnected(mock):
     mock.set_broker_up(1)
     assert _until(lambda: nc.ready(node), nc, timeout=15)
     assert time.time() - t0 >= 0.2  # the backoff (300 ms +-20%) was honoured
+    nc.close()
+
+
+def test_mock_unsupported_version_completes_locally(mock):
+    """The broker's FindCoordinator range made disjoint from ours: the request
+    completes on the next poll with UnsupportedVersionError, nothing is sent."""
+    from ferrokafka.protocol import FindCoordinatorRequest
+
+    mock.set_apiversion(10, -1, -1)  # librdkafka: -1/-1 = API not supported
+    nc = fk.NetworkClient(mock.bootstrap_servers)
+    node = _broker_node(nc)
+    assert _until(lambda: nc.ready(node), nc)
+    assert 10 not in nc.api_versions(node.id)
+    req = nc.new_client_request(node.id, FindCoordinatorRequest("g"))
+    nc.send(req)
+    assert nc.in_flight_request_count(node.id) == 0
+    (r,) = [r for r in nc.poll(1000) if r.request_header.correlation_id == req.correlation_id]
+    assert isinstance(r.version_mismatch, fk.UnsupportedVersionError)
+    assert r.version_mismatch.code == 35
     nc.close()
