@@ -117,9 +117,17 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--in-flight", type=int, default=5)
     ap.add_argument("--bootstrap", default=os.environ.get("FERROKAFKA_BOOTSTRAP"))
+    ap.add_argument("--fake", action="store_true",
+                    help="use the in-memory fake broker (cargo build --release -p ferrokafka-net "
+                         "--example fake_broker) to measure client cost instead of broker cost")
     args = ap.parse_args()
     broker = None
+    fake = None
     bs = args.bootstrap
+    if args.fake:
+        exe = os.path.join(os.path.dirname(__file__), "..", "target", "release", "examples", "fake_broker")
+        fake = subprocess.Popen([exe, "0"], stdout=subprocess.PIPE, text=True)
+        bs = f"127.0.0.1:{fake.stdout.readline().strip()}"
     if bs is None:
         broker = start_tansu()
         bs = broker.bootstrap_servers
@@ -130,7 +138,10 @@ def main() -> None:
     finally:
         if broker is not None:
             broker.stop()
-    print(f"Metadata round trips/s over one connection (in flight <= {args.in_flight}, {args.seconds:.0f} s each)")
+        if fake is not None:
+            fake.kill()
+    where = "in-memory fake broker" if args.fake else ("Tansu" if broker else bs)
+    print(f"Metadata round trips/s over one connection to {where} (in flight <= {args.in_flight}, {args.seconds:.0f} s each)")
     print(f"  ferrokafka NetworkClient      {fk_rate:10.0f}/s")
     if ck_rate is not None:
         print(f"  confluent-kafka list_topics   {ck_rate:10.0f}/s   ferrokafka x{fk_rate / ck_rate:.1f}")

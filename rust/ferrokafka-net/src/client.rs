@@ -94,18 +94,29 @@ pub trait Transport: Send {
     /// Start connecting `node` (resolve, try each address, then report
     /// `Connected` or `Disconnected`) as connection generation `conn`.
     fn connect(&mut self, node: &Node, conn: u64);
-    /// Queue one frame on the connection; `SendDone` follows once written.
-    /// Returns false if the connection is gone (a `Disconnected` is coming).
-    fn write(&mut self, node_id: i32, conn: u64, frame: Bytes) -> bool;
+    /// Queue one frame on the connection. `Buffered`: it fits in the send
+    /// buffer and counts as sent now (Java's "send completed" also only means
+    /// "in the socket buffer"). `Queued(seq)`: the buffer is full, the frame is
+    /// the connection's `seq`-th (from 1), and a `SendDone` with
+    /// `written >= seq` follows once it is out. `Closed`: a `Disconnected` is
+    /// coming.
+    fn write(&mut self, node_id: i32, conn: u64, frame: Bytes) -> WriteOutcome;
     /// Close the connection now; no more events for `conn` matter.
     fn close(&mut self, node_id: i32, conn: u64);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    Buffered,
+    Queued(u64),
+    Closed,
 }
 
 #[derive(Debug, Clone)]
 pub enum Event {
     Connected { node: i32, conn: u64 },
-    /// `count` frames queued by `write` are fully written (in order).
-    SendDone { node: i32, conn: u64, count: usize },
+    /// The first `written` frames queued on the connection are fully written.
+    SendDone { node: i32, conn: u64, written: u64 },
     Frame { node: i32, conn: u64, frame: Bytes },
     Disconnected { node: i32, conn: u64, error: Error },
     /// Nothing happened on a socket, but poll should look again (a request
@@ -197,6 +208,8 @@ struct InFlightRequest {
     expect_response: bool,
     internal: Internal,
     send_done: bool,
+    /// The frame's number on its connection (see `WriteOutcome::Queued`).
+    send_seq: u64,
     timeout_ms: i64,
     callback: Option<Callback>,
 }
@@ -550,6 +563,15 @@ impl ClientCore {
         let mut buf = BytesMut::with_capacity(64);
         frame::encode_request(&mut buf, &header, &body)?;
         let conn = self.conns.get(&node).map_or(0, |c| c.conn);
+        // Hand the bytes over first, so we know whether the send is already
+        // complete; the request is recorded either way (a refused write means
+        // a Disconnected event is on its way and will complete it).
+        let outcome = self.transport.write(node, conn, buf.freeze());
+        let (send_done, send_seq) = match outcome {
+            WriteOutcome::Buffered => (true, 0),
+            WriteOutcome::Queued(seq) => (false, seq),
+            WriteOutcome::Closed => (false, u64::MAX),
+        };
         self.in_flight.add(
             node,
             InFlightRequest {
@@ -559,15 +581,19 @@ impl ClientCore {
                 send_ms: now_ms,
                 expect_response,
                 internal,
-                send_done: false,
+                send_done,
+                send_seq,
                 timeout_ms,
                 callback,
             },
         );
         self.states.touch(node, now_ms);
-        // If the connection already died the write is refused; the
-        // Disconnected event on its way completes this request as well.
-        self.transport.write(node, conn, buf.freeze());
+        if send_done && !expect_response {
+            // 4.8: acks=0 completes once its bytes are out.
+            if let Some(r) = self.in_flight.complete_last_sent(node) {
+                self.local_completions.push(r.into_response(now_ms, false, None, None));
+            }
+        }
         Ok(())
     }
 
@@ -617,16 +643,16 @@ impl ClientCore {
         let (mut sends, mut frames, mut discs, mut connects) = (vec![], vec![], vec![], vec![]);
         for ev in events {
             match ev {
-                Event::SendDone { node, conn, count } => sends.push((node, conn, count)),
+                Event::SendDone { node, conn, written } => sends.push((node, conn, written)),
                 Event::Frame { node, conn, frame } => frames.push((node, conn, frame)),
                 Event::Disconnected { node, conn, error } => discs.push((node, conn, error)),
                 Event::Connected { node, conn } => connects.push((node, conn)),
                 Event::Wakeup => {}
             }
         }
-        for (node, conn, count) in sends {
+        for (node, conn, written) in sends {
             if self.is_current(node, conn) {
-                self.handle_send_done(node, count, now_ms, &mut responses);
+                self.handle_send_done(node, written, now_ms, &mut responses);
             }
         }
         for (node, conn, f) in frames {
@@ -679,21 +705,18 @@ impl ClientCore {
         self.conns.get(&node).is_some_and(|c| c.conn == conn)
     }
 
-    fn handle_send_done(&mut self, node: i32, count: usize, now_ms: i64, out: &mut Vec<ClientResponse>) {
+    fn handle_send_done(&mut self, node: i32, written: u64, now_ms: i64, out: &mut Vec<ClientResponse>) {
         // `can_send_more` keeps at most one unwritten request per node and it
-        // is the newest, so completed sends always belong to the head. The
-        // loop is defensive for a transport that reports a batch.
-        for _ in 0..count {
-            let Some(head) = self.in_flight.last_sent_mut(node) else { return };
-            if head.send_done {
-                return;
-            }
-            head.send_done = true;
-            if !head.expect_response {
-                // 4.8: acks=0 completes when its bytes are out.
-                if let Some(r) = self.in_flight.complete_last_sent(node) {
-                    out.push(r.into_response(now_ms, false, None, None));
-                }
+        // is the newest, so only the head can be waiting for this.
+        let Some(head) = self.in_flight.last_sent_mut(node) else { return };
+        if head.send_done || head.send_seq > written {
+            return;
+        }
+        head.send_done = true;
+        if !head.expect_response {
+            // 4.8: acks=0 completes when its bytes are out.
+            if let Some(r) = self.in_flight.complete_last_sent(node) {
+                out.push(r.into_response(now_ms, false, None, None));
             }
         }
     }
