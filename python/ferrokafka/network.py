@@ -22,38 +22,44 @@ ClientResponse = _core.ClientResponse
 ClientRequest = _core.ClientRequest
 RequestHeader = _core.RequestHeader
 
-# option -> (default, validator description, check)
-_INT_OPTIONS: dict[str, tuple[int, int]] = {
-    # name: (default, minimum)
-    "max_in_flight_requests_per_connection": (5, 1),
-    "request_timeout_ms": (30_000, 0),
-    "reconnect_backoff_ms": (50, 0),
-    "reconnect_backoff_max_ms": (1000, 0),
-    "connections_max_idle_ms": (540_000, 0),
-    "socket_connection_setup_timeout_ms": (10_000, 1),
+# Socket options not (yet) in the shared table (_config.COMMON); validated here.
+_SOCKET_OPTIONS: dict[str, tuple[int, int]] = {
+    # name: (default, minimum); -1 = OS default
     "send_buffer_bytes": (131_072, -1),
     "receive_buffer_bytes": (65_536, -1),
-    "max_response_size": (100 * 1024 * 1024, 1024),
 }
-_ALIASES = {
-    # librdkafka / Java spellings that differ from the snake_case rule
-    "socket_send_buffer_bytes": "send_buffer_bytes",
-    "socket_receive_buffer_bytes": "receive_buffer_bytes",
-    "receive_message_max_bytes": "max_response_size",
-    "max_in_flight": "max_in_flight_requests_per_connection",
+_SOCKET_ALIASES = {
+    "send.buffer.bytes": "send_buffer_bytes",
+    "receive.buffer.bytes": "receive_buffer_bytes",
+    "socket.send.buffer.bytes": "send_buffer_bytes",
+    "socket.receive.buffer.bytes": "receive_buffer_bytes",
 }
 
 
-def _normalise(options: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in options.items():
-        name = key.replace(".", "_")
-        name = _ALIASES.get(name, name)
-        if name not in _INT_OPTIONS and name not in ("bootstrap_servers", "client_id"):
-            accepted = ", ".join(sorted([*_INT_OPTIONS, "bootstrap_servers", "client_id"]))
-            raise ValueError(f"unknown option {key!r}; accepted: {accepted}")
-        out[name] = value
-    return out
+def _split_socket_options(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> tuple[dict, dict, dict]:
+    """(shared-table config, kwargs, socket options): the socket ones are taken out
+    of both so the shared resolver does not reject them as unknown."""
+    sock: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for key, value in (config or {}).items():
+        name = _SOCKET_ALIASES.get(key, key)
+        if name in _SOCKET_OPTIONS:
+            sock[name] = value
+        else:
+            rest[key] = value
+    kw = {}
+    for key, value in kwargs.items():
+        if key in _SOCKET_OPTIONS:
+            sock[key] = value
+        else:
+            kw[key] = value
+    out = {}
+    for name, (default, minimum) in _SOCKET_OPTIONS.items():
+        v = sock.get(name, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise ValueError(f"invalid value {v!r} for option {name!r}: expected an integer >= {minimum}")
+        out[name] = v
+    return rest, kw, out
 
 
 class _Node:
@@ -90,40 +96,36 @@ class NetworkClient:
     Also accepts a dict of dotted names: ``NetworkClient({"bootstrap.servers": bs})``.
     """
 
-    def __init__(self, bootstrap_servers: Any = None, client_id: str = "ferrokafka", **config: Any) -> None:
+    def __init__(self, bootstrap_servers: Any = None, client_id: str | None = None, /, **kwargs: Any) -> None:
+        from . import _config
+
+        if client_id is not None:
+            kwargs["client_id"] = client_id
+        config: Mapping[str, Any] | None = None
         if isinstance(bootstrap_servers, Mapping):
-            opts = _normalise(bootstrap_servers)
-            opts.update(_normalise(config))
-            bootstrap_servers = opts.pop("bootstrap_servers", None)
-            client_id = opts.pop("client_id", client_id)
-            config = opts
-        else:
-            config = _normalise(config)
-        if bootstrap_servers is None:
-            raise ValueError("bootstrap_servers is required (\"host:port[,host:port...]\" or a list)")
-        if isinstance(bootstrap_servers, str):
-            servers = [bootstrap_servers]
-        else:
-            servers = [str(s) for s in bootstrap_servers]
-        if not isinstance(client_id, str):
-            raise ValueError(f"client_id must be a str, got {client_id!r}")
-        values: dict[str, int] = {}
-        for name, (default, minimum) in _INT_OPTIONS.items():
-            v = config.get(name, default)
-            if isinstance(v, bool) or not isinstance(v, int):
-                try:
-                    v = int(v)
-                except (TypeError, ValueError):
-                    raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r}") from None
-            if v < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r}")
-            values[name] = v
-        if values["reconnect_backoff_max_ms"] < values["reconnect_backoff_ms"]:
-            values["reconnect_backoff_max_ms"] = values["reconnect_backoff_ms"]
-        self._client = _core._NetworkClient(servers, client_id, **values)
+            config = bootstrap_servers
+        elif bootstrap_servers is not None:
+            kwargs["bootstrap_servers"] = bootstrap_servers
+        config, kwargs, sock = _split_socket_options(config, kwargs)
+        opts = _config.resolve(_config.NETWORK_CLIENT, config, **kwargs)
+        idle = opts["connections_max_idle_ms"]
+        self._client = _core._NetworkClient(
+            list(opts["bootstrap_servers"]),
+            opts["client_id"],
+            max_in_flight_requests_per_connection=opts["max_in_flight_requests_per_connection"],
+            request_timeout_ms=opts["request_timeout_ms"],
+            reconnect_backoff_ms=opts["reconnect_backoff_ms"],
+            # Java clamps max below base to base.
+            reconnect_backoff_max_ms=max(opts["reconnect_backoff_max_ms"], opts["reconnect_backoff_ms"]),
+            connections_max_idle_ms=2**62 if idle < 0 else idle,  # -1 = never close idle connections
+            socket_connection_setup_timeout_ms=opts["socket_connection_setup_timeout_ms"],
+            send_buffer_bytes=sock["send_buffer_bytes"],
+            receive_buffer_bytes=sock["receive_buffer_bytes"],
+            max_response_size=opts["max_response_size"],
+        )
         self._callbacks: dict[int, Callable[[Any], Any]] = {}
-        self.client_id = client_id
-        self.config = {"bootstrap_servers": servers, "client_id": client_id, **values}
+        self.client_id = opts["client_id"]
+        self.config = {**opts, **sock}
 
     # --- nodes and connections -------------------------------------------------
 

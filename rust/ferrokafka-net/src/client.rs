@@ -94,18 +94,29 @@ pub trait Transport: Send {
     /// Start connecting `node` (resolve, try each address, then report
     /// `Connected` or `Disconnected`) as connection generation `conn`.
     fn connect(&mut self, node: &Node, conn: u64);
-    /// Queue one frame on the connection; `SendDone` follows once written.
-    /// Returns false if the connection is gone (a `Disconnected` is coming).
-    fn write(&mut self, node_id: i32, conn: u64, frame: Bytes) -> bool;
+    /// Queue one frame on the connection. `Buffered`: it fits in the send
+    /// buffer and counts as sent now (Java's "send completed" also only means
+    /// "in the socket buffer"). `Queued(seq)`: the buffer is full, the frame is
+    /// the connection's `seq`-th (from 1), and a `SendDone` with
+    /// `written >= seq` follows once it is out. `Closed`: a `Disconnected` is
+    /// coming.
+    fn write(&mut self, node_id: i32, conn: u64, frame: Bytes) -> WriteOutcome;
     /// Close the connection now; no more events for `conn` matter.
     fn close(&mut self, node_id: i32, conn: u64);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    Buffered,
+    Queued(u64),
+    Closed,
 }
 
 #[derive(Debug, Clone)]
 pub enum Event {
     Connected { node: i32, conn: u64 },
-    /// `count` frames queued by `write` are fully written (in order).
-    SendDone { node: i32, conn: u64, count: usize },
+    /// The first `written` frames queued on the connection are fully written.
+    SendDone { node: i32, conn: u64, written: u64 },
     Frame { node: i32, conn: u64, frame: Bytes },
     Disconnected { node: i32, conn: u64, error: Error },
     /// Nothing happened on a socket, but poll should look again (a request
@@ -197,6 +208,8 @@ struct InFlightRequest {
     expect_response: bool,
     internal: Internal,
     send_done: bool,
+    /// The frame's number on its connection (see `WriteOutcome::Queued`).
+    send_seq: u64,
     timeout_ms: i64,
     callback: Option<Callback>,
 }
@@ -505,6 +518,11 @@ impl ClientCore {
                     client_min: cmin,
                     client_max: cmax,
                 };
+                if internal == Internal::Metadata {
+                    // Our own refresh (sent from inside the updater's
+                    // maybe_update): the updater learns of it by this Err.
+                    return Err(err);
+                }
                 self.local_completions.push(ClientResponse {
                     request_header: header(cmax),
                     destination: node,
@@ -516,7 +534,6 @@ impl ClientCore {
                     error: None,
                     callback: req.callback,
                 });
-                self.transport_wakeup();
                 return Ok(());
             }
         };
@@ -546,6 +563,15 @@ impl ClientCore {
         let mut buf = BytesMut::with_capacity(64);
         frame::encode_request(&mut buf, &header, &body)?;
         let conn = self.conns.get(&node).map_or(0, |c| c.conn);
+        // Hand the bytes over first, so we know whether the send is already
+        // complete; the request is recorded either way (a refused write means
+        // a Disconnected event is on its way and will complete it).
+        let outcome = self.transport.write(node, conn, buf.freeze());
+        let (send_done, send_seq) = match outcome {
+            WriteOutcome::Buffered => (true, 0),
+            WriteOutcome::Queued(seq) => (false, seq),
+            WriteOutcome::Closed => (false, u64::MAX),
+        };
         self.in_flight.add(
             node,
             InFlightRequest {
@@ -555,21 +581,20 @@ impl ClientCore {
                 send_ms: now_ms,
                 expect_response,
                 internal,
-                send_done: false,
+                send_done,
+                send_seq,
                 timeout_ms,
                 callback,
             },
         );
         self.states.touch(node, now_ms);
-        // If the connection already died the write is refused; the
-        // Disconnected event on its way completes this request as well.
-        self.transport.write(node, conn, buf.freeze());
+        if send_done && !expect_response {
+            // 4.8: acks=0 completes once its bytes are out.
+            if let Some(r) = self.in_flight.complete_last_sent(node) {
+                self.local_completions.push(r.into_response(now_ms, false, None, None));
+            }
+        }
         Ok(())
-    }
-
-    fn transport_wakeup(&mut self) {
-        // Local completions are collected by the next handle_events; the
-        // blocking layer checks `has_local_completions` before sleeping.
     }
 
     pub fn has_local_completions(&self) -> bool {
@@ -586,7 +611,7 @@ impl ClientCore {
         let header = RequestHeader { api_key: ApiKey::ApiVersions as i16, api_version: version, correlation_id: cid, client_id: Some(self.cfg.client_id.clone()) };
         let timeout = self.cfg.request_timeout_ms;
         if let Err(e) = self.write_request(node, header, body, now_ms, true, Internal::ApiVersions, timeout, None, now_ms) {
-            self.disconnect_node(node, now_ms, Some(e), false, &mut Vec::new());
+            self.disconnect_node(node, now_ms, Some(e), &mut Vec::new());
         }
     }
 
@@ -618,16 +643,16 @@ impl ClientCore {
         let (mut sends, mut frames, mut discs, mut connects) = (vec![], vec![], vec![], vec![]);
         for ev in events {
             match ev {
-                Event::SendDone { node, conn, count } => sends.push((node, conn, count)),
+                Event::SendDone { node, conn, written } => sends.push((node, conn, written)),
                 Event::Frame { node, conn, frame } => frames.push((node, conn, frame)),
                 Event::Disconnected { node, conn, error } => discs.push((node, conn, error)),
                 Event::Connected { node, conn } => connects.push((node, conn)),
                 Event::Wakeup => {}
             }
         }
-        for (node, conn, count) in sends {
+        for (node, conn, written) in sends {
             if self.is_current(node, conn) {
-                self.handle_send_done(node, count, now_ms, &mut responses);
+                self.handle_send_done(node, written, now_ms, &mut responses);
             }
         }
         for (node, conn, f) in frames {
@@ -637,7 +662,7 @@ impl ClientCore {
         }
         for (node, conn, err) in discs {
             if self.is_current(node, conn) {
-                self.disconnect_node(node, now_ms, Some(err), false, &mut responses);
+                self.disconnect_node(node, now_ms, Some(err), &mut responses);
             }
         }
         for (node, conn) in connects {
@@ -665,7 +690,7 @@ impl ClientCore {
         // Timed-out requests close their connection (4.10).
         for node in self.in_flight.nodes_with_expired_requests(now_ms) {
             let err = Error::Timeout { what: format!("request to node {node}"), timeout_ms: self.cfg.request_timeout_ms.max(0) as u64 };
-            self.disconnect_node(node, now_ms, Some(err), true, &mut responses);
+            self.disconnect_node(node, now_ms, Some(err), &mut responses);
         }
         // Idle connections (nothing in flight, no traffic for max idle).
         for node in self.states.idle_nodes(now_ms, self.cfg.connections_max_idle_ms) {
@@ -680,21 +705,18 @@ impl ClientCore {
         self.conns.get(&node).is_some_and(|c| c.conn == conn)
     }
 
-    fn handle_send_done(&mut self, node: i32, count: usize, now_ms: i64, out: &mut Vec<ClientResponse>) {
+    fn handle_send_done(&mut self, node: i32, written: u64, now_ms: i64, out: &mut Vec<ClientResponse>) {
         // `can_send_more` keeps at most one unwritten request per node and it
-        // is the newest, so completed sends always belong to the head. The
-        // loop is defensive for a transport that reports a batch.
-        for _ in 0..count {
-            let Some(head) = self.in_flight.last_sent_mut(node) else { return };
-            if head.send_done {
-                return;
-            }
-            head.send_done = true;
-            if !head.expect_response {
-                // 4.8: acks=0 completes when its bytes are out.
-                if let Some(r) = self.in_flight.complete_last_sent(node) {
-                    out.push(r.into_response(now_ms, false, None, None));
-                }
+        // is the newest, so only the head can be waiting for this.
+        let Some(head) = self.in_flight.last_sent_mut(node) else { return };
+        if head.send_done || head.send_seq > written {
+            return;
+        }
+        head.send_done = true;
+        if !head.expect_response {
+            // 4.8: acks=0 completes when its bytes are out.
+            if let Some(r) = self.in_flight.complete_last_sent(node) {
+                out.push(r.into_response(now_ms, false, None, None));
             }
         }
     }
@@ -713,7 +735,7 @@ impl ClientCore {
                 (Some(e), Ok(a)) => Error::Protocol(ferrokafka_protocol::ProtocolError::CorrelationMismatch { expected: e, actual: a }),
                 (_, Err(e)) => Error::Protocol(e),
             };
-            self.disconnect_node(node, now_ms, Some(err), false, out);
+            self.disconnect_node(node, now_ms, Some(err), out);
             self.with_updater(|up, _| up.request_update());
             return;
         }
@@ -725,9 +747,10 @@ impl ClientCore {
                 // the connection is closed because we can no longer be sure
                 // the broker and we agree on what was sent.
                 let e = Error::Protocol(e);
+                let internal = req.internal;
                 let r = req.into_response(now_ms, true, None, Some(e.clone()));
-                self.finish(r, Internal::No, out);
-                self.disconnect_node(node, now_ms, Some(e), false, out);
+                self.finish(r, internal, out);
+                self.disconnect_node(node, now_ms, Some(e), out);
             }
             Ok((_, body, _)) => match req.internal {
                 Internal::ApiVersions => self.handle_api_versions(node, body, now_ms, out),
@@ -763,7 +786,7 @@ impl ClientCore {
         }
         if r.error_code != 0 {
             let e = Error::broker(r.error_code, Some("ApiVersions".into()));
-            self.disconnect_node(node, now_ms, Some(e), false, out);
+            self.disconnect_node(node, now_ms, Some(e), out);
             return;
         }
         if let Some(c) = self.conns.get_mut(&node) {
@@ -785,18 +808,16 @@ impl ClientCore {
 
     /// 4.10: every in-flight request of `node` completes disconnected, the
     /// connection closes, state DISCONNECTED (backoff grows), updater told.
-    fn disconnect_node(&mut self, node: i32, now_ms: i64, error: Option<Error>, timed_out: bool, out: &mut Vec<ClientResponse>) {
+    fn disconnect_node(&mut self, node: i32, now_ms: i64, error: Option<Error>, out: &mut Vec<ClientResponse>) {
         if let Some(c) = self.conns.remove(&node) {
             self.transport.close(node, c.conn);
         }
-        let was_up = self.states.state(node);
         self.states.disconnected(node, now_ms);
         for req in self.in_flight.clear_all(node) {
             let internal = req.internal;
             let r = req.into_response(now_ms, true, None, error.clone());
             self.finish(r, internal, out);
         }
-        let _ = (was_up, timed_out);
         self.with_updater(|up, _| up.handle_server_disconnect(now_ms, node, error.as_ref()));
     }
 

@@ -65,7 +65,12 @@ impl AsyncClient {
                             let _ = p.reply.send(Err(Error::Timeout { what: format!("waiting for node {} to be ready", p.node.id), timeout_ms: 0 }));
                             continue;
                         }
-                        if !c.ready(&p.node, now) {
+                        // ready + new request + send under one core lock:
+                        // no other thread can fill the deque in between, so
+                        // `send` cannot fail for "not ready".
+                        let mut core = c.core();
+                        if !core.ready(&p.node, now) {
+                            drop(core);
                             keep.push(p);
                             continue;
                         }
@@ -85,12 +90,11 @@ impl AsyncClient {
                                 let _ = tx.send(out);
                             }
                         });
-                        let req = c.new_client_request(p.node.id, p.body, true, Some(cb), now);
-                        if let Err(e) = c.send(req, now) {
-                            // Cannot happen after ready() unless another
-                            // thread filled the deque in between; report it.
-                            let _ = e;
-                        }
+                        let req = core.new_client_request(p.node.id, p.body, true, Some(cb), now);
+                        // On error (closed client, unknown API) the request
+                        // and its callback are dropped, which resolves the
+                        // future with `Closed`.
+                        let _ = core.send(req, now);
                     }
                     q.lock().unwrap_or_else(|p| p.into_inner()).extend(keep);
                     c.poll(Duration::from_millis(20));

@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -35,7 +36,7 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc as tmpsc;
 use tokio::task::JoinHandle;
 
-use crate::client::{Callback, ClientConfig, ClientCore, ClientRequest, ClientResponse, Event, Transport};
+use crate::client::{Callback, ClientConfig, ClientCore, ClientRequest, ClientResponse, Event, Transport, WriteOutcome};
 use crate::cluster::Node;
 use crate::error::Error;
 use crate::states::ConnectionState;
@@ -51,7 +52,8 @@ pub fn now_ms() -> i64 {
 /// inherits this static but none of the runtime's threads, so a runtime from
 /// another pid is abandoned (leaked on purpose: dropping it would wait for
 /// worker threads that do not exist in this process) and a new one is built.
-static RUNTIME: OnceLock<Mutex<Option<(u32, Arc<Runtime>)>>> = OnceLock::new();
+type PidRuntime = Option<(u32, Arc<Runtime>)>;
+static RUNTIME: OnceLock<Mutex<PidRuntime>> = OnceLock::new();
 
 pub fn runtime() -> Arc<Runtime> {
     let cell = RUNTIME.get_or_init(|| Mutex::new(None));
@@ -85,6 +87,22 @@ struct ConnHandle {
     conn: u64,
     tx: tmpsc::UnboundedSender<Bytes>,
     task: JoinHandle<()>,
+    /// Frames handed to the writer so far (the next frame's seq is this + 1).
+    queued: u64,
+    shared: Arc<WriterShared>,
+}
+
+/// Written by the client thread (`write`) and the writer task; see
+/// `TokioTransport::write` for the protocol.
+#[derive(Default)]
+struct WriterShared {
+    /// Bytes handed to the writer and not yet written to the socket: our
+    /// user-space part of the socket send buffer.
+    unwritten: AtomicUsize,
+    /// Seq of a frame whose writer must report `SendDone` (0 = none). At most
+    /// one such frame exists per connection: the core sends nothing more to a
+    /// node until its newest send is done.
+    notify_at: AtomicU64,
 }
 
 /// `Transport` over tokio: each connection is one task that connects, then
@@ -108,14 +126,39 @@ impl Transport for TokioTransport {
             old.task.abort();
         }
         let (tx, rx) = tmpsc::unbounded_channel();
-        let task = self.handle.spawn(run_connection(node.clone(), conn, self.events.clone(), rx, self.cfg.clone()));
-        self.conns.insert(node.id, ConnHandle { conn, tx, task });
+        let shared = Arc::new(WriterShared::default());
+        let task = self.handle.spawn(run_connection(node.clone(), conn, self.events.clone(), rx, self.cfg.clone(), shared.clone()));
+        self.conns.insert(node.id, ConnHandle { conn, tx, task, queued: 0, shared });
     }
 
-    fn write(&mut self, node_id: i32, conn: u64, frame: Bytes) -> bool {
-        match self.conns.get(&node_id) {
-            Some(c) if c.conn == conn => c.tx.send(frame).is_ok(),
-            _ => false,
+    /// A frame that fits in the send buffer (`send_buffer_bytes`, as the
+    /// kernel's SO_SNDBUF would) counts as sent at once: no round trip
+    /// through the writer task before the next request may go, which is what
+    /// makes pipelining cheap. A frame that does not fit is `Queued`: the
+    /// writer reports when it is out, giving the same backpressure as a full
+    /// socket buffer in Java's selector.
+    fn write(&mut self, node_id: i32, conn: u64, frame: Bytes) -> WriteOutcome {
+        let limit = if self.cfg.send_buffer_bytes > 0 { self.cfg.send_buffer_bytes as usize } else { 128 * 1024 };
+        let Some(c) = self.conns.get_mut(&node_id).filter(|c| c.conn == conn) else {
+            return WriteOutcome::Closed;
+        };
+        c.queued += 1;
+        let seq = c.queued;
+        let len = frame.len();
+        let before = c.shared.unwritten.fetch_add(len, Ordering::SeqCst);
+        let buffered = before + len <= limit;
+        if !buffered {
+            // Set before the frame enters the channel, so the writer cannot
+            // have written it without seeing the request for a report.
+            c.shared.notify_at.store(seq, Ordering::SeqCst);
+        }
+        if c.tx.send(frame).is_err() {
+            return WriteOutcome::Closed;
+        }
+        if buffered {
+            WriteOutcome::Buffered
+        } else {
+            WriteOutcome::Queued(seq)
         }
     }
 
@@ -183,7 +226,14 @@ async fn connect_any(node: &Node, cfg: &ClientConfig) -> Result<tokio::net::TcpS
     Err(transport_err(node, last.unwrap_or_default()))
 }
 
-async fn run_connection(node: Node, conn: u64, events: Sender<Event>, mut rx: tmpsc::UnboundedReceiver<Bytes>, cfg: ClientConfig) {
+async fn run_connection(
+    node: Node,
+    conn: u64,
+    events: Sender<Event>,
+    mut rx: tmpsc::UnboundedReceiver<Bytes>,
+    cfg: ClientConfig,
+    shared: Arc<WriterShared>,
+) {
     let id = node.id;
     let stream = match connect_any(&node, &cfg).await {
         Ok(s) => s,
@@ -204,18 +254,22 @@ async fn run_connection(node: Node, conn: u64, events: Sender<Event>, mut rx: tm
     // will usually notice too, and the core ignores the second report.
     let writer = tokio::spawn(async move {
         let mut batch = BytesMut::new();
+        let mut written: u64 = 0;
         while let Some(first) = rx.recv().await {
-            let mut count = 1;
+            let mut count = 1u64;
+            let mut bytes = first.len();
             let res = if let Ok(second) = rx.try_recv() {
                 batch.clear();
                 batch.extend_from_slice(&first);
                 batch.extend_from_slice(&second);
                 count += 1;
+                bytes += second.len();
                 while batch.len() < 1 << 20 {
                     match rx.try_recv() {
                         Ok(more) => {
                             batch.extend_from_slice(&more);
                             count += 1;
+                            bytes += more.len();
                         }
                         Err(_) => break,
                     }
@@ -228,8 +282,16 @@ async fn run_connection(node: Node, conn: u64, events: Sender<Event>, mut rx: tm
                 let _ = wevents.send(Event::Disconnected { node: id, conn, error: transport_err(&wnode, format!("write failed: {e}")) });
                 return;
             }
-            if wevents.send(Event::SendDone { node: id, conn, count }).is_err() {
-                return;
+            written += count;
+            shared.unwritten.fetch_sub(bytes, Ordering::SeqCst);
+            // Report only when a queued frame is waiting for it: buffered
+            // frames were already counted as sent, and an event per write
+            // would wake the poller for nothing.
+            let want = shared.notify_at.load(Ordering::SeqCst);
+            if want != 0 && written >= want && shared.notify_at.compare_exchange(want, 0, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+                if wevents.send(Event::SendDone { node: id, conn, written }).is_err() {
+                    return;
+                }
             }
         }
     });

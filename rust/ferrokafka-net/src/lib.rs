@@ -16,7 +16,7 @@ pub mod simple_updater;
 pub mod states;
 pub mod updater;
 
-pub use client::{ClientConfig, ClientCore, ClientRequest, ClientResponse, Event, Transport};
+pub use client::{ClientConfig, ClientCore, ClientRequest, ClientResponse, Event, Transport, WriteOutcome};
 pub use driver::AsyncClient;
 pub use io::NetworkClient;
 pub use states::ConnectionState;

@@ -66,11 +66,17 @@ pub struct SimpleUpdater {
     update_requested: bool,
     in_flight: bool,
     closed: bool,
+    /// When the last request went out or failed; a failed refresh is not
+    /// retried before `REFRESH_BACKOFF_MS` (else a broker refusing Metadata
+    /// would keep every node not-ready forever, SEMANTICS 4.2).
+    last_attempt_ms: i64,
 }
+
+pub const REFRESH_BACKOFF_MS: i64 = 100;
 
 impl SimpleUpdater {
     pub fn new(bootstrap: Vec<Node>) -> Self {
-        SimpleUpdater { bootstrap, latest: None, update_requested: true, in_flight: false, closed: false }
+        SimpleUpdater { bootstrap, latest: None, update_requested: true, in_flight: false, closed: false, last_attempt_ms: i64::MIN / 2 }
     }
 
     pub fn latest(&self) -> Option<&MetadataResponse> {
@@ -86,12 +92,15 @@ impl MetadataUpdater for SimpleUpdater {
         }
     }
 
-    fn is_update_due(&self, _now_ms: i64) -> bool {
-        self.update_requested && !self.in_flight && !self.closed
+    fn is_update_due(&self, now_ms: i64) -> bool {
+        self.update_requested && !self.in_flight && !self.closed && now_ms >= self.last_attempt_ms + REFRESH_BACKOFF_MS
     }
 
     fn maybe_update(&mut self, now_ms: i64, ctx: &mut dyn UpdaterContext) -> i64 {
         if !self.is_update_due(now_ms) {
+            if self.update_requested && !self.in_flight && !self.closed {
+                return (self.last_attempt_ms + REFRESH_BACKOFF_MS - now_ms).max(0);
+            }
             return i64::MAX;
         }
         let Some(node) = ctx.least_loaded_node(now_ms) else {
@@ -101,10 +110,13 @@ impl MetadataUpdater for SimpleUpdater {
             // Brokers only: topic sets are the real updater's business.
             let spec = MetadataRequestSpec { topics: Some(vec![]), allow_auto_topic_creation: false };
             if ctx.send_metadata_request(node.id, spec, now_ms).is_ok() {
+                self.last_attempt_ms = now_ms;
                 self.in_flight = true;
                 return i64::MAX;
             }
-            return ctx.reconnect_backoff_ms();
+            // Refused locally (no Metadata version in common...): back off.
+            self.last_attempt_ms = now_ms;
+            return REFRESH_BACKOFF_MS;
         }
         if ctx.is_connecting_or_connected(node.id) {
             // Wait for the connection; the connect event wakes poll anyway.
@@ -120,7 +132,8 @@ impl MetadataUpdater for SimpleUpdater {
         self.update_requested = true;
     }
 
-    fn handle_failed_request(&mut self, _now_ms: i64, _error: Option<&Error>) {
+    fn handle_failed_request(&mut self, now_ms: i64, _error: Option<&Error>) {
+        self.last_attempt_ms = now_ms;
         self.in_flight = false;
         self.update_requested = true;
     }

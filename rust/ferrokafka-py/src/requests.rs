@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 use ferrokafka_net::protocol::kafka_protocol::messages::{
-    create_topics_request::CreatableTopic, delete_topics_request::DeleteTopicState, fetch_request::FetchPartition,
+    create_topics_request::CreatableTopic, fetch_request::FetchPartition,
     fetch_request::FetchTopic, list_offsets_request::ListOffsetsPartition, list_offsets_request::ListOffsetsTopic,
     metadata_request::MetadataRequestTopic, produce_request::PartitionProduceData, produce_request::TopicProduceData, ApiVersionsRequest,
     BrokerId, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, FindCoordinatorRequest, ListOffsetsRequest, MetadataRequest,
@@ -17,6 +17,9 @@ use ferrokafka_net::protocol::kafka_protocol::messages::{
 use ferrokafka_net::protocol::kafka_protocol::protocol::StrBytes;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+
+type FetchTopics = Vec<(String, Vec<(i32, i64, i32)>)>;
+type ProduceTopics = Vec<(String, Vec<(i32, Vec<u8>)>)>;
 
 /// A request body ready for `new_client_request` (immutable; reusable).
 #[pyclass(module = "ferrokafka._core", frozen)]
@@ -77,14 +80,11 @@ pub fn _api_versions_request() -> RawRequest {
 
 #[pyfunction]
 pub fn _find_coordinator_request(key: String, key_type: i8) -> RawRequest {
-    // v4+ batches keys in `coordinator_keys`; v0-3 use `key`. Fill both so the
-    // version negotiated decides which one goes on the wire.
+    // v4+ batches keys in `coordinator_keys`, v0-3 use `key`, and
+    // kafka-protocol refuses to encode a non-default field the chosen version
+    // lacks, so one body cannot serve both. We cap at v3 (single key), which
+    // every broker since Kafka 2.0 supports.
     let r = FindCoordinatorRequest::default().with_key_type(key_type);
-    let body_v4 = r.clone().with_coordinator_keys(vec![s(&key)]);
-    let _ = body_v4;
-    // kafka-protocol refuses to encode a non-default field absent from the
-    // chosen version, so we cap at v3 (single key), which every broker
-    // since Kafka 2.0 supports and which carries the key in the plain field.
     raw(RequestKind::FindCoordinator(r.with_key(s(&key))), Some(3))
 }
 
@@ -128,14 +128,13 @@ pub fn _delete_topics_request(topics: Vec<String>, timeout_ms: i32) -> RawReques
     // v0-5 carry names in `topic_names`, v6+ in `topics`; we cap at v5 so
     // the plain name list is always what is sent.
     let names = topics.iter().map(|t| topic(t)).collect();
-    let _ = DeleteTopicState::default();
     raw(RequestKind::DeleteTopics(DeleteTopicsRequest::default().with_topic_names(names).with_timeout_ms(timeout_ms)), Some(5))
 }
 
 /// topics: [(topic, [(partition, fetch_offset, partition_max_bytes)])]
 #[pyfunction]
 pub fn _fetch_request(
-    topics: Vec<(String, Vec<(i32, i64, i32)>)>,
+    topics: FetchTopics,
     max_wait_ms: i32,
     min_bytes: i32,
     max_bytes: i32,
@@ -177,7 +176,7 @@ pub fn _fetch_request(
 /// topic_data: [(topic, [(partition, records)])], records = an encoded RecordBatch.
 #[pyfunction]
 #[pyo3(signature = (topic_data, acks, timeout_ms, transactional_id))]
-pub fn _produce_request(topic_data: Vec<(String, Vec<(i32, Vec<u8>)>)>, acks: i16, timeout_ms: i32, transactional_id: Option<String>) -> RawRequest {
+pub fn _produce_request(topic_data: ProduceTopics, acks: i16, timeout_ms: i32, transactional_id: Option<String>) -> RawRequest {
     let topic_data = topic_data
         .into_iter()
         .map(|(t, ps)| {

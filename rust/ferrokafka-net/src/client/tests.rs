@@ -12,18 +12,26 @@ enum Op {
     Close(i32, u64),
 }
 
+/// Records operations; every write is `Queued` (so tests drive `SendDone`),
+/// numbered per connection.
 #[derive(Clone, Default)]
-struct Fake(Arc<Mutex<Vec<Op>>>);
+struct Fake(Arc<Mutex<Vec<Op>>>, Arc<Mutex<std::collections::HashMap<u64, u64>>>, Arc<std::sync::atomic::AtomicBool>);
 
 impl Transport for Fake {
     fn connect(&mut self, node: &Node, conn: u64) {
         self.0.lock().unwrap().push(Op::Connect(node.id, conn));
     }
-    fn write(&mut self, node_id: i32, conn: u64, f: Bytes) -> bool {
+    fn write(&mut self, node_id: i32, conn: u64, f: Bytes) -> WriteOutcome {
         let mut b = f.slice(4..);
         let h = frame::decode_request_header(&mut b).unwrap();
         self.0.lock().unwrap().push(Op::Write(node_id, conn, h));
-        true
+        let mut seqs = self.1.lock().unwrap();
+        let seq = seqs.entry(conn).or_default();
+        *seq += 1;
+        if self.2.load(std::sync::atomic::Ordering::SeqCst) {
+            return WriteOutcome::Buffered;
+        }
+        WriteOutcome::Queued(*seq)
     }
     fn close(&mut self, node_id: i32, conn: u64) {
         self.0.lock().unwrap().push(Op::Close(node_id, conn));
@@ -31,6 +39,11 @@ impl Transport for Fake {
 }
 
 impl Fake {
+    /// "Everything written so far on `conn` is out."
+    fn sent(&self, node: i32, conn: u64) -> Event {
+        let written = self.1.lock().unwrap().get(&conn).copied().unwrap_or(0);
+        Event::SendDone { node, conn, written }
+    }
     fn take(&self) -> Vec<Op> {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
@@ -133,7 +146,7 @@ fn bring_up(h: &mut H, id: i32, now: i64) -> u64 {
     let ops = h.t.take();
     let Some(Op::Write(_, _, hdr)) = ops.last().cloned() else { panic!("{ops:?}") };
     assert_eq!((hdr.api_key, hdr.api_version), (18, 3));
-    h.core.handle_events(vec![Event::SendDone { node: id, conn, count: 1 }, Event::Frame { node: id, conn, frame: api_versions_frame(hdr.correlation_id, 3, 0, KEYS) }], now);
+    h.core.handle_events(vec![h.t.sent(id, conn), Event::Frame { node: id, conn, frame: api_versions_frame(hdr.correlation_id, 3, 0, KEYS) }], now);
     assert_eq!(h.core.connection_state(id), ConnectionState::Ready);
     assert!(h.core.ready(&Node::new(id, "h", 9092, None), now));
     conn
@@ -156,7 +169,7 @@ fn connect_negotiate_send_receive() {
     let Op::Write(_, _, hdr) = h.t.take().pop().unwrap() else { panic!() };
     assert_eq!((hdr.api_key, hdr.api_version, hdr.correlation_id), (12, 0, cid), "highest common version");
     assert_eq!(h.core.in_flight_count(Some(0)), 1);
-    let rs = h.core.handle_events(vec![Event::SendDone { node: 0, conn, count: 1 }, Event::Frame { node: 0, conn, frame: heartbeat_frame(cid) }], 12);
+    let rs = h.core.handle_events(vec![h.t.sent(0, conn), Event::Frame { node: 0, conn, frame: heartbeat_frame(cid) }], 12);
     assert_eq!(rs.len(), 1);
     assert!(!rs[0].disconnected);
     assert!(matches!(rs[0].body, Some(ResponseKind::Heartbeat(_))));
@@ -176,7 +189,7 @@ fn in_flight_cap_and_oldest_first() {
         cids.push(r.correlation_id);
         h.core.send(r, 1).unwrap();
         assert!(!h.core.is_ready(0, 1), "unwritten send blocks the next");
-        h.core.handle_events(vec![Event::SendDone { node: 0, conn, count: 1 }], 1);
+        h.core.handle_events(vec![h.t.sent(0, conn)], 1);
     }
     assert!(!h.core.is_ready(0, 1), "cap reached");
     let r = h.core.new_client_request(0, heartbeat(), true, None, 1);
@@ -197,7 +210,7 @@ fn wrong_correlation_id_poisons_the_connection() {
         let r = h.core.new_client_request(0, heartbeat(), true, None, 1);
         cids.push(r.correlation_id);
         h.core.send(r, 1).unwrap();
-        h.core.handle_events(vec![Event::SendDone { node: 0, conn, count: 1 }], 1);
+        h.core.handle_events(vec![h.t.sent(0, conn)], 1);
     }
     h.t.take();
     let rs = h.core.handle_events(vec![Event::Frame { node: 0, conn, frame: heartbeat_frame(cids[1]) }], 2);
@@ -237,7 +250,7 @@ fn request_timeout_closes_the_connection() {
     let conn = bring_up(&mut h, 0, 0);
     let r = h.core.new_client_request(0, heartbeat(), true, None, 10);
     h.core.send(r, 10).unwrap();
-    h.core.handle_events(vec![Event::SendDone { node: 0, conn, count: 1 }], 10);
+    h.core.handle_events(vec![h.t.sent(0, conn)], 10);
     assert_eq!(h.core.maybe_update(10), 100, "sleep at most until the deadline");
     assert!(h.core.handle_events(vec![], 110).is_empty());
     let rs = h.core.handle_events(vec![], 111);
@@ -253,7 +266,7 @@ fn acks0_completes_on_send() {
     let conn = bring_up(&mut h, 0, 0);
     let r = h.core.new_client_request(0, heartbeat(), false, None, 1);
     h.core.send(r, 1).unwrap();
-    let rs = h.core.handle_events(vec![Event::SendDone { node: 0, conn, count: 1 }], 2);
+    let rs = h.core.handle_events(vec![h.t.sent(0, conn)], 2);
     assert_eq!(rs.len(), 1);
     assert!(rs[0].body.is_none() && !rs[0].disconnected);
     assert_eq!(h.core.in_flight_count(None), 0);
@@ -267,12 +280,12 @@ fn api_versions_unsupported_retries_at_broker_version() {
     h.core.handle_events(vec![Event::Connected { node: 0, conn }], 0);
     let Op::Write(_, _, hdr) = h.t.take().pop().unwrap() else { panic!() };
     // v0-format error answer naming ApiVersions 0..=2.
-    h.core.handle_events(vec![Event::SendDone { node: 0, conn, count: 1 }, Event::Frame { node: 0, conn, frame: api_versions_frame(hdr.correlation_id, 0, 35, &[(18, 0, 2)]) }], 1);
+    h.core.handle_events(vec![h.t.sent(0, conn), Event::Frame { node: 0, conn, frame: api_versions_frame(hdr.correlation_id, 0, 35, &[(18, 0, 2)]) }], 1);
     assert_eq!(h.core.connection_state(0), ConnectionState::CheckingApiVersions);
     h.core.handle_events(vec![], 1);
     let Op::Write(_, _, hdr2) = h.t.take().pop().unwrap() else { panic!() };
     assert_eq!((hdr2.api_key, hdr2.api_version), (18, 2));
-    h.core.handle_events(vec![Event::SendDone { node: 0, conn, count: 1 }, Event::Frame { node: 0, conn, frame: api_versions_frame(hdr2.correlation_id, 2, 0, KEYS) }], 2);
+    h.core.handle_events(vec![h.t.sent(0, conn), Event::Frame { node: 0, conn, frame: api_versions_frame(hdr2.correlation_id, 2, 0, KEYS) }], 2);
     assert_eq!(h.core.connection_state(0), ConnectionState::Ready);
 }
 
@@ -311,7 +324,7 @@ fn least_loaded_rules() {
         for _ in 0..k {
             let r = h.core.new_client_request(node, heartbeat(), true, None, 0);
             h.core.send(r, 0).unwrap();
-            h.core.handle_events(vec![Event::SendDone { node, conn, count: 1 }], 0);
+            h.core.handle_events(vec![h.t.sent(node, conn)], 0);
         }
     }
     // Node 0 is never-tried: can connect, but a ready node beats it.
@@ -341,4 +354,30 @@ fn correlation_ids_wrap() {
     let a = h.core.new_client_request(0, heartbeat(), true, None, 0).correlation_id;
     let b = h.core.new_client_request(0, heartbeat(), true, None, 0).correlation_id;
     assert_eq!((a, b), (i32::MAX, i32::MIN));
+}
+
+#[test]
+fn buffered_sends_count_as_sent_at_once() {
+    let cfg = ClientConfig { max_in_flight_requests_per_connection: 3, ..Default::default() };
+    let mut h = harness(1, cfg);
+    let conn = bring_up(&mut h, 0, 0);
+    h.t.2.store(true, std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..3 {
+        assert!(h.core.is_ready(0, 1), "no SendDone round trip needed between buffered sends");
+        let r = h.core.new_client_request(0, heartbeat(), true, None, 1);
+        h.core.send(r, 1).unwrap();
+    }
+    assert!(!h.core.is_ready(0, 1), "the in-flight cap still holds");
+    // acks=0 style: completes on the next poll without any event.
+    let mut h = harness(1, ClientConfig::default());
+    bring_up(&mut h, 0, 0);
+    h.t.2.store(true, std::sync::atomic::Ordering::SeqCst);
+    let r = h.core.new_client_request(0, heartbeat(), false, None, 1);
+    h.core.send(r, 1).unwrap();
+    assert_eq!(h.core.in_flight_count(None), 0);
+    assert_eq!(h.core.maybe_update(1), 0);
+    let rs = h.core.handle_events(vec![], 2);
+    assert_eq!(rs.len(), 1);
+    assert!(rs[0].body.is_none() && !rs[0].disconnected);
+    let _ = conn;
 }

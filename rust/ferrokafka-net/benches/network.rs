@@ -1,0 +1,82 @@
+//! cargo bench -p ferrokafka-net: the per-request costs of the network core.
+
+use std::hint::black_box;
+
+use bytes::{BufMut, BytesMut};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ferrokafka_net::inflight::{InFlight, InFlightRequests};
+use ferrokafka_net::protocol::frame::{self, FrameDecoder, RequestHeader};
+use ferrokafka_net::protocol::kafka_protocol::messages::{MetadataRequest, RequestKind};
+
+struct Req {
+    deadline: i64,
+}
+impl InFlight for Req {
+    fn is_send_done(&self) -> bool {
+        true
+    }
+    fn is_expired(&self, now_ms: i64) -> bool {
+        now_ms > self.deadline
+    }
+    fn deadline_ms(&self) -> i64 {
+        self.deadline
+    }
+}
+
+fn inflight(c: &mut Criterion) {
+    let mut g = c.benchmark_group("inflight");
+    g.throughput(Throughput::Elements(5));
+    g.bench_function("push5_complete5", |b| {
+        let mut q = InFlightRequests::new(5);
+        b.iter(|| {
+            for i in 0..5 {
+                q.add(black_box(1), Req { deadline: i });
+            }
+            black_box(q.can_send_more(1));
+            for _ in 0..5 {
+                black_box(q.complete_next(1));
+            }
+        })
+    });
+    g.finish();
+}
+
+fn frames(c: &mut Criterion) {
+    // A socket buffer holding 100 Metadata-sized response frames back to back.
+    let mut stream = BytesMut::new();
+    for cid in 0..100 {
+        let body = [0u8; 120];
+        stream.put_i32(4 + body.len() as i32);
+        stream.put_i32(cid);
+        stream.put_slice(&body);
+    }
+    let stream = stream.freeze();
+    let mut g = c.benchmark_group("frame");
+    g.throughput(Throughput::Elements(100));
+    g.bench_function("split_100_frames_from_socket_buffer", |b| {
+        let d = FrameDecoder::new(100 << 20);
+        b.iter(|| {
+            let mut buf = BytesMut::from(&stream[..]);
+            let mut n = 0;
+            while let Ok(Some(f)) = d.decode(&mut buf) {
+                n += frame::peek_correlation_id(&f).unwrap();
+            }
+            black_box(n)
+        })
+    });
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("encode_metadata_request_frame", |b| {
+        let body = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![])));
+        let mut buf = BytesMut::with_capacity(256);
+        b.iter(|| {
+            buf.clear();
+            let h = RequestHeader { api_key: 3, api_version: 12, correlation_id: 1, client_id: Some("ferrokafka".into()) };
+            frame::encode_request(&mut buf, &h, black_box(&body)).unwrap();
+            black_box(buf.len())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, inflight, frames);
+criterion_main!(benches);
