@@ -12,11 +12,13 @@ import pytest
 
 import ferrokafka as fk
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer as CkConsumer  # noqa: E402
-from confluent_kafka import Producer as CkProducer  # noqa: E402
-from confluent_kafka import TopicPartition as CkTP  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+try:  # the fixture `confluent_kafka` fails the test in CI when it is missing
+    from confluent_kafka import Consumer as CkConsumer
+    from confluent_kafka import Producer as CkProducer
+    from confluent_kafka import TopicPartition as CkTP
+    from confluent_kafka.admin import AdminClient, NewTopic
+except ImportError:  # pragma: no cover
+    pass
 
 
 def _topic(bs: str, partitions: int = 3) -> str:
@@ -42,10 +44,9 @@ def _consume_all(bs: str, topic: str, partitions: int, n: int, timeout: float = 
     return out
 
 
-@pytest.fixture(scope="module")
-def bs():
-    with fk.testing.EmbeddedBroker() as b:
-        yield b.bootstrap_servers
+@pytest.fixture
+def bs(embedded_broker, confluent_kafka):
+    return embedded_broker.bootstrap_servers
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
@@ -151,10 +152,12 @@ def test_invalid_options_name_the_option():
         fk.Producer("127.0.0.1:1", linger_ms=-1)
     with pytest.raises(ValueError, match="lingerms"):
         fk.Producer("127.0.0.1:1", lingerms=5)
-    with pytest.raises(ValueError, match="compression.type"):
+    with pytest.raises(ValueError, match="compression"):
         fk.Producer({"bootstrap.servers": "127.0.0.1:1", "compression.type": "brotli"})
     with pytest.raises(ValueError, match="acks"):
         fk.Producer("127.0.0.1:1", acks=1, enable_idempotence=True)
+    with pytest.raises(ValueError, match="partitioner"):
+        fk.Producer("127.0.0.1:1", partitioner="fancy")
     with pytest.raises(ValueError, match="bootstrap"):
         fk.Producer("no-port")
     with pytest.raises(TypeError):
@@ -174,7 +177,7 @@ def test_unreachable_cluster_times_out_the_record_not_the_process():
 def test_dotted_config_and_metrics(bs):
     topic = _topic(bs, 1)
     p = fk.Producer({"bootstrap.servers": bs, "linger.ms": 0, "acks": "1", "enable.idempotence": "false"})
-    assert p.config["acks"] == 1 and p.config["linger_ms"] == 0
+    assert p.config["acks"] == "1" and p.config["linger_ms"] == 0
     p.send(topic, b"v").result(10)
     m = p.metrics()
     assert m["buffer_total_bytes"] == 33_554_432 and m["records_pending"] == 0
@@ -205,3 +208,16 @@ def test_send_batch_lists_and_arrow(bs):
         assert len(asyncio.run(main())) == 1
     got = _consume_all(bs, topic, 2, 8)
     assert sorted(m.value() or b"" for m in got) == sorted([b"a", b"b", b"", b"x", b"y", b"z", b"w", b"q"])
+
+
+def test_librdkafka_partitioners_and_a_python_callable(bs):
+    import zlib
+
+    topic = _topic(bs, 5)
+    with fk.Producer(bs, partitioner="consistent") as p:
+        for k in (b"a", b"bb", b"key-7"):
+            assert p.send(topic, b"v", key=k).result(10).partition == zlib.crc32(k) % 5
+    with fk.Producer(bs, partitioner=lambda key, parts, avail: parts[-1]) as p:
+        assert p.send(topic, b"v", key=b"x").result(10).partition == 4
+    with fk.Producer(bs, partitioner="round_robin") as p:
+        assert [p.send(topic, b"v").result(10).partition for _ in range(5)] == [0, 1, 2, 3, 4]

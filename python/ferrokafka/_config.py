@@ -249,6 +249,8 @@ PRODUCER = ConfigTable("Producer", COMMON, [
     Option("partitioner", str, "murmur2",
            choices=("murmur2", "murmur2_random", "consistent", "consistent_random", "random", "round_robin")),
     Option("metadata_idle_ms", int, 300_000, min=5000, java="metadata.max.idle.ms"),
+    # -1: the codec's default level.
+    Option("compression_level", int, -1, min=-1, max=22),
 ])
 
 CONSUMER = ConfigTable("Consumer", COMMON, [

@@ -11,52 +11,48 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
-from ._options import Option, resolve_options
+from ._config import PRODUCER
 from ._core import DeliveryFuture, RecordMetadata
 
 __all__ = ["Producer", "DeliveryFuture", "RecordMetadata"]
 
 
-def _acks(v: Any) -> int:
-    if isinstance(v, str):
-        v = v.strip().lower()
-        if v in ("all", "-1"):
-            return -1
-        if v in ("0", "1"):
-            return int(v)
-        raise ValueError
-    if isinstance(v, bool) or v not in (0, 1, -1):
-        raise ValueError
-    return int(v)
+_ACKS = {"all": -1, "0": 0, "1": 1}
 
 
-PRODUCER_OPTIONS = (
-    Option("bootstrap_servers", "bootstrap.servers", None, kind="servers", required=True),
-    Option("client_id", "client.id", "ferrokafka-producer", kind=str),
-    Option("acks", "acks", "all", convert=_acks, accepted="0, 1, 'all' or -1"),
-    Option("linger_ms", "linger.ms", 5, kind=int, minimum=0),
-    Option("batch_size", "batch.size", 16_384, kind=int, minimum=1),
-    Option("buffer_memory", "buffer.memory", 33_554_432, kind=int, minimum=1),
-    Option("max_block_ms", "max.block.ms", 60_000, kind=int, minimum=0),
-    Option("compression_type", "compression.type", "none", kind=str,
-           choices=("none", "gzip", "snappy", "lz4", "zstd")),
-    Option("compression_level", "compression.level", -1, kind=int),
-    Option("enable_idempotence", "enable.idempotence", True, kind=bool),
-    Option("max_in_flight_requests_per_connection", "max.in.flight.requests.per.connection", 5,
-           kind=int, minimum=1),
-    Option("retries", "retries", 2**31 - 1, kind=int, minimum=0),
-    Option("retry_backoff_ms", "retry.backoff.ms", 100, kind=int, minimum=0),
-    Option("retry_backoff_max_ms", "retry.backoff.max.ms", 1000, kind=int, minimum=0),
-    Option("request_timeout_ms", "request.timeout.ms", 30_000, kind=int, minimum=1),
-    Option("delivery_timeout_ms", "delivery.timeout.ms", 120_000, kind=int, minimum=1),
-    Option("max_request_size", "max.request.size", 1_048_576, kind=int, minimum=1),
-    Option("metadata_max_age_ms", "metadata.max.age.ms", 300_000, kind=int, minimum=0),
-    Option("metadata_max_idle_ms", "metadata.max.idle.ms", 300_000, kind=int, minimum=5_000),
-    Option("reconnect_backoff_ms", "reconnect.backoff.ms", 50, kind=int, minimum=0),
-    Option("reconnect_backoff_max_ms", "reconnect.backoff.max.ms", 1000, kind=int, minimum=0),
-    Option("partitioner", "partitioner", "murmur2", kind=str,
-           choices=("murmur2", "murmur2_random", "sticky", "default")),
-)
+class _Partitioner:
+    """Partitioners other than the Rust default (murmur2 for keys, sticky for
+    unkeyed records): librdkafka's names, or a callable
+    ``fn(key, all_partitions, available_partitions) -> int``."""
+
+    def __init__(self, spec: Any, producer: "Producer") -> None:
+        import itertools
+        import random
+        import zlib
+
+        self._producer = producer
+        self._cache: dict = {}
+        if callable(spec):
+            self._fn = spec
+        elif spec in ("consistent", "consistent_random"):
+            rnd = spec == "consistent_random"
+            self._fn = lambda key, parts, avail: (
+                random.choice(avail or parts) if (key is None and rnd)
+                else parts[zlib.crc32(key or b"") % len(parts)])
+        elif spec == "random":
+            self._fn = lambda key, parts, avail: random.choice(avail or parts)
+        elif spec == "round_robin":
+            counter = itertools.count()
+            self._fn = lambda key, parts, avail: (avail or parts)[next(counter) % len(avail or parts)]
+        else:  # pragma: no cover - the config table rejects other names
+            raise ValueError(f"invalid value for partitioner: {spec!r}")
+
+    def __call__(self, topic: str, key: Optional[bytes]) -> int:
+        parts = self._cache.get(topic)
+        if parts is None:
+            parts = self._cache[topic] = self._producer.partitions_for(topic)
+        return int(self._fn(key, parts, parts))
+
 
 HeaderList = Sequence[Tuple[str, Optional[bytes]]]
 
@@ -71,8 +67,23 @@ class Producer:
 
     def __init__(self, bootstrap_servers: Union[str, Sequence[str], Mapping[str, Any], None] = None,
                  **config: Any) -> None:
-        self.config = resolve_options(PRODUCER_OPTIONS, bootstrap_servers, config)
-        self._p = _core._Producer(self.config)
+        partitioner = config.pop("partitioner", None)
+        if isinstance(bootstrap_servers, Mapping):
+            cfg = dict(bootstrap_servers)
+            if callable(cfg.get("partitioner")):
+                partitioner = cfg.pop("partitioner")
+        else:
+            cfg = {} if bootstrap_servers is None else {"bootstrap_servers": bootstrap_servers}
+        if partitioner is not None and not callable(partitioner):
+            config["partitioner"] = partitioner
+        self.config = PRODUCER.resolve(cfg, **config)
+        core_cfg = dict(self.config)
+        core_cfg["bootstrap_servers"] = list(self.config["bootstrap_servers"])
+        core_cfg["acks"] = _ACKS[self.config["acks"]]
+        core_cfg["metadata_max_idle_ms"] = self.config["metadata_idle_ms"]
+        self._p = _core._Producer(core_cfg)
+        spec = partitioner if callable(partitioner) else self.config["partitioner"]
+        self._partitioner = None if spec in ("murmur2", "murmur2_random") else _Partitioner(spec, self)
 
     # -- sending -------------------------------------------------------------
     def send(self, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,
@@ -88,6 +99,8 @@ class Producer:
             raise TypeError("value and key must be bytes (encode str first), not str")
         if headers is not None and isinstance(headers, Mapping):
             headers = list(headers.items())
+        if partition is None and self._partitioner is not None:
+            partition = self._partitioner(topic, key)
         return self._p.send(topic, value, key, partition, timestamp_ms, headers)
 
     # confluent-kafka spelling
