@@ -7,10 +7,12 @@ use pyo3::prelude::*;
 
 pub mod errors;
 pub mod gil;
+pub mod records;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;
+    records::register(m)?;
     Ok(())
 }
