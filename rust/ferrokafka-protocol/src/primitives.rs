@@ -58,7 +58,7 @@ impl<'a> Reader<'a> {
     #[inline]
     pub fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8]> {
         if n > self.remaining() {
-            return Err(ProtocolError::truncated(what, n, self.remaining()));
+            return Err(truncated(what, n, self.remaining()));
         }
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
@@ -106,25 +106,41 @@ impl<'a> Reader<'a> {
     /// Unsigned LEB128 of at most 5 bytes (a `u32`).
     #[inline]
     pub fn uvarint(&mut self) -> Result<u32> {
-        // Single-byte values are by far the most common (record fields,
-        // compact lengths below 127), so they skip the loop.
-        if let Some(&b) = self.buf.get(self.pos) {
-            if b < 0x80 {
-                self.pos += 1;
-                return Ok(b as u32);
-            }
+        // One- and two-byte values are by far the most common (record fields
+        // and lengths below 8 KiB), so they skip the general loop.
+        if let Some(v) = self.short_uvarint() {
+            return Ok(v as u32);
         }
         let v = self.uvarlong_n(5, "unsigned varint")?;
-        u32::try_from(v).map_err(|_| ProtocolError::invalid("unsigned varint", "value exceeds 32 bits"))
+        u32::try_from(v).map_err(|_| overflow32())
     }
 
     /// Unsigned LEB128 of at most 10 bytes (a `u64`).
     #[inline]
     pub fn uvarlong(&mut self) -> Result<u64> {
+        if let Some(v) = self.short_uvarint() {
+            return Ok(v);
+        }
         self.uvarlong_n(10, "unsigned varlong")
     }
 
-    #[inline]
+    #[inline(always)]
+    fn short_uvarint(&mut self) -> Option<u64> {
+        let rest = &self.buf[self.pos..];
+        let b0 = *rest.first()?;
+        if b0 < 0x80 {
+            self.pos += 1;
+            return Some(b0 as u64);
+        }
+        let b1 = *rest.get(1)?;
+        if b1 < 0x80 {
+            self.pos += 2;
+            return Some((b0 & 0x7f) as u64 | (b1 as u64) << 7);
+        }
+        None
+    }
+
+    #[inline(never)]
     fn uvarlong_n(&mut self, max_bytes: usize, what: &'static str) -> Result<u64> {
         let mut value: u64 = 0;
         let mut shift = 0u32;
@@ -306,6 +322,20 @@ impl<'a> Reader<'a> {
     pub fn skip_tagged_fields(&mut self) -> Result<()> {
         self.tagged_fields(|_, _| Ok(()))
     }
+}
+
+// Error constructors kept out of line so the hot readers stay small enough
+// to inline into the record decoder.
+#[cold]
+#[inline(never)]
+fn truncated(what: &'static str, needed: usize, available: usize) -> ProtocolError {
+    ProtocolError::truncated(what, needed, available)
+}
+
+#[cold]
+#[inline(never)]
+fn overflow32() -> ProtocolError {
+    ProtocolError::invalid("unsigned varint", "value exceeds 32 bits")
 }
 
 // ---------------------------------------------------------------- writers

@@ -382,7 +382,14 @@ impl RecordBatchBuilder {
     }
 
     pub fn with_capacity(compression: Compression, capacity: usize) -> Self {
-        let mut buf = BytesMut::with_capacity(capacity.max(BATCH_HEADER_SIZE));
+        Self::with_buffer(compression, BytesMut::with_capacity(capacity.max(BATCH_HEADER_SIZE)))
+    }
+
+    /// Build into `buf` (cleared first), so a producer can recycle the
+    /// buffers of sent batches instead of allocating (and page-faulting in)
+    /// a fresh one per batch.
+    pub fn with_buffer(compression: Compression, mut buf: BytesMut) -> Self {
+        buf.clear();
         buf.put_bytes(0, BATCH_HEADER_SIZE);
         RecordBatchBuilder {
             buf,
