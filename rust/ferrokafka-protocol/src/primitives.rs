@@ -245,7 +245,7 @@ impl<'a> Reader<'a> {
             if len == -1 {
                 return Ok(None);
             }
-            return Err(ProtocolError::invalid(what, format!("negative length {len}")));
+            return Err(invalid_len(what, len as i64));
         }
         Ok(Some(self.take(len as usize, what)?))
     }
@@ -334,6 +334,12 @@ fn truncated(what: &'static str, needed: usize, available: usize) -> ProtocolErr
 
 #[cold]
 #[inline(never)]
+pub(crate) fn invalid_len(what: &'static str, n: i64) -> ProtocolError {
+    ProtocolError::invalid(what, format!("negative length {n}"))
+}
+
+#[cold]
+#[inline(never)]
 fn overflow32() -> ProtocolError {
     ProtocolError::invalid("unsigned varint", "value exceeds 32 bits")
 }
@@ -368,19 +374,23 @@ pub fn varlong_len(v: i64) -> usize {
     uvarint_len(zigzag64(v))
 }
 
-/// Write an unsigned varint into `out` (at most 10 bytes), returning the
-/// length. Encoding into a stack array first lets `put_slice` do one bounds
-/// check instead of one per byte.
-#[inline]
-fn encode_uvarlong(mut v: u64, out: &mut [u8; 10]) -> usize {
-    let mut i = 0;
+/// Write an unsigned varint into `out` at `at` (10 bytes must fit),
+/// returning the position after it. Encoding into a stack array first lets
+/// the caller copy a run of fields with one bounds check.
+#[inline(always)]
+pub fn encode_uvarlong_at(mut v: u64, out: &mut [u8], mut at: usize) -> usize {
     while v >= 0x80 {
-        out[i] = (v as u8) | 0x80;
+        out[at] = (v as u8) | 0x80;
         v >>= 7;
-        i += 1;
+        at += 1;
     }
-    out[i] = v as u8;
-    i + 1
+    out[at] = v as u8;
+    at + 1
+}
+
+#[inline]
+fn encode_uvarlong(v: u64, out: &mut [u8; 10]) -> usize {
+    encode_uvarlong_at(v, out, 0)
 }
 
 #[inline]
