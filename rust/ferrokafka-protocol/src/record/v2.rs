@@ -360,7 +360,9 @@ impl ControlRecord {
 /// uncompressed batch is built with one copy of each key and value.
 #[derive(Debug)]
 pub struct RecordBatchBuilder {
-    buf: BytesMut,
+    // A Vec rather than the BytesMut we hand out: its appends are cheaper,
+    // and the two convert into each other without copying.
+    buf: Vec<u8>,
     compression: Compression,
     level: Option<i32>,
     base_offset: i64,
@@ -388,9 +390,10 @@ impl RecordBatchBuilder {
     /// Build into `buf` (cleared first), so a producer can recycle the
     /// buffers of sent batches instead of allocating (and page-faulting in)
     /// a fresh one per batch.
-    pub fn with_buffer(compression: Compression, mut buf: BytesMut) -> Self {
+    pub fn with_buffer(compression: Compression, buf: BytesMut) -> Self {
+        let mut buf = Vec::from(buf);
         buf.clear();
-        buf.put_bytes(0, BATCH_HEADER_SIZE);
+        buf.resize(BATCH_HEADER_SIZE, 0);
         RecordBatchBuilder {
             buf,
             compression,
@@ -562,7 +565,8 @@ impl RecordBatchBuilder {
         h[57..61].copy_from_slice(&self.count.to_be_bytes());
         let crc = crc32c::crc32c(&self.buf[ATTRIBUTES_OFFSET..]);
         self.buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
-        Ok(self.buf)
+        // Vec -> Bytes -> BytesMut hands the allocation over; nothing is copied.
+        Ok(BytesMut::from(bytes::Bytes::from(self.buf)))
     }
 }
 
@@ -577,7 +581,7 @@ fn field_tag(f: Option<&[u8]>) -> u64 {
 }
 
 #[inline]
-fn put_field(b: &mut BytesMut, f: Option<&[u8]>) {
+fn put_field(b: &mut Vec<u8>, f: Option<&[u8]>) {
     match f {
         None => b.put_u8(1), // zigzag(-1)
         Some(v) => {
