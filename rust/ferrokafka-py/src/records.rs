@@ -239,8 +239,11 @@ struct InRecord {
     timestamp: Option<i64>,
 }
 
+/// key, value, headers, timestamp_ms as given (headers/timestamp may be absent).
+type RawFields<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Option<Bound<'py, PyAny>>, Option<Bound<'py, PyAny>>);
+
 fn parse_record(obj: &Bound<'_, PyAny>) -> PyResult<InRecord> {
-    let (key, value, headers, ts): (Bound<PyAny>, Bound<PyAny>, Option<Bound<PyAny>>, Option<Bound<PyAny>>) =
+    let (key, value, headers, ts): RawFields<'_> =
         if let Ok(t) = obj.cast::<PyTuple>() {
             let n = t.len();
             if !(2..=4).contains(&n) {
