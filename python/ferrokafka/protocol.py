@@ -12,6 +12,14 @@ __all__: list[str] = []
 
 # --- record batch codec (section owned by the codec work) ---
 
+from ._core import Record, decode_record_batch, encode_record_batch  # noqa: E402
+
+#: ``compression=`` names accepted by :func:`encode_record_batch` (Java's
+#: ``compression.type`` values).
+COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+
+__all__ += ["Record", "decode_record_batch", "encode_record_batch", "COMPRESSION_TYPES"]
+
 # --- request classes (section owned by the network work) ---
 
 import types as _types

@@ -127,8 +127,20 @@ pub fn decompress(codec: Compression, input: &[u8], max_output: usize) -> Result
         Compression::Snappy => snappy_decompress(input, max_output),
         Compression::Lz4 => lz4_frame_decompress(input, max_output),
         Compression::Zstd => {
-            let dec = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| err("zstd", e))?;
-            read_capped("zstd", dec, input.len(), max_output)
+            let mut dec = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| err("zstd", e))?;
+            // The frame header chooses the window the decoder allocates; cap
+            // it by our output cap so a hostile header cannot ask for more
+            // (zstd's own limit is 2^27).
+            let window_log = (usize::BITS - max_output.max(1).saturating_sub(1).leading_zeros()).clamp(10, 27);
+            dec.window_log_max(window_log).map_err(|e| err("zstd", e))?;
+            read_capped("zstd", dec, input.len(), max_output).map_err(|e| match e {
+                // libzstd reports the window cap only as this message; it
+                // means the frame wants more room than the output cap allows.
+                ProtocolError::Compression { ref detail, .. } if detail.contains("too much memory") => {
+                    too_large(max_output)
+                }
+                e => e,
+            })
         }
     }
 }

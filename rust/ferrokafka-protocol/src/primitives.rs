@@ -58,7 +58,7 @@ impl<'a> Reader<'a> {
     #[inline]
     pub fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8]> {
         if n > self.remaining() {
-            return Err(ProtocolError::truncated(what, n, self.remaining()));
+            return Err(truncated(what, n, self.remaining()));
         }
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
@@ -106,25 +106,41 @@ impl<'a> Reader<'a> {
     /// Unsigned LEB128 of at most 5 bytes (a `u32`).
     #[inline]
     pub fn uvarint(&mut self) -> Result<u32> {
-        // Single-byte values are by far the most common (record fields,
-        // compact lengths below 127), so they skip the loop.
-        if let Some(&b) = self.buf.get(self.pos) {
-            if b < 0x80 {
-                self.pos += 1;
-                return Ok(b as u32);
-            }
+        // One- and two-byte values are by far the most common (record fields
+        // and lengths below 8 KiB), so they skip the general loop.
+        if let Some(v) = self.short_uvarint() {
+            return Ok(v as u32);
         }
         let v = self.uvarlong_n(5, "unsigned varint")?;
-        u32::try_from(v).map_err(|_| ProtocolError::invalid("unsigned varint", "value exceeds 32 bits"))
+        u32::try_from(v).map_err(|_| overflow32())
     }
 
     /// Unsigned LEB128 of at most 10 bytes (a `u64`).
     #[inline]
     pub fn uvarlong(&mut self) -> Result<u64> {
+        if let Some(v) = self.short_uvarint() {
+            return Ok(v);
+        }
         self.uvarlong_n(10, "unsigned varlong")
     }
 
-    #[inline]
+    #[inline(always)]
+    fn short_uvarint(&mut self) -> Option<u64> {
+        let rest = &self.buf[self.pos..];
+        let b0 = *rest.first()?;
+        if b0 < 0x80 {
+            self.pos += 1;
+            return Some(b0 as u64);
+        }
+        let b1 = *rest.get(1)?;
+        if b1 < 0x80 {
+            self.pos += 2;
+            return Some((b0 & 0x7f) as u64 | (b1 as u64) << 7);
+        }
+        None
+    }
+
+    #[inline(never)]
     fn uvarlong_n(&mut self, max_bytes: usize, what: &'static str) -> Result<u64> {
         let mut value: u64 = 0;
         let mut shift = 0u32;
@@ -229,7 +245,7 @@ impl<'a> Reader<'a> {
             if len == -1 {
                 return Ok(None);
             }
-            return Err(ProtocolError::invalid(what, format!("negative length {len}")));
+            return Err(invalid_len(what, len as i64));
         }
         Ok(Some(self.take(len as usize, what)?))
     }
@@ -308,6 +324,26 @@ impl<'a> Reader<'a> {
     }
 }
 
+// Error constructors kept out of line so the hot readers stay small enough
+// to inline into the record decoder.
+#[cold]
+#[inline(never)]
+fn truncated(what: &'static str, needed: usize, available: usize) -> ProtocolError {
+    ProtocolError::truncated(what, needed, available)
+}
+
+#[cold]
+#[inline(never)]
+pub(crate) fn invalid_len(what: &'static str, n: i64) -> ProtocolError {
+    ProtocolError::invalid(what, format!("negative length {n}"))
+}
+
+#[cold]
+#[inline(never)]
+fn overflow32() -> ProtocolError {
+    ProtocolError::invalid("unsigned varint", "value exceeds 32 bits")
+}
+
 // ---------------------------------------------------------------- writers
 
 #[inline]
@@ -338,19 +374,23 @@ pub fn varlong_len(v: i64) -> usize {
     uvarint_len(zigzag64(v))
 }
 
-/// Write an unsigned varint into `out` (at most 10 bytes), returning the
-/// length. Encoding into a stack array first lets `put_slice` do one bounds
-/// check instead of one per byte.
-#[inline]
-fn encode_uvarlong(mut v: u64, out: &mut [u8; 10]) -> usize {
-    let mut i = 0;
+/// Write an unsigned varint into `out` at `at` (10 bytes must fit),
+/// returning the position after it. Encoding into a stack array first lets
+/// the caller copy a run of fields with one bounds check.
+#[inline(always)]
+pub fn encode_uvarlong_at(mut v: u64, out: &mut [u8], mut at: usize) -> usize {
     while v >= 0x80 {
-        out[i] = (v as u8) | 0x80;
+        out[at] = (v as u8) | 0x80;
         v >>= 7;
-        i += 1;
+        at += 1;
     }
-    out[i] = v as u8;
-    i + 1
+    out[at] = v as u8;
+    at + 1
+}
+
+#[inline]
+fn encode_uvarlong(v: u64, out: &mut [u8; 10]) -> usize {
+    encode_uvarlong_at(v, out, 0)
 }
 
 #[inline]

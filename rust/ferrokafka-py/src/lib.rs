@@ -14,6 +14,7 @@ pub mod requests;
 pub mod group;
 pub mod metadata;
 pub mod types;
+pub mod records;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -29,5 +30,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     metadata::register(m)?;
     group::register(m)?;
     producer::register(m)?;
+    records::register(m)?;
     Ok(())
 }

@@ -21,7 +21,7 @@
 use super::{DecodeOptions, Header, Record, TimestampType};
 use crate::compression::{self, Compression};
 use crate::error::{ProtocolError, Result};
-use crate::primitives::{put_varint, put_varlong, uvarint_len, varint_len, varlong_len, zigzag32, Reader};
+use crate::primitives::{encode_uvarlong_at, invalid_len, put_varint, varint_len, varlong_len, zigzag32, zigzag64, Reader};
 use bytes::{BufMut, BytesMut};
 use std::borrow::Cow;
 
@@ -241,7 +241,7 @@ impl<'b> RecordIter<'b> {
     fn read_one(&mut self) -> Result<Record<'b>> {
         let len = self.r.varint()?;
         if len < 0 {
-            return Err(ProtocolError::invalid("record length", format!("{len}")));
+            return Err(invalid_len("record length", len as i64));
         }
         let body = self.r.take(len as usize, "record")?;
         let mut r = Reader::new(body);
@@ -252,7 +252,7 @@ impl<'b> RecordIter<'b> {
         let value = r.varint_bytes("record value")?;
         let n_headers = r.varint()?;
         if n_headers < 0 {
-            return Err(ProtocolError::invalid("header count", format!("{n_headers}")));
+            return Err(invalid_len("header count", n_headers as i64));
         }
         let n_headers = n_headers as usize;
         // Two bytes minimum per header (key length, value length).
@@ -360,7 +360,9 @@ impl ControlRecord {
 /// uncompressed batch is built with one copy of each key and value.
 #[derive(Debug)]
 pub struct RecordBatchBuilder {
-    buf: BytesMut,
+    // A Vec rather than the BytesMut we hand out: its appends are cheaper,
+    // and the two convert into each other without copying.
+    buf: Vec<u8>,
     compression: Compression,
     level: Option<i32>,
     base_offset: i64,
@@ -382,8 +384,16 @@ impl RecordBatchBuilder {
     }
 
     pub fn with_capacity(compression: Compression, capacity: usize) -> Self {
-        let mut buf = BytesMut::with_capacity(capacity.max(BATCH_HEADER_SIZE));
-        buf.put_bytes(0, BATCH_HEADER_SIZE);
+        Self::with_buffer(compression, BytesMut::with_capacity(capacity.max(BATCH_HEADER_SIZE)))
+    }
+
+    /// Build into `buf` (cleared first), so a producer can recycle the
+    /// buffers of sent batches instead of allocating (and page-faulting in)
+    /// a fresh one per batch.
+    pub fn with_buffer(compression: Compression, buf: BytesMut) -> Self {
+        let mut buf = Vec::from(buf);
+        buf.clear();
+        buf.resize(BATCH_HEADER_SIZE, 0);
         RecordBatchBuilder {
             buf,
             compression,
@@ -480,15 +490,30 @@ impl RecordBatchBuilder {
         let body_i32 =
             i32::try_from(body).map_err(|_| ProtocolError::TooLarge { what: "record", size: body, max: i32::MAX as usize })?;
 
-        self.buf.reserve(body + uvarint_len(zigzag32(body_i32) as u64));
+        // Length, attributes, timestamp delta, offset delta and key length
+        // are assembled on the stack and copied in one go: per-byte `put`s
+        // into the BytesMut cost more than the fields themselves.
+        let mut pre = [0u8; 32];
+        let mut at = encode_uvarlong_at(zigzag32(body_i32) as u64, &mut pre, 0);
+        pre[at] = 0; // record attributes: unused
+        at = encode_uvarlong_at(zigzag64(ts_delta), &mut pre, at + 1);
+        at = encode_uvarlong_at(zigzag32(offset_delta) as u64, &mut pre, at);
+        at = encode_uvarlong_at(field_tag(key), &mut pre, at);
+        self.buf.reserve(at + body);
         let b = &mut self.buf;
-        put_varint(b, body_i32);
-        b.put_u8(0); // record attributes: unused
-        put_varlong(b, ts_delta);
-        put_varint(b, offset_delta);
-        put_field(b, key);
-        put_field(b, value);
-        put_varint(b, n_headers);
+        b.extend_from_slice(&pre[..at]);
+        if let Some(k) = key {
+            b.extend_from_slice(k);
+        }
+        let mut mid = [0u8; 16];
+        let mut at = encode_uvarlong_at(field_tag(value), &mut mid, 0);
+        if let Some(v) = value {
+            b.extend_from_slice(&mid[..at]);
+            b.extend_from_slice(v);
+            at = 0;
+        }
+        at = encode_uvarlong_at(zigzag32(n_headers) as u64, &mut mid, at);
+        b.extend_from_slice(&mid[..at]);
         for h in headers {
             put_field(b, Some(h.key.as_bytes()));
             put_field(b, h.value);
@@ -540,12 +565,23 @@ impl RecordBatchBuilder {
         h[57..61].copy_from_slice(&self.count.to_be_bytes());
         let crc = crc32c::crc32c(&self.buf[ATTRIBUTES_OFFSET..]);
         self.buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
-        Ok(self.buf)
+        // Vec -> Bytes -> BytesMut hands the allocation over; nothing is copied.
+        Ok(BytesMut::from(bytes::Bytes::from(self.buf)))
+    }
+}
+
+/// The zigzagged varint that precedes a nullable field: its length or -1.
+/// Lengths were checked to fit an i32 when the record was sized.
+#[inline(always)]
+fn field_tag(f: Option<&[u8]>) -> u64 {
+    match f {
+        None => 1,
+        Some(v) => zigzag32(v.len() as i32) as u64,
     }
 }
 
 #[inline]
-fn put_field(b: &mut BytesMut, f: Option<&[u8]>) {
+fn put_field(b: &mut Vec<u8>, f: Option<&[u8]>) {
     match f {
         None => b.put_u8(1), // zigzag(-1)
         Some(v) => {
