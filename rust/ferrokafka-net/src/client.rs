@@ -29,7 +29,7 @@ use rand::Rng;
 use crate::cluster::Node;
 use crate::error::Error;
 use crate::inflight::{InFlight, InFlightRequests};
-use crate::simple_updater::metadata_from_wire;
+use crate::metadata::wire::metadata_response_from_wire;
 use crate::states::{ClusterConnectionStates, ConnectionState};
 use crate::updater::{MetadataRequestSpec, MetadataUpdater, UpdaterContext};
 
@@ -756,12 +756,20 @@ impl ClientCore {
                 Internal::ApiVersions => self.handle_api_versions(node, body, now_ms, out),
                 Internal::Metadata => {
                     if let ResponseKind::Metadata(m) = &body {
-                        let md = metadata_from_wire(m);
-                        for b in &md.brokers {
-                            self.nodes.insert(b.id, b.clone());
+                        match metadata_response_from_wire(m) {
+                            Ok(md) => {
+                                for b in &md.brokers {
+                                    self.nodes.insert(b.id, b.clone());
+                                }
+                                self.with_updater(|up, _| up.handle_success_request(now_ms, md));
+                                self.refresh_nodes();
+                            }
+                            // A top-level error (v13+ REBOOTSTRAP_REQUIRED...) is a
+                            // failed update for the updater to back off from.
+                            Err(e) => {
+                                self.with_updater(|up, _| up.handle_failed_request(now_ms, Some(&e)));
+                            }
                         }
-                        self.with_updater(|up, _| up.handle_success_request(now_ms, md));
-                        self.refresh_nodes();
                     }
                 }
                 Internal::No => out.push(req.into_response(now_ms, false, Some(body), None)),

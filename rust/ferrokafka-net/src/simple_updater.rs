@@ -4,60 +4,12 @@
 //! real updater (max-age refresh, backoff, re-bootstrap, topic sets); this one
 //! exists so the network client works and is testable on its own.
 //!
-//! Also here: the conversion from `kafka-protocol`'s decoded Metadata answer to
-//! our wire-independent `cluster::MetadataResponse`.
+//! The wire answer is converted by `metadata::wire` before it gets here.
 
-use crate::cluster::{MetadataResponse, Node, PartitionMetadata, TopicMetadata};
+use crate::cluster::{MetadataResponse, Node};
 use crate::error::Error;
 use crate::updater::{MetadataRequestSpec, MetadataUpdater, UpdaterContext};
-use ferrokafka_protocol::kafka_protocol::messages::MetadataResponse as WireMetadata;
 
-pub fn metadata_from_wire(m: &WireMetadata) -> MetadataResponse {
-    let brokers = m
-        .brokers
-        .iter()
-        .map(|b| {
-            Node::new(
-                b.node_id.0,
-                b.host.as_str(),
-                u16::try_from(b.port).unwrap_or(0),
-                b.rack.as_ref().map(|r| r.as_str().to_owned()),
-            )
-        })
-        .collect();
-    let topics = m
-        .topics
-        .iter()
-        .map(|t| {
-            let id = *t.topic_id.as_bytes();
-            TopicMetadata {
-                name: t.name.as_ref().map(|n| n.0.as_str().to_owned()).unwrap_or_default(),
-                topic_id: if id == [0u8; 16] { None } else { Some(id) },
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| PartitionMetadata {
-                        partition: p.partition_index,
-                        leader_id: p.leader_id.0,
-                        leader_epoch: p.leader_epoch,
-                        replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
-                        isr: p.isr_nodes.iter().map(|b| b.0).collect(),
-                        offline_replicas: p.offline_replicas.iter().map(|b| b.0).collect(),
-                        error_code: p.error_code,
-                    })
-                    .collect(),
-                error_code: t.error_code,
-                is_internal: t.is_internal,
-            }
-        })
-        .collect();
-    MetadataResponse {
-        brokers,
-        topics,
-        cluster_id: m.cluster_id.as_ref().map(|c| c.as_str().to_owned()),
-        controller_id: m.controller_id.0,
-    }
-}
 
 #[derive(Debug)]
 pub struct SimpleUpdater {
