@@ -7,6 +7,9 @@ start=$SECONDS
 ./scripts/build.sh
 echo "== cargo test ($((SECONDS - start))s)"
 cargo test --workspace --quiet
+echo "== stubs: mypy.stubtest ferrokafka._core ($((SECONDS - start))s)"
+# _core.pyi must match the compiled module exactly (names, signatures, defaults).
+python -m mypy.stubtest ferrokafka._core
 echo "== pytest ($((SECONDS - start))s)"
 # Deps were just installed: a missing broker or confluent-kafka is a failure, not a skip.
 export FERROKAFKA_REQUIRE_BROKERS=1

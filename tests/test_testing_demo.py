@@ -30,6 +30,9 @@ def test_demo_starts_embedded_broker(embedded_broker):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "started embedded Tansu broker" in r.stdout
     assert "reachable" in r.stdout
+    # The stream went out and came back byte-checked.
+    assert "produce: 2000 msgs" in r.stdout, r.stdout
+    assert "fetch (NetworkClient + decode_record_batch): 2000 msgs" in r.stdout, r.stdout
 
 
 def test_demo_fails_on_unreachable_broker():

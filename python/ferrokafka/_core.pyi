@@ -5,10 +5,47 @@ from typing import Any, Callable, Generator, Iterable, Literal, Mapping, Optiona
 from typing_extensions import disjoint_base
 
 __version__: str
+__all__ = [
+    'ClientRequest',
+    'ClientResponse',
+    'Cluster',
+    'DeliveryFuture',
+    'Metadata',
+    'MetadataResponse',
+    'Node',
+    'PartitionMetadata',
+    'ProducerMetadata',
+    'RawRequest',
+    'Record',
+    'RecordMetadata',
+    'RequestHeader',
+    'TopicMetadata',
+    'TopicPartition',
+    '_NetworkClient',
+    '_Producer',
+    '__version__',
+    '_api_versions_request',
+    '_create_topics_request',
+    '_delete_topics_request',
+    '_fetch_request',
+    '_find_coordinator_request',
+    '_list_offsets_request',
+    '_metadata_request',
+    '_produce_request',
+    '_test_future',
+    '_test_run_callbacks',
+    'coordinator_partition_for',
+    'decode_record_batch',
+    'encode_record_batch',
+    'error_codes',
+    'java_string_hash',
+]
+
 
 def error_codes() -> list[tuple[int, str, bool]]: ...
 
 
+@final
 class RecordMetadata:
     topic: str
     partition: int
@@ -21,11 +58,12 @@ class RecordMetadata:
         topic: str,
         partition: int,
         offset: int,
-        timestamp_ms: int = -1,
-        serialized_key_size: int = -1,
-        serialized_value_size: int = -1,
+        timestamp_ms: int = ...,
+        serialized_key_size: int = ...,
+        serialized_value_size: int = ...,
     ) -> RecordMetadata: ...
 
+@final
 class DeliveryFuture:
     def result(self, timeout: Optional[float] = None) -> RecordMetadata: ...
     def done(self) -> bool: ...
@@ -275,6 +313,7 @@ def java_string_hash(s: str) -> int: ...
 # --- network client (network work) ---------------------------------------------------
 
 
+@final
 class RawRequest:
     @property
     def api_key(self) -> int: ...
@@ -290,6 +329,7 @@ def _delete_topics_request(topics: list[str], timeout_ms: int) -> RawRequest: ..
 def _fetch_request(topics: list[tuple[str, list[tuple[int, int, int]]]], max_wait_ms: int, min_bytes: int, max_bytes: int, isolation_level: int) -> RawRequest: ...
 def _produce_request(topic_data: list[tuple[str, list[tuple[int, bytes]]]], acks: int, timeout_ms: int, transactional_id: str | None) -> RawRequest: ...
 
+@final
 class RequestHeader:
     @property
     def api_key(self) -> int: ...
@@ -300,6 +340,7 @@ class RequestHeader:
     @property
     def client_id(self) -> str | None: ...
 
+@final
 class ClientRequest:
     @property
     def destination(self) -> int: ...
@@ -312,6 +353,7 @@ class ClientRequest:
     @property
     def created_time_ms(self) -> int: ...
 
+@final
 class ClientResponse:
     @property
     def request_header(self) -> RequestHeader: ...
@@ -336,11 +378,12 @@ class ClientResponse:
 
 _NodeTuple = tuple[int, str, int, str | None]
 
+@final
 class _NetworkClient:
-    def __init__(self, bootstrap_servers: list[str], client_id: str, max_in_flight_requests_per_connection: int,
+    def __new__(cls, bootstrap_servers: list[str], client_id: str, max_in_flight_requests_per_connection: int,
                  request_timeout_ms: int, reconnect_backoff_ms: int, reconnect_backoff_max_ms: int,
                  connections_max_idle_ms: int, socket_connection_setup_timeout_ms: int, send_buffer_bytes: int,
-                 receive_buffer_bytes: int, max_response_size: int) -> None: ...
+                 receive_buffer_bytes: int, max_response_size: int) -> _NetworkClient: ...
     def least_loaded_node(self, now_ms: int | None = None) -> _NodeTuple | None: ...
     def nodes(self) -> list[_NodeTuple]: ...
     def node_by_id(self, node_id: int) -> _NodeTuple | None: ...
@@ -356,6 +399,7 @@ class _NetworkClient:
     def close_node(self, node_id: int) -> list[ClientResponse]: ...
     def close(self) -> list[ClientResponse]: ...
 
+@final
 class _Producer:
     def __new__(cls, cfg: dict[str, Any]) -> _Producer: ...
     def send(
@@ -384,6 +428,7 @@ class _Producer:
 _Bytesish = Union[bytes, bytearray, memoryview, str]
 _Headers = Union[Sequence[Tuple[str, Optional[_Bytesish]]], dict[str, Optional[_Bytesish]]]
 
+@final
 class Record:
     offset: int
     timestamp_ms: int
@@ -406,11 +451,11 @@ def encode_record_batch(
     base_offset: int = 0,
     *,
     compression_level: Optional[int] = None,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
+    producer_id: int = ...,
+    producer_epoch: int = ...,
+    base_sequence: int = ...,
     transactional: bool = False,
-    partition_leader_epoch: int = -1,
+    partition_leader_epoch: int = ...,
     log_append_time: bool = False,
 ) -> bytes: ...
 def decode_record_batch(
@@ -418,5 +463,5 @@ def decode_record_batch(
     *,
     verify_crc: bool = True,
     include_control: bool = False,
-    max_decompressed: int = 104857600,
+    max_decompressed: int = ...,
 ) -> list[Record]: ...
