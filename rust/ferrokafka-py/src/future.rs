@@ -136,27 +136,50 @@ impl DeliveryFuture {
 
     /// Complete `this` from Rust. Takes the GIL only if someone registered a
     /// callback or an awaiter, never while holding the cell's lock.
+    ///
+    /// Callbacks are queued *before* the outcome becomes visible, so a thread
+    /// that sees `result()` return and then calls the producer's `poll` always
+    /// finds them queued (no window where the future is done but its
+    /// callbacks are not yet runnable).
     pub fn resolve(this: &Py<DeliveryFuture>, cell: &FutureCell, result: Result<RecordMetadata, Error>) {
+        let early = {
+            let mut st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
+            if !matches!(st.outcome, Outcome::Pending) {
+                return;
+            }
+            std::mem::take(&mut st.callbacks)
+        };
+        if !early.is_empty() {
+            Python::attach(|py| Self::queue_callbacks(py, this, early));
+        }
         let outcome = match result {
             Ok(m) => Outcome::Done(m),
             Err(e) => Outcome::Failed(e),
         };
-        let Some((cbs, aws)) = cell.complete(outcome) else { return };
-        if cbs.is_empty() && aws.is_empty() {
+        let Some((late, aws)) = cell.complete(outcome) else { return };
+        if late.is_empty() && aws.is_empty() {
             return;
         }
         Python::attach(|py| {
+            // Callbacks added while the first batch was being queued.
+            Self::queue_callbacks(py, this, late);
             let fut = this.bind(py);
-            if let Some(q) = &fut.borrow().queue {
-                let mut q = q.lock().unwrap_or_else(|p| p.into_inner());
-                for cb in cbs {
-                    q.push((cb, this.clone_ref(py)));
-                }
-            }
             for (lp, afut) in aws {
                 wake_awaiter(py, fut, &lp, &afut);
             }
         });
+    }
+
+    fn queue_callbacks(py: Python<'_>, this: &Py<DeliveryFuture>, cbs: Vec<Py<PyAny>>) {
+        if cbs.is_empty() {
+            return;
+        }
+        if let Some(q) = &this.bind(py).borrow().queue {
+            let mut q = q.lock().unwrap_or_else(|p| p.into_inner());
+            for cb in cbs {
+                q.push((cb, this.clone_ref(py)));
+            }
+        }
     }
 
     fn outcome_to_py(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {

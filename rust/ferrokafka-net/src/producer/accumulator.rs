@@ -254,6 +254,12 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
         self.queues.values().any(|q| !q.is_empty())
     }
 
+    /// The base sequence of the partition's next batch (`Some(None)`: a batch
+    /// never sent; `None`: nothing queued).
+    pub fn front_sequence(&self, tp: &TopicPartition) -> Option<Option<i32>> {
+        self.queues.get(tp).and_then(|q| q.front()).map(|b| b.base_sequence)
+    }
+
     /// Partitions with queued batches.
     pub fn partitions(&self) -> impl Iterator<Item = &TopicPartition> {
         self.queues.iter().filter(|(_, q)| !q.is_empty()).map(|(tp, _)| tp)

@@ -180,6 +180,28 @@ impl IdempotenceState {
             .map_or(base == 0, |s| base == s.last_acked.wrapping_add(1) & i32::MAX)
     }
 
+    /// May the partition's next batch (`retry_sequence`: its sequence if it is
+    /// a retry) be sent now? Two rules keep per-partition order with several
+    /// requests in flight:
+    /// * until the broker has acknowledged one batch of this epoch, only one
+    ///   batch is in flight: a broker with no state for the producer accepts
+    ///   any first sequence, so a later batch could land before a failed
+    ///   earlier one;
+    /// * a retried batch goes only when no earlier sequence is in flight
+    ///   (Java `shouldStopDrainBatchesForPartition`): during retries the
+    ///   partition runs one batch at a time.
+    pub fn may_send(&self, tp: &TopicPartition, retry_sequence: Option<i32>) -> bool {
+        let Some(s) = self.partitions.get(tp) else { return true };
+        let Some(&first_in_flight) = s.in_flight.iter().next() else { return true };
+        if s.last_acked < 0 {
+            return false;
+        }
+        match retry_sequence {
+            Some(seq) => seq < first_in_flight,
+            None => true,
+        }
+    }
+
     /// Decide what a Produce answer means for a batch (`base`, `count`
     /// records), given whether retrying is still allowed (attempts below
     /// `retries` and delivery timeout not reached) and whether the error code
@@ -305,6 +327,23 @@ mod tests {
         s.set_producer_id_and_epoch(ProducerIdAndEpoch { producer_id: 7, epoch: 1 });
         assert_eq!(s.resequence(&tp(), &[2, 4]), vec![0, 2]);
         assert_eq!(s.assign_sequence(&tp(), 1), 6);
+    }
+
+    #[test]
+    fn first_batch_alone_in_flight_then_pipelined() {
+        let mut s = ready_state();
+        assert!(s.may_send(&tp(), None));
+        let a = s.assign_sequence(&tp(), 2);
+        assert!(!s.may_send(&tp(), None), "no ack yet: one batch in flight");
+        s.on_response(&tp(), a, 2, 0, false, true);
+        let b = s.assign_sequence(&tp(), 2);
+        assert!(s.may_send(&tp(), None), "after an ack the broker checks sequences");
+        let _c = s.assign_sequence(&tp(), 2);
+        // b failed and is retried while c is in flight: b (seq 2) < c (seq 4) goes.
+        s.on_response(&tp(), b, 2, 6, true, true);
+        assert!(s.may_send(&tp(), Some(b)));
+        // A retry behind an earlier in-flight sequence waits.
+        assert!(!s.may_send(&tp(), Some(100)));
     }
 
     #[test]

@@ -62,7 +62,13 @@ pub fn build_produce_request(
 /// instead of handing out a new id, which keeps the producer's identity.
 pub fn init_producer_id(current: Option<(i64, i16)>, version: i16) -> ferrokafka_protocol::kafka_protocol::messages::InitProducerIdRequest {
     use ferrokafka_protocol::kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
-    let r = InitProducerIdRequest::default().with_transaction_timeout_ms(-1);
+    // Java sends Integer.MAX_VALUE for a non-transactional producer; brokers
+    // (and the librdkafka mock) reject a negative timeout.
+    // The schema default of transactional_id is Some(""), which a broker
+    // reads as a transactional producer with an empty id: say null.
+    let r = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(i32::MAX);
     match current {
         Some((id, epoch)) if version >= 3 => r.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
         _ => r.with_producer_id(ProducerId(-1)).with_producer_epoch(-1),
@@ -149,5 +155,17 @@ mod tests {
             assert!(size(v) > 0);
         }
         assert_eq!(size(13), size(12) + 2 * 14);
+    }
+
+    #[test]
+    fn init_producer_id_is_non_transactional_and_bumps_from_v3() {
+        let r = init_producer_id(None, 4);
+        assert_eq!(r.transactional_id, None);
+        assert_eq!(r.transaction_timeout_ms, i32::MAX);
+        assert_eq!(r.producer_id.0, -1);
+        let bump = init_producer_id(Some((7, 2)), 3);
+        assert_eq!((bump.producer_id.0, bump.producer_epoch), (7, 2));
+        // Before v3 the fields do not exist: always a fresh id.
+        assert_eq!(init_producer_id(Some((7, 2)), 2).producer_id.0, -1);
     }
 }

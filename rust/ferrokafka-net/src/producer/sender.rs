@@ -181,7 +181,14 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             if !node_ready(node) {
                 continue;
             }
-            let parts: Vec<TopicPartition> = self.accumulator.partitions().filter(|tp| leader_of(tp) == Some(node)).cloned().collect();
+            let acc = &self.accumulator;
+            let idem = self.idempotence.as_ref();
+            let parts: Vec<TopicPartition> = acc
+                .partitions()
+                .filter(|tp| leader_of(tp) == Some(node))
+                .filter(|tp| idem.is_none_or(|i| i.may_send(tp, acc.front_sequence(tp).flatten())))
+                .cloned()
+                .collect();
             let mut batches = self.accumulator.drain_node(node, &parts, self.cfg.max_request_size, now_ms);
             if batches.is_empty() {
                 continue;
