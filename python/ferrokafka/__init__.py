@@ -53,3 +53,13 @@ __all__ = [
     "Metadata",
     "ProducerMetadata",
 ]
+
+
+def __getattr__(name: str):
+    # `fk.testing` (API.md) without importing the test brokers' machinery on
+    # every `import ferrokafka`.
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError(f"module 'ferrokafka' has no attribute {name!r}")
