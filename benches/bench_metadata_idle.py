@@ -52,35 +52,32 @@ class CountingProxy:
             threading.Thread(target=self._pipe, args=(b, c), daemon=True).start()
 
     def _up(self, src: socket.socket, dst: socket.socket) -> None:
-        buf = b""
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-                buf += data
-                while len(buf) >= 6:
-                    (n,) = struct.unpack(">i", buf[:4])
-                    if len(buf) < 4 + n:
-                        break
-                    key, _ver, _corr, clen = struct.unpack(">hhih", buf[4:14])
-                    cid = buf[14:14 + clen].decode(errors="replace") if clen > 0 else ""
-                    with self.lock:
-                        self.counts[(cid, key)] = self.counts.get((cid, key), 0) + 1
-                    buf = buf[4 + n:]
-        except OSError:
-            pass
-        finally:
-            dst.close()
+        buf = bytearray()
 
-    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        def count(data: bytes) -> None:
+            buf.extend(data)
+            while len(buf) >= 14:
+                (n,) = struct.unpack(">i", buf[:4])
+                if len(buf) < 4 + n:
+                    break
+                key, _ver, _corr, clen = struct.unpack(">hhih", buf[4:14])
+                cid = bytes(buf[14:14 + clen]).decode(errors="replace") if clen > 0 else ""
+                with self.lock:
+                    self.counts[(cid, key)] = self.counts.get((cid, key), 0) + 1
+                del buf[:4 + n]
+
+        self._pipe(src, dst, count)
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket, observe=None) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
                 dst.sendall(data)
+                if observe is not None:
+                    observe(data)
         except OSError:
             pass
         finally:

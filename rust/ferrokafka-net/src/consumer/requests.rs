@@ -243,37 +243,37 @@ pub fn offset_fetch(group_id: &str, partitions: Option<&[TopicPartition]>, requi
 }
 
 /// (group error, [(tp, offset or -1, leader epoch, metadata, partition error)]).
+/// v8+ answers per group; older ones at the top level.
 pub fn parse_offset_fetch(resp: &OffsetFetchResponse, group_id: &str) -> (i16, Vec<(TopicPartition, OffsetAndMetadata, i16)>) {
-    let mut out = Vec::new();
+    fn entry(topic: &str, partition: i32, offset: i64, epoch: i32, metadata: &Option<StrBytes>, code: i16) -> (TopicPartition, OffsetAndMetadata, i16) {
+        let om = OffsetAndMetadata {
+            offset,
+            leader_epoch: epoch,
+            metadata: metadata.as_ref().map(|m| m.to_string()),
+        };
+        (TopicPartition::new(topic, partition), om, code)
+    }
     if let Some(g) = resp.groups.iter().find(|g| g.group_id.0.as_str() == group_id) {
-        for t in &g.topics {
-            for p in &t.partitions {
-                out.push((
-                    TopicPartition::new(t.name.0.as_str(), p.partition_index),
-                    OffsetAndMetadata {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata: p.metadata.as_ref().map(|m| m.to_string()),
-                    },
-                    p.error_code,
-                ));
-            }
-        }
+        let out = g
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| entry(t.name.0.as_str(), p.partition_index, p.committed_offset, p.committed_leader_epoch, &p.metadata, p.error_code))
+            })
+            .collect();
         return (g.error_code, out);
     }
-    for t in &resp.topics {
-        for p in &t.partitions {
-            out.push((
-                TopicPartition::new(t.name.0.as_str(), p.partition_index),
-                OffsetAndMetadata {
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: p.metadata.as_ref().map(|m| m.to_string()),
-                },
-                p.error_code,
-            ));
-        }
-    }
+    let out = resp
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| entry(t.name.0.as_str(), p.partition_index, p.committed_offset, p.committed_leader_epoch, &p.metadata, p.error_code))
+        })
+        .collect();
     (resp.error_code, out)
 }
 
