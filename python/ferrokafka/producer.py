@@ -124,6 +124,11 @@ class Producer:
     def partitions_for(self, topic: str) -> list:
         return self._p.partitions_for(topic)
 
+    @property
+    def metadata(self):
+        """The live :class:`~ferrokafka.ProducerMetadata` the sender routes by."""
+        return self._p.metadata()
+
     def metrics(self) -> dict:
         return dict(self._p.metrics())
 

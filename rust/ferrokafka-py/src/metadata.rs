@@ -445,6 +445,14 @@ pub struct PyProducerMetadata {
     inner: Arc<Metadata>,
 }
 
+impl PyProducerMetadata {
+    /// A Python view of a producer's live metadata (`Producer.metadata`).
+    pub fn wrap(py: Python<'_>, md: Arc<Metadata>) -> PyResult<Py<PyProducerMetadata>> {
+        let init = PyClassInitializer::from(PyMetadata { inner: md.clone() }).add_subclass(PyProducerMetadata { inner: md });
+        Py::new(py, init)
+    }
+}
+
 #[pymethods]
 impl PyProducerMetadata {
     #[new]

@@ -265,6 +265,11 @@ impl PyProducer {
         py.detach(|| core.partitions_for(&topic)).map_err(|e| FkError(e).into())
     }
 
+    /// The producer's live `ProducerMetadata` (shared with its sender).
+    fn metadata(&self, py: Python<'_>) -> PyResult<Py<crate::metadata::PyProducerMetadata>> {
+        crate::metadata::PyProducerMetadata::wrap(py, self.core()?.metadata().clone())
+    }
+
     fn metrics(&self) -> PyResult<Vec<(&'static str, f64)>> {
         Ok(self.core()?.metrics())
     }
