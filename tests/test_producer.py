@@ -184,6 +184,13 @@ def test_dotted_config_and_metrics(bs):
     assert p.flush(5) == 0
     m = p.metrics()
     assert m["buffer_total_bytes"] == 33_554_432 and m["records_pending"] == 0
+    assert m["records_sent"] == 1 and m["records_errored"] == 0
+    assert m["requests_sent"] >= 1 and m["batches_sent"] >= 1
+    assert m["bytes_out"] >= 61 + 1 and m["batch_size_avg"] >= 61, m
+    assert 0 < m["request_latency_avg_ms"] <= m["request_latency_p99_ms"] < 10_000, m
+    with pytest.raises(fk.KafkaError):
+        p.send(topic, b"x" * 2_000_000).result(10)
+    assert p.metrics()["records_errored"] == 1
     assert p.partitions_for(topic) == [0]
     p.close()
     with pytest.raises(fk.KafkaError):

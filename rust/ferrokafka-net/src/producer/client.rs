@@ -17,7 +17,7 @@
 //!   sender's channel, never take `state`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender as ChanSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -142,6 +142,44 @@ impl ProducerConfig {
     }
 }
 
+/// Counters behind `metrics()`. Written by the sender thread only (relaxed
+/// atomics: readers want a recent value, not a consistent snapshot).
+#[derive(Default)]
+struct Stats {
+    records_sent: AtomicU64,
+    records_errored: AtomicU64,
+    requests: AtomicU64,
+    batches: AtomicU64,
+    bytes_out: AtomicU64,
+    /// Produce round trips in µs, the last `LATENCY_WINDOW` of them.
+    latencies_us: Mutex<std::collections::VecDeque<u64>>,
+}
+
+const LATENCY_WINDOW: usize = 4096;
+
+impl Stats {
+    fn record_latency(&self, us: u64) {
+        let mut l = self.latencies_us.lock().unwrap_or_else(|p| p.into_inner());
+        if l.len() == LATENCY_WINDOW {
+            l.pop_front();
+        }
+        l.push_back(us);
+    }
+
+    /// (avg, p99) in ms over the window; (0, 0) before the first answer.
+    fn latency_ms(&self) -> (f64, f64) {
+        let l = self.latencies_us.lock().unwrap_or_else(|p| p.into_inner());
+        if l.is_empty() {
+            return (0.0, 0.0);
+        }
+        let mut v: Vec<u64> = l.iter().copied().collect();
+        v.sort_unstable();
+        let avg = v.iter().sum::<u64>() as f64 / v.len() as f64;
+        let p99 = v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1];
+        (avg / 1000.0, p99 as f64 / 1000.0)
+    }
+}
+
 enum Msg {
     Wake,
     Produced { token: u64, result: Result<Vec<crate::producer::request::PartitionResult>, Error> },
@@ -168,6 +206,7 @@ struct Inner<B, C> {
     pending_zero: Condvar,
     closing: AtomicBool,
     new_builder: Box<dyn Fn(usize) -> B + Send + Sync>,
+    stats: Stats,
 }
 
 pub struct Producer<B: EncodableBatch + Send + 'static, C: Completion> {
@@ -221,6 +260,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             pending_zero: Condvar::new(),
             closing: AtomicBool::new(false),
             new_builder,
+            stats: Stats::default(),
         });
         // The driver thread polls the network client (I/O, metadata refresh,
         // callbacks); the sender thread decides what to send.
@@ -287,8 +327,27 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// Append one record. Blocks up to `max_block_ms` for metadata or buffer
     /// memory; errors are returned (the record is not enqueued) and the
     /// completion is handed back so the caller can fail its own future.
+    /// As `send_record`, counting a refused record in `records_errored`.
     #[allow(clippy::too_many_arguments)]
     pub fn send(
+        &self,
+        topic: &str,
+        partition: Option<i32>,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, Option<&[u8]>)],
+        timestamp_ms: Option<i64>,
+        completion: C,
+    ) -> Result<(), (Error, C)> {
+        let r = self.send_record(topic, partition, key, value, headers, timestamp_ms, completion);
+        if r.is_err() {
+            self.inner.stats.records_errored.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_record(
         &self,
         topic: &str,
         partition: Option<i32>,
@@ -458,8 +517,20 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// Counters for `metrics()`.
     pub fn metrics(&self) -> Vec<(&'static str, f64)> {
         let st = self.lock();
+        let s = &self.inner.stats;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let (lat_avg, lat_p99) = s.latency_ms();
+        let batches = get(&s.batches);
         vec![
             ("records_pending", self.inner.pending.load(Ordering::Acquire) as f64),
+            ("records_sent", get(&s.records_sent)),
+            ("records_errored", get(&s.records_errored)),
+            ("requests_sent", get(&s.requests)),
+            ("batches_sent", batches),
+            ("bytes_out", get(&s.bytes_out)),
+            ("batch_size_avg", if batches > 0.0 { get(&s.bytes_out) / batches } else { 0.0 }),
+            ("request_latency_avg_ms", lat_avg),
+            ("request_latency_p99_ms", lat_p99),
             ("buffer_available_bytes", st.sender.accumulator.free_memory() as f64),
             ("buffer_total_bytes", self.inner.cfg.buffer_memory as f64),
             ("batches_in_flight", st.sender.in_flight_batches() as f64),
@@ -492,6 +563,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Drop for Producer<B, C> 
 fn complete_deliveries<B, C: Completion>(inner: &Inner<B, C>, deliveries: Vec<Delivery<RecordHandle<C>>>) {
     let mut n = 0usize;
     for d in deliveries {
+        let counter = if d.result.is_ok() { &inner.stats.records_sent } else { &inner.stats.records_errored };
+        counter.fetch_add(d.handles.len() as u64, Ordering::Relaxed);
         for (i, h) in d.handles.into_iter().enumerate() {
             n += 1;
             let r = match &d.result {
@@ -633,6 +706,14 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
         for call in out.calls {
             let tx = inner.wake.lock().unwrap_or_else(|p| p.into_inner()).clone();
             let token = call.token;
+            let (nbatches, nbytes) = call.request.topic_data.iter().flat_map(|t| t.partition_data.iter()).fold((0u64, 0u64), |(n, b), p| {
+                (n + 1, b + p.records.as_ref().map_or(0, |r| r.len() as u64))
+            });
+            inner.stats.requests.fetch_add(1, Ordering::Relaxed);
+            inner.stats.batches.fetch_add(nbatches, Ordering::Relaxed);
+            inner.stats.bytes_out.fetch_add(nbytes, Ordering::Relaxed);
+            let sent_at = Instant::now();
+            let stats_inner = inner.clone();
             let names: HashMap<[u8; 16], String> = call
                 .request
                 .topic_data
@@ -648,6 +729,9 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
                     (_, _, None) => Ok(Vec::new()),
                     _ => Err(Error::State { detail: "unexpected Produce answer".into() }),
                 };
+                if result.is_ok() {
+                    stats_inner.stats.record_latency(sent_at.elapsed().as_micros() as u64);
+                }
                 let _ = tx.send(Msg::Produced { token, result });
             });
             let req = net.new_client_request(call.node_id, RequestKind::Produce(call.request), call.expect_response, Some(cb), now);
