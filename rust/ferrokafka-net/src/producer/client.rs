@@ -695,6 +695,29 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
         let mut node_ready = |id: i32| nodes.get(&id).is_some_and(|n| net.ready(n, now));
         let topic_id = |t: &str| cluster.topic_id(t);
         let out = st.sender.poll(now, &leader_of, &mut node_ready, &topic_id);
+        // KIP-794: weight the sticky choice of each topic by how many batches
+        // wait per available partition, so slow leaders get less new data.
+        if inner.cfg.partitioner_adaptive && !st.sticky.is_empty() {
+            let mut queued: HashMap<(&str, i32), usize> = HashMap::new();
+            for (tp, n) in st.sender.accumulator.queue_sizes() {
+                queued.insert((&*tp.topic, tp.partition), n);
+            }
+            let updates: Vec<(String, Vec<i32>, Vec<usize>)> = st
+                .sticky
+                .keys()
+                .map(|t| {
+                    let parts = cluster.available_partition_ids(t);
+                    let sizes = parts.iter().map(|p| queued.get(&(t.as_str(), *p)).copied().unwrap_or(0)).collect();
+                    (t.clone(), parts, sizes)
+                })
+                .collect();
+            drop(queued);
+            for (t, parts, sizes) in updates {
+                if let Some(sp) = st.sticky.get_mut(&t) {
+                    sp.update_load_stats(&parts, &sizes);
+                }
+            }
+        }
         drop(st);
         for t in &out.unknown_leader_topics {
             inner.metadata.request_update_for_topic(t);
