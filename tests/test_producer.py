@@ -209,15 +209,23 @@ def test_send_batch_lists_and_arrow(bs):
         assert len(mds2) == 4
         with pytest.raises(ValueError, match="keys"):
             p.send_batch(topic, [b"a"], keys=[b"1", b"2"])
-        with pytest.raises(ValueError, match="Arrow type"):
+        with pytest.raises(ValueError, match="not binary"):
             p.send_batch(topic, pa.array([1, 2]))
+        # Sliced, large and chunked Arrow columns with nulls, read in place.
+        big = pa.array([b"l1", None, b"", b"l4"], pa.large_binary()).slice(1)
+        assert len(p.send_batch(topic, big).result(10)) == 3
+        chunked = pa.chunked_array([pa.array(["c1"], pa.large_string()), pa.array(["c2", None], pa.large_string())])
+        assert len(p.send_batch(topic, chunked, keys=pa.array([b"a", b"b", b"c"])).result(10)) == 3
 
         async def main():
             return await p.send_batch(topic, [b"q"])
 
         assert len(asyncio.run(main())) == 1
-    got = _consume_all(bs, topic, 2, 8)
-    assert sorted(m.value() or b"" for m in got) == sorted([b"a", b"b", b"", b"x", b"y", b"z", b"w", b"q"])
+    got = _consume_all(bs, topic, 2, 14)
+    values = [m.value() for m in got]
+    assert sorted(v or b"" for v in values) == sorted(
+        [b"a", b"b", b"", b"x", b"y", b"z", b"w", b"q", b"", b"", b"l4", b"c1", b"c2", b""])
+    assert values.count(None) == 3, "Arrow nulls and list None become null values, not empty ones"
 
 
 def test_librdkafka_partitioners_and_a_python_callable(bs):

@@ -215,7 +215,7 @@ def _as_bytes_list(obj: Any, what: str) -> list:
         if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
             arr = arr.cast(pa.large_binary() if pa.types.is_large_string(arr.type) else pa.binary())
         if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
-            raise ValueError(f"invalid value for {what}: Arrow type {arr.type} is not binary or string")
+            raise ValueError(f"invalid value for {what}: Arrow type {arr.type} is not binary, large_binary, string or large_string")
         return arr.to_pylist()
     out = list(obj)
     for v in out:
@@ -224,13 +224,34 @@ def _as_bytes_list(obj: Any, what: str) -> list:
     return out
 
 
+def _arrow_array(obj: Any) -> Any:
+    """An object exposing ``__arrow_c_array__``, or None if ``obj`` is not Arrow.
+
+    A chunked array (only ``__arrow_c_stream__``) is combined into one chunk
+    with pyarrow, the one case that needs it."""
+    if obj is None:
+        return None
+    if hasattr(obj, "__arrow_c_array__"):
+        return obj
+    if hasattr(obj, "__arrow_c_stream__"):
+        import pyarrow as pa
+
+        return pa.chunked_array(obj).combine_chunks()
+    return None
+
+
 def _send_batch(self: Producer, topic: str, values: Any, keys: Any = None,
                 partition: Optional[int] = None) -> BatchFuture:
     """Append many records in one call (one GIL release for all of them).
 
-    ``values``/``keys``: ``list[bytes]`` or an Arrow binary/string array.
+    ``values``/``keys``: ``list[bytes]`` or Arrow binary/large_binary/string
+    arrays. Arrow columns are read in place through the Arrow PyCapsule
+    interface (no Python object per record, no pyarrow needed).
     Returns a :class:`BatchFuture` of ``list[RecordMetadata]`` in input order.
     """
+    av, ak = _arrow_array(values), _arrow_array(keys)
+    if av is not None and (keys is None or ak is not None):
+        return BatchFuture(self._p.send_many_arrow(topic, av, ak, partition))
     vals = _as_bytes_list(values, "values")
     ks = _as_bytes_list(keys, "keys")
     return BatchFuture(self._p.send_many(topic, vals, ks, partition))

@@ -5,6 +5,7 @@
 
 use pyo3::prelude::*;
 
+pub mod arrow;
 pub mod errors;
 pub mod future;
 pub mod gil;

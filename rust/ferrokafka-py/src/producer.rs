@@ -225,6 +225,56 @@ impl PyProducer {
         Ok(futs)
     }
 
+    /// `send_many` for Arrow columns (PyCapsule interface): keys and values
+    /// are read from the Arrow buffers in place, no Python object per record.
+    #[pyo3(signature = (topic, values, keys=None, partition=None))]
+    fn send_many_arrow(
+        &self,
+        py: Python<'_>,
+        topic: PyBackedStr,
+        values: &Bound<'_, PyAny>,
+        keys: Option<&Bound<'_, PyAny>>,
+        partition: Option<i32>,
+    ) -> PyResult<Vec<Py<DeliveryFuture>>> {
+        let core = self.core()?;
+        let values = crate::arrow::BinaryColumn::from_pycapsule(values, "values")?;
+        let keys = keys.map(|k| crate::arrow::BinaryColumn::from_pycapsule(k, "keys")).transpose()?;
+        if let Some(k) = &keys {
+            if k.len() != values.len() {
+                return Err(PyValueError::new_err(format!(
+                    "invalid value for keys: {} keys for {} values",
+                    k.len(),
+                    values.len()
+                )));
+            }
+        }
+        let mut futs = Vec::with_capacity(values.len());
+        let mut completions = Vec::with_capacity(values.len());
+        for _ in 0..values.len() {
+            let (fut, cell) = DeliveryFuture::new(Some(self.callbacks.clone()));
+            let fut = Py::new(py, fut)?;
+            completions.push(PyCompletion { fut: fut.clone_ref(py), cell });
+            futs.push(fut);
+        }
+        let failed: Vec<(Error, PyCompletion)> = py.detach(|| {
+            let mut failed = Vec::new();
+            for (i, completion) in completions.into_iter().enumerate() {
+                let key = keys.as_ref().and_then(|k| k.get(i));
+                if let Err(f) = core.send(&topic, partition, key, values.get(i), &[], None, completion) {
+                    failed.push(f);
+                }
+            }
+            failed
+        });
+        for (e, completion) in failed {
+            if let Error::Config { .. } = e {
+                return Err(FkError(e).into());
+            }
+            completion.complete(Err(e));
+        }
+        Ok(futs)
+    }
+
     /// Run delivery callbacks that are due; waits up to `timeout` seconds for
     /// at least one when none is. Returns how many ran.
     #[pyo3(signature = (timeout=0.0))]
