@@ -11,6 +11,7 @@ and MB/s from the first send to the last acknowledgement. Prints the ratio.
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 import uuid
 
@@ -25,6 +26,31 @@ def _topic(bs: str, partitions: int) -> str:
     for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         f.result(10)
     return name
+
+
+def _cpu() -> float:
+    """This process's user+system CPU seconds (all threads, librdkafka's too)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def bench_ferrokafka_batch(bs: str, topic: str, n: int, payload: bytes, arrow: bool = False) -> float:
+    p = fk.Producer(bs, linger_ms=5, batch_size=65536, acks="all", enable_idempotence=True)
+    p.send(topic, b"warm-up").result(10)
+    keys = [str(i).encode() for i in range(n)]
+    values = [payload] * n
+    if arrow:
+        import pyarrow as pa
+
+        keys, values = pa.array(keys, pa.binary()), pa.array(values, pa.binary())
+    t0 = time.perf_counter()
+    for i in range(0, n, 10_000):
+        p.send_batch(topic, values[i:i + 10_000], keys=keys[i:i + 10_000])
+    left = p.flush(120)
+    dt = time.perf_counter() - t0
+    p.close()
+    assert left == 0, left
+    return dt
 
 
 def bench_ferrokafka(bs: str, topic: str, n: int, payload: bytes) -> float:
@@ -86,14 +112,25 @@ def main() -> None:
         bs = broker.bootstrap_servers
     try:
         rows = []
-        for name, fn in (("ferrokafka", bench_ferrokafka), ("confluent-kafka", bench_confluent)):
+        variants = (
+            ("ferrokafka send()", bench_ferrokafka),
+            ("confluent-kafka", bench_confluent),
+            ("ferrokafka send_batch(list)", bench_ferrokafka_batch),
+            ("ferrokafka send_batch(arrow)", lambda *a: bench_ferrokafka_batch(*a, arrow=True)),
+        )
+        for name, fn in variants:
             topic = _topic(bs, 3)
+            c0 = _cpu()
             dt = fn(bs, topic, args.records, payload)
-            rows.append((name, args.records / dt, args.records * args.size / dt / 1e6))
-        print(f"{'client':<16} {'records/s':>12} {'MB/s':>8}")
-        for name, rps, mbs in rows:
-            print(f"{name:<16} {rps:>12,.0f} {mbs:>8.1f}")
-        print(f"ratio ferrokafka/confluent-kafka: {rows[0][1] / rows[1][1]:.2f}x")
+            cpu = _cpu() - c0
+            rows.append((name, args.records / dt, args.records * args.size / dt / 1e6,
+                         cpu / args.records * 1e6))
+        print(f"{'client':<30} {'records/s':>12} {'MB/s':>8} {'CPU s / 1M rec':>15}")
+        for name, rps, mbs, cpu in rows:
+            print(f"{name:<30} {rps:>12,.0f} {mbs:>8.1f} {cpu:>15.2f}")
+        ck = rows[1]
+        for name, rps, _, cpu in rows[:1] + rows[2:]:
+            print(f"{name} / confluent-kafka: throughput {rps / ck[1]:.2f}x, CPU per record {cpu / ck[3]:.2f}x")
     finally:
         if broker is not None:
             broker.__exit__(None, None, None)
