@@ -92,3 +92,35 @@ def test_undeliverable_records_fail_at_delivery_timeout_and_close_never_drops(mo
     p.close(0)
     for f in more:
         assert f.done() and f.exception(0) is not None
+
+
+def test_buffer_memory_bounds_a_flood_to_a_slow_broker(mock_cluster):
+    m = mock_cluster
+    m.create_topic("slow", 1, 1)
+    p = fk.Producer(m.bootstrap_servers, buffer_memory=64 * 1024, batch_size=16 * 1024,
+                    max_block_ms=300, linger_ms=0, max_in_flight_requests_per_connection=1,
+                    enable_idempotence=False, acks=1)
+    p.send("slow", b"warm").result(10)
+    for b in m.broker_ids:
+        m.set_rtt(b, 400)
+    payload = b"x" * 1000
+    accepted, blocked = [], None
+    t_first_block = None
+    for _ in range(400):
+        t0 = time.monotonic()
+        f = p.send("slow", payload)
+        dt = time.monotonic() - t0
+        if f.done() and isinstance(f.exception(0), fk.KafkaTimeoutError):
+            blocked, t_first_block = f, dt
+            break
+        accepted.append(f)
+        assert p.metrics()["buffer_available_bytes"] >= 0
+    assert blocked is not None, "the buffer never filled: memory is not bounded"
+    # send() waited for memory about max_block_ms, then failed that record only.
+    assert 0.25 <= t_first_block <= 2.0, t_first_block
+    assert len(accepted) * 1000 <= 64 * 1024 + 16 * 1024
+    for b in m.broker_ids:
+        m.set_rtt(b, 0)
+    assert p.flush(30) == 0
+    assert all(f.exception(0) is None for f in accepted), "records accepted before the block are delivered"
+    p.close()
