@@ -80,13 +80,17 @@ struct State {
 pub struct FutureCell {
     state: Mutex<State>,
     done: Condvar,
+    /// Where callbacks go when the future completes (the producer's queue).
+    queue: Option<CallbackQueue>,
 }
 
-/// Callbacks that became runnable, to be run by the owner's poll/flush.
-pub type CallbackQueue = Arc<Mutex<Vec<(Py<PyAny>, Py<DeliveryFuture>)>>>;
+/// Callbacks that became runnable, with the future they are called with, to
+/// be run by the owner's poll/flush. Entries are moved in without the GIL
+/// (no Python reference count is touched on the completing thread).
+pub type CallbackQueue = Arc<Mutex<Vec<(Vec<Py<PyAny>>, Arc<Py<DeliveryFuture>>)>>>;
 
 impl FutureCell {
-    pub fn new() -> Arc<Self> {
+    pub fn new(queue: Option<CallbackQueue>) -> Arc<Self> {
         Arc::new(FutureCell {
             state: Mutex::new(State {
                 outcome: Outcome::Pending,
@@ -94,7 +98,26 @@ impl FutureCell {
                 awaiters: Vec::new(),
             }),
             done: Condvar::new(),
+            queue,
         })
+    }
+
+    fn queue_callbacks(&self, this: &Arc<Py<DeliveryFuture>>, cbs: Vec<Py<PyAny>>) {
+        if cbs.is_empty() {
+            return;
+        }
+        if let Some(q) = &self.queue {
+            q.lock().unwrap_or_else(|p| p.into_inner()).push((cbs, this.clone()));
+        }
+    }
+
+    fn outcome_to_py(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &st.outcome {
+            Outcome::Pending => None,
+            Outcome::Done(m) => Some(Py::new(py, m.clone()).map(|o| o.into_any())),
+            Outcome::Failed(e) => Some(Err(FkError(e.clone()).into())),
+        }
     }
 
     /// Complete once; later calls are ignored (a batch may be failed by
@@ -118,30 +141,24 @@ impl FutureCell {
 #[pyclass(module = "ferrokafka._core", name = "DeliveryFuture")]
 pub struct DeliveryFuture {
     cell: Arc<FutureCell>,
-    /// Where callbacks go when the future completes (the producer's queue).
-    queue: Option<CallbackQueue>,
 }
 
 impl DeliveryFuture {
     pub fn new(queue: Option<CallbackQueue>) -> (Self, Arc<FutureCell>) {
-        let cell = FutureCell::new();
-        (
-            DeliveryFuture {
-                cell: cell.clone(),
-                queue,
-            },
-            cell,
-        )
+        let cell = FutureCell::new(queue);
+        (DeliveryFuture { cell: cell.clone() }, cell)
     }
 
-    /// Complete `this` from Rust. Takes the GIL only if someone registered a
-    /// callback or an awaiter, never while holding the cell's lock.
+    /// Complete `this` from Rust, on the completing (sender) thread. The GIL
+    /// is taken only when an asyncio task awaits the future; callbacks are
+    /// moved into the owner's queue without it, so a Python thread busy
+    /// holding the GIL can never stall the sender.
     ///
     /// Callbacks are queued *before* the outcome becomes visible, so a thread
     /// that sees `result()` return and then calls the producer's `poll` always
-    /// finds them queued (no window where the future is done but its
-    /// callbacks are not yet runnable).
-    pub fn resolve(this: &Py<DeliveryFuture>, cell: &FutureCell, result: Result<RecordMetadata, Error>) {
+    /// finds them queued.
+    pub fn resolve(this: Py<DeliveryFuture>, cell: &FutureCell, result: Result<RecordMetadata, Error>) {
+        let this = Arc::new(this);
         let early = {
             let mut st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
             if !matches!(st.outcome, Outcome::Pending) {
@@ -149,53 +166,32 @@ impl DeliveryFuture {
             }
             std::mem::take(&mut st.callbacks)
         };
-        if !early.is_empty() {
-            Python::attach(|py| Self::queue_callbacks(py, this, early));
-        }
+        cell.queue_callbacks(&this, early);
         let outcome = match result {
             Ok(m) => Outcome::Done(m),
             Err(e) => Outcome::Failed(e),
         };
         let Some((late, aws)) = cell.complete(outcome) else { return };
-        if late.is_empty() && aws.is_empty() {
-            return;
-        }
-        Python::attach(|py| {
-            // Callbacks added while the first batch was being queued.
-            Self::queue_callbacks(py, this, late);
-            let fut = this.bind(py);
-            for (lp, afut) in aws {
-                wake_awaiter(py, fut, &lp, &afut);
-            }
-        });
-    }
-
-    fn queue_callbacks(py: Python<'_>, this: &Py<DeliveryFuture>, cbs: Vec<Py<PyAny>>) {
-        if cbs.is_empty() {
-            return;
-        }
-        if let Some(q) = &this.bind(py).borrow().queue {
-            let mut q = q.lock().unwrap_or_else(|p| p.into_inner());
-            for cb in cbs {
-                q.push((cb, this.clone_ref(py)));
-            }
+        // Callbacks added while the first ones were being queued.
+        cell.queue_callbacks(&this, late);
+        if !aws.is_empty() {
+            Python::attach(|py| {
+                for (lp, afut) in aws {
+                    wake_awaiter(py, cell, &lp, &afut);
+                }
+            });
         }
     }
 
     fn outcome_to_py(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {
-        let st = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
-        match &st.outcome {
-            Outcome::Pending => None,
-            Outcome::Done(m) => Some(Py::new(py, m.clone()).map(|o| o.into_any())),
-            Outcome::Failed(e) => Some(Err(FkError(e.clone()).into())),
-        }
+        self.cell.outcome_to_py(py)
     }
 }
 
-fn wake_awaiter(py: Python<'_>, fut: &Bound<'_, DeliveryFuture>, lp: &Py<PyAny>, afut: &Py<PyAny>) {
+fn wake_awaiter(py: Python<'_>, cell: &FutureCell, lp: &Py<PyAny>, afut: &Py<PyAny>) {
     // set_result/set_exception must run on the loop's thread.
     let r = (|| -> PyResult<()> {
-        let setter = match fut.borrow().outcome_to_py(py) {
+        let setter = match cell.outcome_to_py(py) {
             Some(Ok(v)) => (afut.getattr(py, "set_result")?, v),
             Some(Err(e)) => (afut.getattr(py, "set_exception")?, e.into_value(py).into_any()),
             None => return Ok(()),
@@ -324,10 +320,14 @@ impl DeliveryFuture {
 /// the `ferrokafka` logger and the others still run.
 pub fn run_callbacks(py: Python<'_>, queue: &CallbackQueue) -> usize {
     let items: Vec<_> = std::mem::take(&mut *queue.lock().unwrap_or_else(|p| p.into_inner()));
-    let n = items.len();
-    for (cb, fut) in items {
-        if let Err(e) = cb.call1(py, PyTuple::new(py, [fut]).expect("1-tuple")) {
-            log_callback_error(py, &cb, e);
+    let mut n = 0;
+    for (cbs, fut) in items {
+        for cb in cbs {
+            n += 1;
+            let arg = PyTuple::new(py, [fut.clone_ref(py)]).expect("1-tuple");
+            if let Err(e) = cb.call1(py, arg) {
+                log_callback_error(py, &cb, e);
+            }
         }
     }
     n
@@ -371,7 +371,7 @@ pub fn _test_future(py: Python<'_>, delay_ms: u64, error_code: Option<i16>) -> P
             }),
             Some(code) => Err(Error::broker(code, Some("test".into()))),
         };
-        DeliveryFuture::resolve(&handle, &cell, result);
+        DeliveryFuture::resolve(handle, &cell, result);
         // `handle` is a Py<...>: dropping it without the GIL is deferred by pyo3.
     });
     Ok(obj)

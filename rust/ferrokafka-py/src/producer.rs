@@ -37,7 +37,7 @@ impl Completion for PyCompletion {
             serialized_key_size: d.key_size,
             serialized_value_size: d.value_size,
         });
-        DeliveryFuture::resolve(&self.fut, &self.cell, r);
+        DeliveryFuture::resolve(self.fut, &self.cell, r);
     }
 }
 

@@ -765,6 +765,9 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
         }
         net.wakeup();
         complete_deliveries(&inner, failed);
-        wait = Duration::from_millis(out.next_poll_delay_ms.clamp(1, 100) as u64);
+        // Answers and appends wake us through the channel; a connection
+        // becoming ready does not, so with held-back batches look again soon.
+        let cap = if out.held_back { 2 } else { 100 };
+        wait = Duration::from_millis(out.next_poll_delay_ms.clamp(1, cap) as u64);
     }
 }

@@ -79,6 +79,10 @@ pub struct PollOutcome<T> {
     pub unknown_leader_topics: HashSet<String>,
     /// When to poll again at the latest (linger/backoff expiry).
     pub next_poll_delay_ms: i64,
+    /// Some batch was sendable but its leader could not take it yet
+    /// (connecting, in-flight cap, ordering rule): poll again soon, since
+    /// what unblocks it (a connection, an answer) may not wake the caller.
+    pub held_back: bool,
 }
 
 struct InFlight<B, T> {
@@ -146,6 +150,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             failed: Vec::new(),
             unknown_leader_topics: HashSet::new(),
             next_poll_delay_ms: i64::MAX,
+            held_back: false,
         };
         for b in self.accumulator.expire(now_ms) {
             out.failed.push(Delivery {
@@ -179,6 +184,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
         nodes.sort_unstable();
         for node in nodes {
             if !node_ready(node) {
+                out.held_back = true;
                 continue;
             }
             let acc = &self.accumulator;
@@ -191,6 +197,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                 .collect();
             let mut batches = self.accumulator.drain_node(node, &parts, self.cfg.max_request_size, now_ms);
             if batches.is_empty() {
+                out.held_back = true;
                 continue;
             }
             let mut to_send = Vec::with_capacity(batches.len());
