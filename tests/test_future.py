@@ -67,8 +67,10 @@ def test_callbacks_run_on_poll_not_on_the_rust_thread():
 
 
 def test_a_failing_callback_does_not_stop_the_others(caplog):
-    f1 = _core._test_future(1)
-    f2 = _core._test_future(1)
+    # Long enough that both callbacks are added before completion (a callback
+    # added to a done future runs at once, in add_done_callback itself).
+    f1 = _core._test_future(200)
+    f2 = _core._test_future(200)
     seen = []
     f1.add_done_callback(lambda f: 1 / 0)
     f2.add_done_callback(lambda f: seen.append("ok"))

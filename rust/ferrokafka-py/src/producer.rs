@@ -188,41 +188,10 @@ impl PyProducer {
         keys: Option<Vec<Option<PyBackedBytes>>>,
         partition: Option<i32>,
     ) -> PyResult<Vec<Py<DeliveryFuture>>> {
-        let core = self.core()?;
-        if let Some(k) = &keys {
-            if k.len() != values.len() {
-                return Err(PyValueError::new_err(format!(
-                    "invalid value for keys: {} keys for {} values",
-                    k.len(),
-                    values.len()
-                )));
-            }
-        }
-        let mut futs = Vec::with_capacity(values.len());
-        let mut completions = Vec::with_capacity(values.len());
-        for _ in 0..values.len() {
-            let (fut, cell) = DeliveryFuture::new(Some(self.callbacks.clone()));
-            let fut = Py::new(py, fut)?;
-            completions.push(PyCompletion { fut: fut.clone_ref(py), cell });
-            futs.push(fut);
-        }
-        let failed: Vec<(Error, PyCompletion)> = py.detach(|| {
-            let mut failed = Vec::new();
-            for (i, completion) in completions.into_iter().enumerate() {
-                let key = keys.as_ref().and_then(|k| k[i].as_deref());
-                if let Err(f) = core.send(&topic, partition, key, values[i].as_deref(), &[], None, completion) {
-                    failed.push(f);
-                }
-            }
-            failed
-        });
-        for (e, completion) in failed {
-            if let Error::Config { .. } = e {
-                return Err(FkError(e).into());
-            }
-            completion.complete(Err(e));
-        }
-        Ok(futs)
+        check_key_count(keys.as_ref().map(Vec::len), values.len())?;
+        self.send_each(py, &topic, partition, values.len(), |i| {
+            (keys.as_ref().and_then(|k| k[i].as_deref()), values[i].as_deref())
+        })
     }
 
     /// `send_many` for Arrow columns (PyCapsule interface): keys and values
@@ -236,43 +205,10 @@ impl PyProducer {
         keys: Option<&Bound<'_, PyAny>>,
         partition: Option<i32>,
     ) -> PyResult<Vec<Py<DeliveryFuture>>> {
-        let core = self.core()?;
         let values = crate::arrow::BinaryColumn::from_pycapsule(values, "values")?;
         let keys = keys.map(|k| crate::arrow::BinaryColumn::from_pycapsule(k, "keys")).transpose()?;
-        if let Some(k) = &keys {
-            if k.len() != values.len() {
-                return Err(PyValueError::new_err(format!(
-                    "invalid value for keys: {} keys for {} values",
-                    k.len(),
-                    values.len()
-                )));
-            }
-        }
-        let mut futs = Vec::with_capacity(values.len());
-        let mut completions = Vec::with_capacity(values.len());
-        for _ in 0..values.len() {
-            let (fut, cell) = DeliveryFuture::new(Some(self.callbacks.clone()));
-            let fut = Py::new(py, fut)?;
-            completions.push(PyCompletion { fut: fut.clone_ref(py), cell });
-            futs.push(fut);
-        }
-        let failed: Vec<(Error, PyCompletion)> = py.detach(|| {
-            let mut failed = Vec::new();
-            for (i, completion) in completions.into_iter().enumerate() {
-                let key = keys.as_ref().and_then(|k| k.get(i));
-                if let Err(f) = core.send(&topic, partition, key, values.get(i), &[], None, completion) {
-                    failed.push(f);
-                }
-            }
-            failed
-        });
-        for (e, completion) in failed {
-            if let Error::Config { .. } = e {
-                return Err(FkError(e).into());
-            }
-            completion.complete(Err(e));
-        }
-        Ok(futs)
+        check_key_count(keys.as_ref().map(|k| k.len()), values.len())?;
+        self.send_each(py, &topic, partition, values.len(), |i| (keys.as_ref().and_then(|k| k.get(i)), values.get(i)))
     }
 
     /// Run delivery callbacks that are due; waits up to `timeout` seconds for
@@ -340,6 +276,55 @@ impl PyProducer {
         py.detach(move || drop(core));
         run_callbacks(py, &self.callbacks);
         Ok(())
+    }
+}
+
+impl PyProducer {
+    /// Send `n` records whose key and value come from `record(i)`, with one
+    /// GIL release for all of them; one future per record, in order.
+    fn send_each<'a>(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: Option<i32>,
+        n: usize,
+        record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>) + Sync,
+    ) -> PyResult<Vec<Py<DeliveryFuture>>> {
+        let core = self.core()?;
+        let mut futs = Vec::with_capacity(n);
+        let mut completions = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (fut, cell) = DeliveryFuture::new(Some(self.callbacks.clone()));
+            let fut = Py::new(py, fut)?;
+            completions.push(PyCompletion { fut: fut.clone_ref(py), cell });
+            futs.push(fut);
+        }
+        let failed: Vec<(Error, PyCompletion)> = py.detach(|| {
+            let mut failed = Vec::new();
+            for (i, completion) in completions.into_iter().enumerate() {
+                let (key, value) = record(i);
+                if let Err(f) = core.send(topic, partition, key, value, &[], None, completion) {
+                    failed.push(f);
+                }
+            }
+            failed
+        });
+        for (e, completion) in failed {
+            if let Error::Config { .. } = e {
+                return Err(FkError(e).into());
+            }
+            completion.complete(Err(e));
+        }
+        Ok(futs)
+    }
+}
+
+fn check_key_count(keys: Option<usize>, values: usize) -> PyResult<()> {
+    match keys {
+        Some(k) if k != values => Err(PyValueError::new_err(format!(
+            "invalid value for keys: {k} keys for {values} values"
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -325,9 +325,9 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     }
 
     /// Append one record. Blocks up to `max_block_ms` for metadata or buffer
-    /// memory; errors are returned (the record is not enqueued) and the
-    /// completion is handed back so the caller can fail its own future.
-    /// As `send_record`, counting a refused record in `records_errored`.
+    /// memory; errors are returned (the record is not enqueued, and counts in
+    /// `records_errored`) and the completion is handed back so the caller can
+    /// fail its own future.
     #[allow(clippy::too_many_arguments)]
     pub fn send(
         &self,
