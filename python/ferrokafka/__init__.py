@@ -15,6 +15,7 @@ from .errors import (
 
 from .network import ClientResponse, NetworkClient
 from .producer import Producer
+from .consumer import Consumer, Coordinator, Message, OffsetAndMetadata
 from .metadata import Metadata, ProducerMetadata
 from .types import (
     Cluster,
@@ -35,6 +36,10 @@ __all__ = [
     "protocol",
     "NetworkClient",
     "Producer",
+    "Consumer",
+    "Coordinator",
+    "Message",
+    "OffsetAndMetadata",
     "ClientResponse",
     "KafkaError",
     "KafkaTimeoutError",

@@ -272,6 +272,7 @@ CONSUMER = ConfigTable("Consumer", COMMON, [
     Option("isolation_level", str, "read_uncommitted", choices=("read_uncommitted", "read_committed")),
     Option("check_crcs", bool, True),
     Option("client_rack", str, None, nullable=True),
+    Option("default_api_timeout_ms", int, 60_000, min=1),
 ])
 
 ADMIN = ConfigTable("Admin", COMMON, [

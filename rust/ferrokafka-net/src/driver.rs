@@ -26,13 +26,35 @@ use crate::cluster::Node;
 use crate::error::Error;
 use crate::io::{now_ms, NetworkClient};
 
-type Reply = oneshot::Sender<Result<(ResponseKind, i16), Error>>;
+/// Called once with the answer (and the version it was sent at), on the
+/// driver thread: keep it short (push into a channel).
+pub type Done = Box<dyn FnOnce(Result<(ResponseKind, i16), Error>) + Send>;
+
+/// A request body, or a builder for one when the fields depend on the version
+/// negotiated with that broker (group APIs: `group_instance_id` exists from
+/// JoinGroup v5 on, and so on). The builder runs once the connection is
+/// ready, with the newest version both sides accept.
+pub enum Body {
+    Ready(RequestKind),
+    Versioned { api_key: i16, max_version: Option<i16>, build: Box<dyn FnOnce(i16) -> RequestKind + Send> },
+}
+
+/// Per-request overrides of the client defaults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestOpts {
+    /// JoinGroup waits for the whole group on the broker: Java gives it the
+    /// rebalance timeout plus a margin instead of `request_timeout_ms`.
+    pub request_timeout_ms: Option<i64>,
+    /// Newest version allowed (Fetch by topic name stops at v12).
+    pub max_version: Option<i16>,
+}
 
 struct Pending {
     node: Node,
-    body: RequestKind,
+    body: Body,
+    opts: RequestOpts,
     deadline_ms: i64,
-    reply: Reply,
+    reply: Done,
 }
 
 pub struct AsyncClient {
@@ -58,11 +80,8 @@ impl AsyncClient {
                     let pending = std::mem::take(&mut *q.lock().unwrap_or_else(|p| p.into_inner()));
                     let mut keep = Vec::new();
                     for p in pending {
-                        if p.reply.is_closed() {
-                            continue; // caller dropped the future
-                        }
                         if now >= p.deadline_ms {
-                            let _ = p.reply.send(Err(Error::Timeout { what: format!("waiting for node {} to be ready", p.node.id), timeout_ms: 0 }));
+                            (p.reply)(Err(Error::Timeout { what: format!("waiting for node {} to be ready", p.node.id), timeout_ms: 0 }));
                             continue;
                         }
                         // ready + new request + send under one core lock:
@@ -74,6 +93,27 @@ impl AsyncClient {
                             keep.push(p);
                             continue;
                         }
+                        let body = match p.body {
+                            Body::Ready(b) => b,
+                            Body::Versioned { api_key, max_version, build } => {
+                                let range = core.api_versions(p.node.id).get(&api_key).copied();
+                                match range.map(|(lo, hi)| (lo, max_version.map_or(hi, |m| hi.min(m)))) {
+                                    Some((lo, hi)) if lo <= hi => build(hi),
+                                    _ => {
+                                        drop(core);
+                                        (p.reply)(Err(Error::UnsupportedVersion {
+                                            api: format!("api key {api_key}"),
+                                            node_id: p.node.id,
+                                            broker_min: range.map_or(-1, |r| r.0),
+                                            broker_max: range.map_or(-1, |r| r.1),
+                                            client_min: 0,
+                                            client_max: max_version.unwrap_or(-1),
+                                        }));
+                                        continue;
+                                    }
+                                }
+                            }
+                        };
                         let reply = Mutex::new(Some(p.reply));
                         let cb = Box::new(move |r: &crate::client::ClientResponse| {
                             let out = if let Some(e) = &r.version_mismatch {
@@ -86,11 +126,17 @@ impl AsyncClient {
                                     None => Err(Error::State { detail: "request expected no response".into() }),
                                 }
                             };
-                            if let Some(tx) = reply.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                                let _ = tx.send(out);
+                            if let Some(done) = reply.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                                done(out);
                             }
                         });
-                        let req = core.new_client_request(p.node.id, p.body, true, Some(cb), now);
+                        let mut req = core.new_client_request(p.node.id, body, true, Some(cb), now);
+                        if let Some(t) = p.opts.request_timeout_ms {
+                            req.request_timeout_ms = t;
+                        }
+                        if p.opts.max_version.is_some() {
+                            req.max_version = p.opts.max_version;
+                        }
                         // On error (closed client, unknown API) the request
                         // and its callback are dropped, which resolves the
                         // future with `Closed`.
@@ -113,12 +159,38 @@ impl AsyncClient {
     /// version it was sent at.
     pub async fn send_request(&self, node: Node, body: RequestKind, timeout_ms: i64) -> Result<(ResponseKind, i16), Error> {
         let (tx, rx) = oneshot::channel();
+        self.submit(node, Body::Ready(body), RequestOpts::default(), timeout_ms, Box::new(move |r| {
+            let _ = tx.send(r);
+        }));
+        rx.await.map_err(|_| Error::Closed { what: "network driver" })?
+    }
+
+    /// Callback face of `send_request`, for the consumer's event loop: `done`
+    /// runs once, on the driver thread (or here, if the client is closed).
+    /// `ready_timeout_ms` bounds the wait for the connection.
+    pub fn submit(&self, node: Node, body: Body, opts: RequestOpts, ready_timeout_ms: i64, done: Done) {
         self.queue
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(Pending { node, body, deadline_ms: now_ms() + timeout_ms, reply: tx });
+            .push(Pending { node, body, opts, deadline_ms: now_ms() + ready_timeout_ms, reply: done });
         self.client.wakeup();
-        rx.await.map_err(|_| Error::Closed { what: "network driver" })?
+    }
+
+    /// Blocking `send_request` for callers on plain threads (the GIL is
+    /// released by the bindings around it).
+    pub fn request_blocking(&self, node: Node, body: Body, opts: RequestOpts, timeout_ms: i64) -> Result<(ResponseKind, i16), Error> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.submit(node, body, opts, timeout_ms, Box::new(move |r| {
+            let _ = tx.send(r);
+        }));
+        // The request's own timeout completes it; the margin covers a
+        // request that was queued just before its node became ready.
+        let wait = opts.request_timeout_ms.unwrap_or(self.client.core().config().request_timeout_ms) + timeout_ms.max(0) + 1000;
+        match rx.recv_timeout(Duration::from_millis(wait as u64)) {
+            Ok(r) => r,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout { what: "request".into(), timeout_ms: wait as u64 }),
+            Err(_) => Err(Error::Closed { what: "network driver" }),
+        }
     }
 }
 

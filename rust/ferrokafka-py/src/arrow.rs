@@ -128,3 +128,259 @@ impl BinaryColumn {
         }
     }
 }
+
+// ----- export: poll_arrow's batches -------------------------------------------------
+//
+// The C Data Interface by hand for one fixed schema (Spark's Kafka source
+// columns), instead of pulling arrow-rs into the bindings: the layouts are
+// few and simple. Every node (the struct array and each child) owns its
+// buffers through `private_data`; `release` frees a node and its children,
+// as the interface requires (an importer may also move a child out and
+// release it on its own).
+
+use ferrokafka_net::consumer::records::{BinaryBuf, RecordColumns};
+use std::ffi::CString;
+use std::sync::Arc;
+
+const ARROW_FLAG_NULLABLE: i64 = 2;
+
+enum Buf {
+    U8(Vec<u8>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+}
+
+impl Buf {
+    fn ptr(&self) -> *const c_void {
+        match self {
+            Buf::U8(v) => v.as_ptr() as *const c_void,
+            Buf::I32(v) => v.as_ptr() as *const c_void,
+            Buf::I64(v) => v.as_ptr() as *const c_void,
+        }
+    }
+}
+
+struct ArrayNode {
+    length: usize,
+    null_count: usize,
+    buffers: Vec<Option<Buf>>,
+    children: Vec<ArrayNode>,
+}
+
+struct SchemaNode {
+    format: &'static str,
+    name: &'static str,
+    children: Vec<SchemaNode>,
+}
+
+struct ArrayPrivate {
+    _bufs: Vec<Option<Buf>>,
+    buf_ptrs: Vec<*const c_void>,
+    children: Vec<*mut FfiArray>,
+}
+
+struct SchemaPrivate {
+    _format: CString,
+    _name: CString,
+    children: Vec<*mut FfiSchema>,
+}
+
+unsafe extern "C" fn release_array(a: *mut FfiArray) {
+    if a.is_null() || (*a).release.is_none() {
+        return;
+    }
+    let private = Box::from_raw((*a).private_data as *mut ArrayPrivate);
+    for &c in &private.children {
+        if let Some(r) = (*c).release {
+            r(c);
+        }
+        drop(Box::from_raw(c));
+    }
+    (*a).release = None;
+}
+
+unsafe extern "C" fn release_schema(s: *mut FfiSchema) {
+    if s.is_null() || (*s).release.is_none() {
+        return;
+    }
+    let private = Box::from_raw((*s).private_data as *mut SchemaPrivate);
+    for &c in &private.children {
+        if let Some(r) = (*c).release {
+            r(c);
+        }
+        drop(Box::from_raw(c));
+    }
+    (*s).release = None;
+}
+
+fn export_array(node: ArrayNode) -> FfiArray {
+    let children: Vec<*mut FfiArray> = node.children.into_iter().map(|c| Box::into_raw(Box::new(export_array(c)))).collect();
+    let buf_ptrs: Vec<*const c_void> = node.buffers.iter().map(|b| b.as_ref().map_or(std::ptr::null(), Buf::ptr)).collect();
+    let mut private = Box::new(ArrayPrivate { _bufs: node.buffers, buf_ptrs, children });
+    FfiArray {
+        length: node.length as i64,
+        null_count: node.null_count as i64,
+        offset: 0,
+        n_buffers: private.buf_ptrs.len() as i64,
+        n_children: private.children.len() as i64,
+        buffers: private.buf_ptrs.as_mut_ptr(),
+        children: private.children.as_mut_ptr(),
+        dictionary: std::ptr::null_mut(),
+        release: Some(release_array),
+        private_data: Box::into_raw(private) as *mut c_void,
+    }
+}
+
+fn export_schema(node: SchemaNode) -> FfiSchema {
+    let children: Vec<*mut FfiSchema> = node.children.into_iter().map(|c| Box::into_raw(Box::new(export_schema(c)))).collect();
+    let format = CString::new(node.format).expect("static format");
+    let name = CString::new(node.name).expect("static name");
+    let mut private = Box::new(SchemaPrivate { _format: format, _name: name, children });
+    FfiSchema {
+        format: private._format.as_ptr(),
+        name: private._name.as_ptr(),
+        metadata: std::ptr::null(),
+        flags: ARROW_FLAG_NULLABLE,
+        n_children: private.children.len() as i64,
+        children: private.children.as_mut_ptr(),
+        dictionary: std::ptr::null_mut(),
+        release: Some(release_schema),
+        private_data: Box::into_raw(private) as *mut c_void,
+    }
+}
+
+fn bitmap(valid: &[bool]) -> (Option<Buf>, usize) {
+    let nulls = valid.iter().filter(|v| !**v).count();
+    if nulls == 0 {
+        return (None, 0);
+    }
+    let mut bits = vec![0u8; valid.len().div_ceil(8)];
+    for (i, v) in valid.iter().enumerate() {
+        if *v {
+            bits[i / 8] |= 1 << (i % 8);
+        }
+    }
+    (Some(Buf::U8(bits)), nulls)
+}
+
+fn binary(b: BinaryBuf) -> ArrayNode {
+    let (validity, nulls) = bitmap(&b.valid);
+    ArrayNode {
+        length: b.valid.len(),
+        null_count: nulls,
+        buffers: vec![validity, Some(Buf::I32(b.offsets)), Some(Buf::U8(b.data))],
+        children: vec![],
+    }
+}
+
+fn primitive32(v: Vec<i32>) -> ArrayNode {
+    ArrayNode { length: v.len(), null_count: 0, buffers: vec![None, Some(Buf::I32(v))], children: vec![] }
+}
+
+fn primitive64(v: Vec<i64>) -> ArrayNode {
+    ArrayNode { length: v.len(), null_count: 0, buffers: vec![None, Some(Buf::I64(v))], children: vec![] }
+}
+
+fn leaf(format: &'static str, name: &'static str) -> SchemaNode {
+    SchemaNode { format, name, children: vec![] }
+}
+
+/// A batch ready to export: the struct array's tree and its schema.
+pub struct ExportedBatch {
+    array: ArrayNode,
+}
+
+// SAFETY: plain owned vectors; the raw pointers only appear in export.
+unsafe impl Send for ExportedBatch {}
+
+#[repr(transparent)]
+struct SendSchema(FfiSchema);
+unsafe impl Send for SendSchema {}
+#[repr(transparent)]
+struct SendArray(FfiArray);
+unsafe impl Send for SendArray {}
+
+impl ExportedBatch {
+    /// `topics`: (topic, row count) runs in row order.
+    pub fn new(cols: RecordColumns, topics: &[(Arc<str>, usize)], partitions: Vec<i32>) -> Self {
+        let n = cols.offsets.len();
+        let mut topic = BinaryBuf::new();
+        for (t, count) in topics {
+            for _ in 0..*count {
+                topic.push(Some(t.as_bytes()));
+            }
+        }
+        // Spark's timestamp is microseconds.
+        let ts: Vec<i64> = cols.timestamps.iter().map(|t| t.saturating_mul(1000)).collect();
+        let headers = ArrayNode {
+            length: n,
+            null_count: 0,
+            buffers: vec![None, Some(Buf::I32(cols.header_offsets))],
+            children: vec![ArrayNode {
+                length: cols.header_keys.len(),
+                null_count: 0,
+                buffers: vec![None],
+                children: vec![binary(cols.header_keys), binary(cols.header_values)],
+            }],
+        };
+        let array = ArrayNode {
+            length: n,
+            null_count: 0,
+            buffers: vec![None],
+            children: vec![
+                binary(cols.keys),
+                binary(cols.values),
+                binary(topic),
+                primitive32(partitions),
+                primitive64(cols.offsets),
+                primitive64(ts),
+                primitive32(cols.timestamp_types),
+                headers,
+            ],
+        };
+        ExportedBatch { array }
+    }
+
+    fn schema() -> SchemaNode {
+        SchemaNode {
+            format: "+s",
+            name: "",
+            children: vec![
+                leaf("z", "key"),
+                leaf("z", "value"),
+                leaf("u", "topic"),
+                leaf("i", "partition"),
+                leaf("l", "offset"),
+                leaf("tsu:UTC", "timestamp"),
+                leaf("i", "timestampType"),
+                SchemaNode {
+                    format: "+l",
+                    name: "headers",
+                    children: vec![SchemaNode {
+                        format: "+s",
+                        name: "item",
+                        children: vec![leaf("u", "key"), leaf("z", "value")],
+                    }],
+                },
+            ],
+        }
+    }
+
+    pub fn into_capsules<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let schema = SendSchema(export_schema(Self::schema()));
+        let array = SendArray(export_array(self.array));
+        // The importer moves the structs out and marks them released; if it
+        // never does (capsule dropped unused), the destructor frees them.
+        let s = PyCapsule::new_with_value_and_destructor(py, schema, c"arrow_schema", |mut s, _| unsafe {
+            if let Some(r) = s.0.release {
+                r(&mut s.0);
+            }
+        })?;
+        let a = PyCapsule::new_with_value_and_destructor(py, array, c"arrow_array", |mut a, _| unsafe {
+            if let Some(r) = a.0.release {
+                r(&mut a.0);
+            }
+        })?;
+        PyTuple::new(py, [s.into_any(), a.into_any()])
+    }
+}

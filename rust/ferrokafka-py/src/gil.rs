@@ -47,3 +47,27 @@ where
 pub fn detached<T: Send, F: FnOnce() -> T + Send>(py: Python<'_>, f: F) -> T {
     py.detach(f)
 }
+
+/// Run a multi-step blocking operation (commit with retries, offset
+/// lookups) on a helper thread and wait for it through `wait_detached`, so
+/// Ctrl-C interrupts the wait at once even though the operation itself
+/// cannot be interrupted mid-request. An abandoned operation finishes (or
+/// times out) on its own thread; its result is dropped.
+pub fn blocking_call<T: Send + 'static, F>(py: Python<'_>, f: F) -> PyResult<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("ferrokafka-call".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+    let out = wait_detached(py, None, move |slice| match rx.recv_timeout(slice) {
+        Ok(v) => Some(Some(v)),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Some(None),
+    })?;
+    out.flatten().ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("the operation's thread ended without a result"))
+}

@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 
 pub mod arrow;
+pub mod consumer;
 pub mod errors;
 pub mod future;
 pub mod gil;
@@ -32,5 +33,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     group::register(m)?;
     producer::register(m)?;
     records::register(m)?;
+    consumer::register(m)?;
     Ok(())
 }

@@ -1,0 +1,290 @@
+//! Fetched records in columnar form.
+//!
+//! A partition's Fetch answer is decoded once, on the consumer thread (no
+//! GIL): CRC check, decompression, read_committed filtering, and the keys,
+//! values and headers copied into a handful of contiguous buffers. Both
+//! consumer faces read from here: `poll` makes one Python object per record
+//! from slices, `poll_arrow` hands the buffers to Arrow. One copy of the
+//! payload in total, and no allocation per record.
+
+use ferrokafka_protocol::record::{Batch, Batches, ControlRecordType, DecodeOptions, TimestampType};
+
+use crate::consumer::fetch::{AbortedTransactionFilter, BatchInfo};
+use crate::error::Error;
+
+/// A nullable binary column in Arrow's layout (offsets `n + 1`, validity).
+#[derive(Debug, Clone, Default)]
+pub struct BinaryBuf {
+    pub offsets: Vec<i32>,
+    pub valid: Vec<bool>,
+    pub data: Vec<u8>,
+}
+
+impl BinaryBuf {
+    pub fn new() -> Self {
+        BinaryBuf { offsets: vec![0], valid: Vec::new(), data: Vec::new() }
+    }
+
+    pub fn push(&mut self, v: Option<&[u8]>) {
+        if let Some(v) = v {
+            self.data.extend_from_slice(v);
+        }
+        self.valid.push(v.is_some());
+        self.offsets.push(self.data.len() as i32);
+    }
+
+    pub fn len(&self) -> usize {
+        self.valid.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.valid.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        self.valid[i].then(|| &self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize])
+    }
+
+    pub fn null_count(&self) -> usize {
+        self.valid.iter().filter(|v| !**v).count()
+    }
+
+    /// Append rows `[from, to)` of `other`.
+    pub fn extend_range(&mut self, other: &BinaryBuf, from: usize, to: usize) {
+        let base = other.offsets[from];
+        let start = self.data.len() as i32;
+        self.data.extend_from_slice(&other.data[base as usize..other.offsets[to] as usize]);
+        self.offsets.extend(other.offsets[from + 1..=to].iter().map(|o| o - base + start));
+        self.valid.extend_from_slice(&other.valid[from..to]);
+    }
+}
+
+/// Decoded records of one partition (or the rows `poll_arrow` gathers).
+#[derive(Debug, Clone, Default)]
+pub struct RecordColumns {
+    pub offsets: Vec<i64>,
+    pub timestamps: Vec<i64>,
+    /// 0 CreateTime, 1 LogAppendTime (Spark's `timestampType`).
+    pub timestamp_types: Vec<i32>,
+    pub leader_epochs: Vec<i32>,
+    pub keys: BinaryBuf,
+    pub values: BinaryBuf,
+    /// Row i's headers are `header_keys/values[header_offsets[i]..header_offsets[i+1]]`.
+    pub header_offsets: Vec<i32>,
+    pub header_keys: BinaryBuf,
+    pub header_values: BinaryBuf,
+}
+
+impl RecordColumns {
+    pub fn new() -> Self {
+        RecordColumns {
+            keys: BinaryBuf::new(),
+            values: BinaryBuf::new(),
+            header_offsets: vec![0],
+            header_keys: BinaryBuf::new(),
+            header_values: BinaryBuf::new(),
+            ..Default::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    /// Payload bytes held (for the prefetch memory bound).
+    pub fn byte_size(&self) -> usize {
+        self.keys.data.len() + self.values.data.len() + self.header_keys.data.len() + self.header_values.data.len() + self.len() * 40
+    }
+
+    pub fn headers(&self, i: usize) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        let (a, b) = (self.header_offsets[i] as usize, self.header_offsets[i + 1] as usize);
+        (a..b).map(move |h| (self.header_keys.get(h).unwrap_or_default(), self.header_values.get(h)))
+    }
+
+    pub fn header_count(&self, i: usize) -> usize {
+        (self.header_offsets[i + 1] - self.header_offsets[i]) as usize
+    }
+
+    /// Append rows `[from, to)` of `other` (poll_arrow gathering chunks).
+    pub fn extend_range(&mut self, other: &RecordColumns, from: usize, to: usize) {
+        self.offsets.extend_from_slice(&other.offsets[from..to]);
+        self.timestamps.extend_from_slice(&other.timestamps[from..to]);
+        self.timestamp_types.extend_from_slice(&other.timestamp_types[from..to]);
+        self.leader_epochs.extend_from_slice(&other.leader_epochs[from..to]);
+        self.keys.extend_range(&other.keys, from, to);
+        self.values.extend_range(&other.values, from, to);
+        let (hf, ht) = (other.header_offsets[from] as usize, other.header_offsets[to] as usize);
+        let base = other.header_offsets[from];
+        let start = *self.header_offsets.last().unwrap_or(&0);
+        self.header_offsets.extend(other.header_offsets[from + 1..=to].iter().map(|o| o - base + start));
+        self.header_keys.extend_range(&other.header_keys, hf, ht);
+        self.header_values.extend_range(&other.header_values, hf, ht);
+    }
+
+    fn push(&mut self, offset: i64, ts: i64, tt: i32, epoch: i32, key: Option<&[u8]>, value: Option<&[u8]>) {
+        self.offsets.push(offset);
+        self.timestamps.push(ts);
+        self.timestamp_types.push(tt);
+        self.leader_epochs.push(epoch);
+        self.keys.push(key);
+        self.values.push(value);
+    }
+
+    fn end_row(&mut self) {
+        self.header_offsets.push(self.header_keys.len() as i32);
+    }
+}
+
+/// Spark's `timestampType`: 0 CreateTime, 1 LogAppendTime; -1 for magic 0
+/// messages, which carry no timestamp (Java's NO_TIMESTAMP_TYPE).
+fn ts_type_id(t: TimestampType) -> i32 {
+    match t {
+        TimestampType::NoTimestamp => -1,
+        TimestampType::CreateTime => 0,
+        TimestampType::LogAppendTime => 1,
+    }
+}
+
+/// The outcome of decoding one partition's records blob.
+#[derive(Debug)]
+pub struct DecodedFetch {
+    pub records: RecordColumns,
+    /// Where the next fetch starts: past the last complete batch, including
+    /// control batches and aborted data that were skipped (so the position
+    /// never gets stuck behind a marker).
+    pub next_offset: i64,
+    /// Leader epoch of the last batch seen (-1 when none or legacy).
+    pub last_epoch: i32,
+    /// The blob held data but not one complete batch: the record at the
+    /// fetch offset is bigger than the partition fetch size.
+    pub record_too_large: bool,
+}
+
+/// Decode a partition's records from `fetch_offset` on. Records before the
+/// fetch offset (a compressed batch is returned whole) are dropped.
+pub fn decode_fetched(blob: &[u8], fetch_offset: i64, opts: DecodeOptions, filter: &mut AbortedTransactionFilter) -> Result<DecodedFetch, Error> {
+    let mut cols = RecordColumns::new();
+    let mut next_offset = fetch_offset;
+    let mut last_epoch = -1;
+    let mut batches = Batches::new(blob, opts);
+    let mut saw_batch = false;
+    for b in batches.by_ref() {
+        saw_batch = true;
+        match b? {
+            Batch::V2(batch) => {
+                let h = &batch.header;
+                last_epoch = h.partition_leader_epoch;
+                let info = BatchInfo {
+                    last_offset: h.last_offset(),
+                    producer_id: h.producer_id,
+                    is_transactional: h.is_transactional(),
+                    control_commit: if h.is_control() {
+                        Some(!matches!(batch.control_record(&opts)?.map(|c| c.kind), Some(ControlRecordType::Abort)))
+                    } else {
+                        None
+                    },
+                };
+                let batch_next = h.next_offset();
+                if batch_next <= fetch_offset {
+                    continue;
+                }
+                if !filter.skip(&info) {
+                    let payload = batch.payload(&opts)?;
+                    let tt = ts_type_id(h.timestamp_type());
+                    for rec in batch.records(&payload)? {
+                        let rec = rec?;
+                        if rec.offset < fetch_offset {
+                            continue;
+                        }
+                        cols.push(rec.offset, rec.timestamp, tt, h.partition_leader_epoch, rec.key, rec.value);
+                        for hd in &rec.headers {
+                            cols.header_keys.push(Some(hd.key.as_bytes()));
+                            cols.header_values.push(hd.value);
+                        }
+                        cols.end_row();
+                    }
+                }
+                next_offset = next_offset.max(batch_next);
+            }
+            Batch::Legacy(msg) => {
+                let mut owned = Vec::new();
+                msg.decode_into(&opts, &mut owned)?;
+                for r in owned {
+                    if r.offset < fetch_offset {
+                        continue;
+                    }
+                    let tt = ts_type_id(r.timestamp_type);
+                    cols.push(r.offset, r.timestamp, tt, -1, r.key.as_deref(), r.value.as_deref());
+                    cols.end_row();
+                    next_offset = next_offset.max(r.offset + 1);
+                }
+            }
+        }
+    }
+    let record_too_large = !saw_batch && !blob.is_empty();
+    Ok(DecodedFetch { records: cols, next_offset, last_epoch, record_too_large })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrokafka_protocol::compression::Compression;
+    use ferrokafka_protocol::record::{Header, RecordBatchBuilder};
+
+    fn batch(base: i64, n: usize, compression: Compression) -> Vec<u8> {
+        let mut b = RecordBatchBuilder::new(compression).base_offset(base);
+        for i in 0..n {
+            let v = format!("v{}", base + i as i64);
+            let hs = [Header { key: "h", value: Some(&b"x"[..]) }];
+            b.append(1000 + i as i64, if i % 2 == 0 { Some(&b"k"[..]) } else { None }, Some(v.as_bytes()), &hs).unwrap();
+        }
+        b.finish().unwrap().to_vec()
+    }
+
+    #[test]
+    fn decodes_into_columns_and_skips_before_fetch_offset() {
+        let mut blob = batch(0, 3, Compression::Lz4);
+        blob.extend(batch(3, 2, Compression::None));
+        let mut f = AbortedTransactionFilter::new(false, vec![]);
+        let d = decode_fetched(&blob, 1, DecodeOptions::default(), &mut f).unwrap();
+        assert_eq!(d.records.offsets, vec![1, 2, 3, 4]);
+        assert_eq!(d.next_offset, 5);
+        assert_eq!(d.records.values.get(0), Some(&b"v1"[..]));
+        assert_eq!(d.records.keys.get(0), None);
+        assert_eq!(d.records.keys.get(1), Some(&b"k"[..]));
+        assert_eq!(d.records.headers(3).collect::<Vec<_>>(), vec![(&b"h"[..], Some(&b"x"[..]))]);
+        let mut g = RecordColumns::new();
+        g.extend_range(&d.records, 1, 3);
+        g.extend_range(&d.records, 0, 1);
+        assert_eq!(g.offsets, vec![2, 3, 1]);
+        assert_eq!(g.values.get(2), Some(&b"v1"[..]));
+        assert_eq!(g.header_offsets, vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn partial_trailing_batch_is_ignored_and_oversized_first_batch_flagged() {
+        let full = batch(0, 2, Compression::None);
+        let mut blob = full.clone();
+        blob.extend_from_slice(&full[..20]);
+        let mut f = AbortedTransactionFilter::new(false, vec![]);
+        let d = decode_fetched(&blob, 0, DecodeOptions::default(), &mut f).unwrap();
+        assert_eq!(d.records.len(), 2);
+        assert!(!d.record_too_large);
+        let d = decode_fetched(&full[..30], 0, DecodeOptions::default(), &mut f).unwrap();
+        assert!(d.record_too_large);
+        assert_eq!(d.next_offset, 0);
+    }
+
+    #[test]
+    fn corrupt_batch_is_an_error_not_a_panic() {
+        let mut blob = batch(0, 2, Compression::None);
+        let n = blob.len();
+        blob[n - 1] ^= 0xff;
+        let mut f = AbortedTransactionFilter::new(false, vec![]);
+        assert!(decode_fetched(&blob, 0, DecodeOptions::default(), &mut f).is_err());
+    }
+}

@@ -1,0 +1,530 @@
+//! `_Consumer`: the bindings of `ferrokafka_net::consumer::client::Consumer`,
+//! plus `Message` and the Arrow batch `poll_arrow` returns.
+//!
+//! Records reach Python in one of two shapes, both built from the columnar
+//! buffers the consumer thread decoded without the GIL: `Message` objects
+//! (one per record, the only per-record cost being the key/value bytes
+//! objects) or an Arrow struct array exported through the C Data Interface
+//! (no Python object per record at all).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferrokafka_net::client::ClientConfig;
+use ferrokafka_net::cluster::TopicPartition;
+use ferrokafka_net::consumer::client::{Consumer, ConsumerConfig, Polled, RebalanceEvent, RecordSlice};
+use ferrokafka_net::consumer::records::RecordColumns;
+use ferrokafka_net::consumer::requests::OffsetAndMetadata;
+use ferrokafka_net::consumer::subscription::OffsetResetStrategy;
+use ferrokafka_net::error::Error;
+use ferrokafka_net::io::NetworkClient;
+use ferrokafka_net::metadata::default_updater::{DefaultMetadataUpdater, UpdaterConfig};
+use ferrokafka_net::metadata::{Metadata, MetadataConfig};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+
+use crate::errors::FkError;
+use crate::gil::{blocking_call, wait_detached};
+use crate::types::{extract_tp, PyNode, PyTopicPartition};
+
+fn get<T: for<'a> FromPyObject<'a, 'a>>(cfg: &Bound<'_, PyDict>, key: &str) -> PyResult<T>
+where
+    for<'a> <T as FromPyObject<'a, 'a>>::Error: Into<PyErr>,
+{
+    let v = cfg.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("missing option {key}")))?;
+    v.extract::<T>().map_err(|e| {
+        let e: PyErr = e.into();
+        PyValueError::new_err(format!("invalid value for {key}: {e}"))
+    })
+}
+
+// ----- Message -------------------------------------------------------------------------
+
+/// One consumed record. Attributes as API.md: topic, partition, offset, key,
+/// value, headers (list of (str, bytes | None)), timestamp_ms,
+/// timestamp_type (0 CreateTime, 1 LogAppendTime, -1 none), leader_epoch.
+#[pyclass(name = "Message", module = "ferrokafka", frozen)]
+pub struct PyMessage {
+    #[pyo3(get)]
+    topic: Py<PyString>,
+    #[pyo3(get)]
+    partition: i32,
+    #[pyo3(get)]
+    offset: i64,
+    #[pyo3(get)]
+    key: Option<Py<PyBytes>>,
+    #[pyo3(get)]
+    value: Option<Py<PyBytes>>,
+    #[pyo3(get)]
+    timestamp_ms: i64,
+    #[pyo3(get)]
+    timestamp_type: i32,
+    leader_epoch: i32,
+    /// Built into a list on access: most applications never read headers,
+    /// and an empty list per record would cost more than the record.
+    cols: Arc<RecordColumns>,
+    row: usize,
+}
+
+#[pymethods]
+impl PyMessage {
+    #[getter]
+    fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items: Vec<(Bound<'py, PyString>, Option<Bound<'py, PyBytes>>)> = self
+            .cols
+            .headers(self.row)
+            .map(|(k, v)| (PyString::new(py, &String::from_utf8_lossy(k)), v.map(|v| PyBytes::new(py, v))))
+            .collect();
+        PyList::new(py, items)
+    }
+
+    /// None when the broker did not say (legacy formats).
+    #[getter]
+    fn leader_epoch(&self) -> Option<i32> {
+        (self.leader_epoch >= 0).then_some(self.leader_epoch)
+    }
+
+    /// The error of this message: always None (errors are raised by poll);
+    /// kept so confluent-kafka loops that check `msg.error()` keep working.
+    fn error(&self) -> Option<Py<PyAny>> {
+        None
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Message(topic={:?}, partition={}, offset={}, key={}, value={} bytes)",
+            self.topic.bind(py).to_string(),
+            self.partition,
+            self.offset,
+            match &self.key {
+                Some(k) => format!("{} bytes", k.bind(py).as_bytes().len()),
+                None => "None".into(),
+            },
+            self.value.as_ref().map_or(0, |v| v.bind(py).as_bytes().len())
+        )
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.value.as_ref().map_or(0, |v| v.bind(py).as_bytes().len())
+    }
+}
+
+fn messages(py: Python<'_>, slices: Vec<RecordSlice>) -> PyResult<Vec<Py<PyMessage>>> {
+    let mut out = Vec::with_capacity(slices.iter().map(|s| s.to - s.from).sum());
+    for s in slices {
+        let topic = PyString::new(py, &s.tp.topic).unbind();
+        let c = &s.cols;
+        for i in s.from..s.to {
+            out.push(Py::new(
+                py,
+                PyMessage {
+                    topic: topic.clone_ref(py),
+                    partition: s.tp.partition,
+                    offset: c.offsets[i],
+                    key: c.keys.get(i).map(|k| PyBytes::new(py, k).unbind()),
+                    value: c.values.get(i).map(|v| PyBytes::new(py, v).unbind()),
+                    timestamp_ms: c.timestamps[i],
+                    timestamp_type: c.timestamp_types[i],
+                    leader_epoch: c.leader_epochs[i],
+                    cols: s.cols.clone(),
+                    row: i,
+                },
+            )?);
+        }
+    }
+    Ok(out)
+}
+
+// ----- _Consumer ---------------------------------------------------------------------
+
+type EventList = Vec<(&'static str, Vec<PyTopicPartition>)>;
+
+#[pyclass(module = "ferrokafka._core", name = "_Consumer")]
+pub struct PyConsumer {
+    inner: Mutex<Option<Arc<Consumer>>>,
+}
+
+impl PyConsumer {
+    fn core(&self) -> PyResult<Arc<Consumer>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| FkError(Error::Closed { what: "consumer" }).into())
+    }
+}
+
+fn tps(v: Vec<TopicPartition>) -> Vec<PyTopicPartition> {
+    v.into_iter().map(|inner| PyTopicPartition { inner }).collect()
+}
+
+fn extract_tps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<TopicPartition>> {
+    obj.try_iter()?.map(|o| extract_tp(&o?)).collect()
+}
+
+fn ms(timeout_ms: i64) -> Duration {
+    Duration::from_millis(timeout_ms.max(0) as u64)
+}
+
+/// Split a poll into (events, records, commit outcomes) for Python.
+fn events_of(p: &mut Polled) -> EventList {
+    p.events
+        .drain(..)
+        .map(|e| match e {
+            RebalanceEvent::Revoked(v) => ("revoked", tps(v)),
+            RebalanceEvent::Assigned(v) => ("assigned", tps(v)),
+            RebalanceEvent::Lost(v) => ("lost", tps(v)),
+        })
+        .collect()
+}
+
+fn commits_of(py: Python<'_>, p: &mut Polled) -> Vec<(u64, Option<Py<PyAny>>)> {
+    p.commits
+        .drain(..)
+        .map(|(t, r)| {
+            (
+                t,
+                r.err().map(|e| {
+                    let e: PyErr = FkError(e).into();
+                    e.into_value(py).into_any()
+                }),
+            )
+        })
+        .collect()
+}
+
+fn poll_core(py: Python<'_>, core: &Arc<Consumer>, timeout_ms: i64, max_records: usize) -> PyResult<Polled> {
+    let c = core.clone();
+    let r = wait_detached(py, Some(ms(timeout_ms)), move |slice| match c.poll(max_records, slice, &|| false) {
+        Ok(p) if p.events.is_empty() && p.records.is_empty() && p.commits.is_empty() && !slice.is_zero() => None,
+        other => Some(other),
+    })?;
+    match r {
+        Some(r) => r.map_err(|e| FkError(e).into()),
+        None => Ok(Polled::default()),
+    }
+}
+
+#[pymethods]
+impl PyConsumer {
+    /// `cfg`: the validated options (snake_case keys) from consumer.py.
+    #[new]
+    fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let bootstrap: Vec<String> = get(cfg, "bootstrap_servers")?;
+        let reset: String = get(cfg, "auto_offset_reset")?;
+        let assignors: Vec<String> = get(cfg, "partition_assignment_strategy")?;
+        let isolation: String = get(cfg, "isolation_level")?;
+        let ccfg = ConsumerConfig {
+            group_id: get(cfg, "group_id")?,
+            group_instance_id: get(cfg, "group_instance_id")?,
+            auto_offset_reset: OffsetResetStrategy::parse(&reset)
+                .ok_or_else(|| PyValueError::new_err(format!("invalid value {reset:?} for option 'auto_offset_reset'")))?,
+            enable_auto_commit: get(cfg, "enable_auto_commit")?,
+            auto_commit_interval_ms: get(cfg, "auto_commit_interval_ms")?,
+            session_timeout_ms: get(cfg, "session_timeout_ms")?,
+            heartbeat_interval_ms: get(cfg, "heartbeat_interval_ms")?,
+            max_poll_interval_ms: get(cfg, "max_poll_interval_ms")?,
+            assignors,
+            fetch_min_bytes: get(cfg, "fetch_min_bytes")?,
+            fetch_max_bytes: get(cfg, "fetch_max_bytes")?,
+            fetch_max_wait_ms: get(cfg, "fetch_max_wait_ms")?,
+            max_partition_fetch_bytes: get(cfg, "max_partition_fetch_bytes")?,
+            read_committed: isolation == "read_committed",
+            check_crcs: get(cfg, "check_crcs")?,
+            client_rack: get(cfg, "client_rack")?,
+            retry_backoff_ms: get(cfg, "retry_backoff_ms")?,
+            request_timeout_ms: get(cfg, "request_timeout_ms")?,
+            default_api_timeout_ms: get(cfg, "default_api_timeout_ms")?,
+        };
+        ccfg.validate().map_err(FkError)?;
+        let mcfg = MetadataConfig {
+            refresh_backoff_ms: ccfg.retry_backoff_ms,
+            refresh_backoff_max_ms: get::<i64>(cfg, "retry_backoff_max_ms")?.max(ccfg.retry_backoff_ms),
+            metadata_expire_ms: get(cfg, "metadata_max_age_ms")?,
+            rng_seed: None,
+        };
+        let md = Arc::new(Metadata::new(mcfg).map_err(FkError)?);
+        md.bootstrap(&bootstrap).map_err(FkError)?;
+        let netcfg = ClientConfig {
+            client_id: get(cfg, "client_id")?,
+            max_in_flight_requests_per_connection: get(cfg, "max_in_flight_requests_per_connection")?,
+            request_timeout_ms: ccfg.request_timeout_ms,
+            reconnect_backoff_ms: get(cfg, "reconnect_backoff_ms")?,
+            reconnect_backoff_max_ms: get(cfg, "reconnect_backoff_max_ms")?,
+            ..ClientConfig::default()
+        };
+        let updater = DefaultMetadataUpdater::new(
+            md.clone(),
+            UpdaterConfig {
+                request_timeout_ms: ccfg.request_timeout_ms,
+                ..UpdaterConfig::default()
+            },
+        );
+        let net = Arc::new(NetworkClient::new(netcfg, Box::new(updater)).map_err(FkError)?);
+        let consumer = Consumer::new(ccfg, md, net).map_err(FkError)?;
+        Ok(PyConsumer {
+            inner: Mutex::new(Some(Arc::new(consumer))),
+        })
+    }
+
+    #[pyo3(signature = (topics, pattern=None))]
+    fn subscribe(&self, topics: Vec<String>, pattern: Option<String>) -> PyResult<()> {
+        self.core()?.subscribe(topics, pattern).map_err(|e| FkError(e).into())
+    }
+
+    fn assign(&self, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
+        let v = extract_tps(partitions)?;
+        self.core()?.assign(v).map_err(|e| FkError(e).into())
+    }
+
+    fn unsubscribe(&self, py: Python<'_>) -> PyResult<()> {
+        let core = self.core()?;
+        blocking_call(py, move || core.unsubscribe())?.map_err(|e| FkError(e).into())
+    }
+
+    fn assignment(&self) -> PyResult<Vec<PyTopicPartition>> {
+        Ok(tps(self.core()?.assignment()))
+    }
+
+    fn subscription(&self) -> PyResult<Vec<String>> {
+        Ok(self.core()?.subscription())
+    }
+
+    /// -> (events, messages, commit outcomes). Events come alone; the caller
+    /// runs the callbacks and then calls `ack_events`.
+    #[pyo3(signature = (timeout_ms=0, max_records=500))]
+    fn poll(&self, py: Python<'_>, timeout_ms: i64, max_records: usize) -> PyResult<(EventList, Vec<Py<PyMessage>>, Vec<(u64, Option<Py<PyAny>>)>)> {
+        let core = self.core()?;
+        let mut p = poll_core(py, &core, timeout_ms, max_records.max(1))?;
+        let events = events_of(&mut p);
+        let commits = commits_of(py, &mut p);
+        let msgs = messages(py, std::mem::take(&mut p.records))?;
+        Ok((events, msgs, commits))
+    }
+
+    /// Like `poll`, with the records as one Arrow batch (an object with
+    /// `__arrow_c_array__`), or None when there are none.
+    #[pyo3(signature = (timeout_ms=0, max_records=100_000))]
+    fn poll_arrow(&self, py: Python<'_>, timeout_ms: i64, max_records: usize) -> PyResult<(EventList, Option<ArrowBatch>, Vec<(u64, Option<Py<PyAny>>)>)> {
+        let core = self.core()?;
+        let mut p = poll_core(py, &core, timeout_ms, max_records.max(1))?;
+        let events = events_of(&mut p);
+        let commits = commits_of(py, &mut p);
+        let slices = std::mem::take(&mut p.records);
+        if slices.is_empty() {
+            return Ok((events, None, commits));
+        }
+        let batch = py.detach(move || ArrowBatch::gather(slices));
+        Ok((events, Some(batch), commits))
+    }
+
+    fn ack_events(&self) -> PyResult<()> {
+        self.core()?.ack_events();
+        Ok(())
+    }
+
+    fn seek(&self, tp: &Bound<'_, PyAny>, offset: i64) -> PyResult<()> {
+        self.core()?.seek(&extract_tp(tp)?, offset).map_err(|e| FkError(e).into())
+    }
+
+    #[pyo3(signature = (partitions=None, to_end=false))]
+    fn seek_to(&self, partitions: Option<&Bound<'_, PyAny>>, to_end: bool) -> PyResult<()> {
+        let v = partitions.map(extract_tps).transpose()?;
+        let s = if to_end { OffsetResetStrategy::Latest } else { OffsetResetStrategy::Earliest };
+        self.core()?.seek_to(v, s).map_err(|e| FkError(e).into())
+    }
+
+    fn position(&self, py: Python<'_>, tp: &Bound<'_, PyAny>, timeout_ms: i64) -> PyResult<i64> {
+        let core = self.core()?;
+        let tp = extract_tp(tp)?;
+        blocking_call(py, move || core.position(&tp, ms(timeout_ms), &|| false))?.map_err(|e| FkError(e).into())
+    }
+
+    fn pause(&self, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.core()?.pause(&extract_tps(partitions)?).map_err(|e| FkError(e).into())
+    }
+
+    fn resume(&self, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.core()?.resume(&extract_tps(partitions)?).map_err(|e| FkError(e).into())
+    }
+
+    fn paused(&self) -> PyResult<Vec<PyTopicPartition>> {
+        Ok(tps(self.core()?.paused()))
+    }
+
+    /// (log start, high watermark) from the last fetch; None if not assigned.
+    fn watermarks(&self, tp: &Bound<'_, PyAny>) -> PyResult<Option<(i64, i64)>> {
+        Ok(self.core()?.watermarks(&extract_tp(tp)?))
+    }
+
+    /// `offsets`: None (consumed positions) or {tp: offset | (offset, metadata)}.
+    #[pyo3(signature = (offsets=None, asynchronous=false, token=0, timeout_ms=60_000))]
+    fn commit(&self, py: Python<'_>, offsets: Option<&Bound<'_, PyDict>>, asynchronous: bool, token: u64, timeout_ms: i64) -> PyResult<()> {
+        let core = self.core()?;
+        let offsets = match offsets {
+            None => None,
+            Some(d) => {
+                let mut m = BTreeMap::new();
+                for (k, v) in d.iter() {
+                    let tp = extract_tp(&k)?;
+                    let (offset, metadata) = match v.extract::<i64>() {
+                        Ok(o) => (o, None),
+                        Err(_) => v.extract::<(i64, Option<String>)>()?,
+                    };
+                    if offset < 0 {
+                        return Err(PyValueError::new_err(format!("invalid offset {offset} for {}-{}: must be >= 0", tp.topic, tp.partition)));
+                    }
+                    m.insert(tp, OffsetAndMetadata { offset, leader_epoch: -1, metadata });
+                }
+                Some(m)
+            }
+        };
+        if asynchronous {
+            return core.commit_async(offsets, token).map_err(|e| FkError(e).into());
+        }
+        blocking_call(py, move || core.commit_sync(offsets, ms(timeout_ms), &|| false))?.map_err(|e| FkError(e).into())
+    }
+
+    /// {tp: (offset, metadata) | None}
+    fn committed(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>, timeout_ms: i64) -> PyResult<Vec<(PyTopicPartition, Option<(i64, Option<String>)>)>> {
+        let core = self.core()?;
+        let v = extract_tps(partitions)?;
+        let r = blocking_call(py, move || core.committed(&v, ms(timeout_ms), &|| false))?.map_err(FkError)?;
+        Ok(r.into_iter().map(|(tp, o)| (PyTopicPartition { inner: tp }, o.map(|o| (o.offset, o.metadata)))).collect())
+    }
+
+    /// ListOffsets: [(tp, timestamp)] -> [(tp, (offset, timestamp) | None)].
+    fn list_offsets(&self, py: Python<'_>, query: Vec<(Bound<'_, PyAny>, i64)>, timeout_ms: i64) -> PyResult<Vec<(PyTopicPartition, Option<(i64, i64)>)>> {
+        let core = self.core()?;
+        let q: Vec<(TopicPartition, i64)> = query.iter().map(|(tp, ts)| Ok((extract_tp(tp)?, *ts))).collect::<PyResult<_>>()?;
+        let r = blocking_call(py, move || core.list_offsets(&q, ms(timeout_ms), &|| false))?.map_err(FkError)?;
+        Ok(r.into_iter().map(|(tp, o)| (PyTopicPartition { inner: tp }, o)).collect())
+    }
+
+    fn ensure_coordinator_ready(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<bool> {
+        let core = self.core()?;
+        match blocking_call(py, move || core.ensure_coordinator_ready(ms(timeout_ms), &|| false))? {
+            Ok(_) => Ok(true),
+            Err(Error::Timeout { .. }) => Ok(false),
+            Err(e) => Err(FkError(e).into()),
+        }
+    }
+
+    fn coordinator(&self) -> PyResult<Option<PyNode>> {
+        Ok(self.core()?.coordinator().as_ref().map(PyNode::from))
+    }
+
+    fn mark_coordinator_unknown(&self, reason: &str) -> PyResult<()> {
+        self.core()?.mark_coordinator_unknown(reason);
+        Ok(())
+    }
+
+    /// (generation id, member id, protocol name, member state)
+    fn generation(&self) -> PyResult<(i32, String, Option<String>, &'static str)> {
+        Ok(self.core()?.generation())
+    }
+
+    /// Topic -> partition count from the consumer's metadata (all topics
+    /// after a pattern subscription); `refresh` waits for a fresh update.
+    #[pyo3(signature = (refresh=false, timeout_ms=10_000))]
+    fn topics(&self, py: Python<'_>, refresh: bool, timeout_ms: i64) -> PyResult<(i32, Vec<(String, usize)>)> {
+        let core = self.core()?;
+        let md = core.metadata().clone();
+        if refresh {
+            let md2 = md.clone();
+            py.detach(move || {
+                let v = md2.request_update();
+                let _ = md2.await_update(v, None, Some(ms(timeout_ms)));
+            });
+        }
+        let cluster = md.fetch();
+        let topics = cluster
+            .topics()
+            .into_iter()
+            .filter(|t| !cluster.internal_topics().contains(*t))
+            .map(|t| (t.to_string(), cluster.partition_count_for_topic(t).unwrap_or(0)))
+            .collect();
+        Ok((md.update_version(), topics))
+    }
+
+    /// Follow every topic (pattern subscriptions read the full topic list).
+    fn watch_all_topics(&self) -> PyResult<()> {
+        self.core()?.metadata().set_subscription(None).map(|_| ()).map_err(|e| FkError(e).into())
+    }
+
+    fn metadata(&self, py: Python<'_>) -> PyResult<Py<crate::metadata::PyMetadata>> {
+        Py::new(py, crate::metadata::PyMetadata { inner: self.core()?.metadata().clone() })
+    }
+
+    #[pyo3(signature = (timeout_ms=30_000))]
+    fn close(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<()> {
+        let core = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(core) = core else { return Ok(()) };
+        let r = blocking_call(py, move || {
+            let r = core.close(ms(timeout_ms));
+            // Joining the threads happens when the last Arc goes, here.
+            drop(core);
+            r
+        })?;
+        r.map_err(|e| FkError(e).into())
+    }
+}
+
+// ----- Arrow export ------------------------------------------------------------------
+
+/// One `poll_arrow` result: the columns of Spark's Kafka source, owned by
+/// Rust until a consumer (pyarrow, polars, ...) imports them through
+/// `__arrow_c_array__`, after which the buffers are shared, not copied.
+#[pyclass(module = "ferrokafka._core", name = "ArrowBatch")]
+pub struct ArrowBatch {
+    parts: Mutex<Option<crate::arrow::ExportedBatch>>,
+    #[pyo3(get)]
+    num_rows: usize,
+}
+
+impl ArrowBatch {
+    fn gather(slices: Vec<RecordSlice>) -> ArrowBatch {
+        let n: usize = slices.iter().map(|s| s.to - s.from).sum();
+        let mut cols = RecordColumns::new();
+        let mut topics: Vec<(Arc<str>, usize)> = Vec::new();
+        let mut partitions = Vec::with_capacity(n);
+        for s in &slices {
+            cols.extend_range(&s.cols, s.from, s.to);
+            topics.push((s.tp.topic.clone(), s.to - s.from));
+            partitions.extend(std::iter::repeat_n(s.tp.partition, s.to - s.from));
+        }
+        ArrowBatch {
+            parts: Mutex::new(Some(crate::arrow::ExportedBatch::new(cols, &topics, partitions))),
+            num_rows: n,
+        }
+    }
+}
+
+#[pymethods]
+impl ArrowBatch {
+    /// Arrow PyCapsule interface: (schema capsule, array capsule) of a
+    /// struct array. Single use: the buffers move to the importer.
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(&self, py: Python<'py>, requested_schema: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+        let _ = requested_schema;
+        let b = self
+            .parts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .ok_or_else(|| PyValueError::new_err("this ArrowBatch was already imported"))?;
+        b.into_capsules(py)
+    }
+
+    fn __len__(&self) -> usize {
+        self.num_rows
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyConsumer>()?;
+    m.add_class::<PyMessage>()?;
+    m.add_class::<ArrowBatch>()
+}
