@@ -102,7 +102,11 @@ class MockCluster:
         self._mc = None
         errstr = ctypes.create_string_buffer(512)
         conf = self._lib.rd_kafka_conf_new()
-        for k, v in (("log_level", "3"), ("client.id", "ferrokafka-mock-host")):
+        # FERROKAFKA_MOCK_DEBUG=mock,protocol shows what the mock parsed and why it refused.
+        settings = [("log_level", "3"), ("client.id", "ferrokafka-mock-host")]
+        if os.environ.get("FERROKAFKA_MOCK_DEBUG"):
+            settings += [("log_level", "7"), ("debug", os.environ["FERROKAFKA_MOCK_DEBUG"])]
+        for k, v in settings:
             if self._lib.rd_kafka_conf_set(conf, k.encode(), v.encode(), errstr, len(errstr)) != 0:
                 self._lib.rd_kafka_conf_destroy(conf)
                 raise MockClusterError(errstr.value.decode())
@@ -119,6 +123,14 @@ class MockCluster:
         self._mc = mc
         self.num_brokers = int(num_brokers)
         self.bootstrap_servers: str = self._lib.rd_kafka_mock_cluster_bootstraps(mc).decode()
+        # librdkafka's mock advertises the flexible versions of the group
+        # APIs (JoinGroup v6, Heartbeat/LeaveGroup/SyncGroup v4) but parses
+        # their bodies as the previous version ("ProtocolCnt 50754145 > max
+        # allowed", "read buffer underflow for SyncGroup v4"), then drops the
+        # connection; librdkafka itself never sends them. Advertise what it
+        # really parses, so clients that negotiate properly can use groups.
+        for api_key, max_version in ((11, 5), (12, 3), (13, 3), (14, 3)):
+            self._lib.rd_kafka_mock_set_apiversion(mc, api_key, 0, max_version)
         if initial_rebalance_delay_ms is not None:
             # Default 3s initial delay would make every group test wait for nothing.
             self._lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mc, int(initial_rebalance_delay_ms))

@@ -93,12 +93,17 @@ impl AsyncClient {
                             keep.push(p);
                             continue;
                         }
+                        let mut chosen = None;
                         let body = match p.body {
                             Body::Ready(b) => b,
                             Body::Versioned { api_key, max_version, build } => {
                                 let range = core.api_versions(p.node.id).get(&api_key).copied();
                                 match range.map(|(lo, hi)| (lo, max_version.map_or(hi, |m| hi.min(m)))) {
-                                    Some((lo, hi)) if lo <= hi => build(hi),
+                                    Some((lo, hi)) if lo <= hi => {
+                                        // The body was built for `hi`: it must go out at `hi`.
+                                        chosen = Some(hi);
+                                        build(hi)
+                                    }
                                     _ => {
                                         drop(core);
                                         (p.reply)(Err(Error::UnsupportedVersion {
@@ -136,6 +141,9 @@ impl AsyncClient {
                         }
                         if p.opts.max_version.is_some() {
                             req.max_version = p.opts.max_version;
+                        }
+                        if chosen.is_some() {
+                            req.max_version = chosen;
                         }
                         // On error (closed client, unknown API) the request
                         // and its callback are dropped, which resolves the

@@ -1640,6 +1640,9 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 Ok((ResponseKind::FindCoordinator(resp), _)) => rq::parse_find_coordinator(resp, &g.group_id),
                 _ => Err(15),
             };
+            if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
+                eprintln!("find coordinator: {:?} / {:?}", r, result.as_ref().err());
+            }
             g.on_find_coordinator(r, now);
             drop(st);
             inner.data.notify_all();
@@ -1670,9 +1673,12 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 Ok((ResponseKind::JoinGroup(resp), _)) => resp,
                 other => {
                     let reason = match other {
-                        Err(e) => format!("join failed: {e}"),
+                        Err(e) => format!("join failed: {e:?}"),
                         _ => "unexpected JoinGroup answer".into(),
                     };
+                    if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
+                        eprintln!("{reason}");
+                    }
                     g.mark_coordinator_unknown(&reason, now);
                     g.on_join(15, -1, "", "", None, now);
                     return;
@@ -1680,6 +1686,9 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
             };
             let protocol = resp.protocol_name.as_ref().map(|s| s.to_string());
             let r = g.on_join(resp.error_code, resp.generation_id, resp.member_id.as_str(), resp.leader.as_str(), protocol.as_deref(), now);
+            if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
+                eprintln!("join: code {} gen {} -> {r:?}", resp.error_code, resp.generation_id);
+            }
             match r {
                 Reaction::Ok => {
                     st.prepare = Prepare::NotStarted;
@@ -1737,6 +1746,9 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 return;
             }
             let r = g.on_sync(resp.error_code, now);
+            if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
+                eprintln!("sync: code {} -> {r:?}", resp.error_code);
+            }
             match r {
                 Reaction::Ok => {
                     let parts = match decode_assignment(resp.assignment.clone()) {
