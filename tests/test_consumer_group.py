@@ -273,3 +273,59 @@ def test_retriable_group_errors_are_retried(mock_cluster, topic_name):
     c.commit()
     assert c.committed([TP(topic_name, 0)])[TP(topic_name, 0)].offset == 5
     c.close()
+
+
+def test_member_that_dies_is_replaced_after_session_timeout(embedded_broker, confluent_kafka, topic_name):
+    """A static member (group_instance_id) closes without LeaveGroup (KIP-345),
+    as a crashed process would: the others get its partitions only once its
+    session times out."""
+    bs = embedded_broker.bootstrap_servers
+    _create(bs, confluent_kafka, topic_name, 4)
+    group = f"g-{topic_name}"
+    stop = threading.Event()
+    a = fk.Consumer(bs, group_id=group, partition_assignment_strategy="range", **FAST)
+    b = fk.Consumer(bs, group_id=group, group_instance_id="b-1", partition_assignment_strategy="range", **FAST)
+    ma, mb = _Member(a, stop), _Member(b, threading.Event())
+    a.subscribe([topic_name])
+    b.subscribe([topic_name])
+    ma.start()
+    mb.start()
+    deadline = time.time() + 40
+    while not (len(a.assignment()) == 2 and len(b.assignment()) == 2) and time.time() < deadline:
+        time.sleep(0.05)
+    assert len(a.assignment()) == 2 and len(b.assignment()) == 2
+    mb.stop.set()
+    mb.join(5)
+    died = time.time()
+    b.close()
+    deadline = time.time() + 30
+    while len(a.assignment()) != 4 and time.time() < deadline:
+        time.sleep(0.05)
+    took = time.time() - died
+    final = len(a.assignment())
+    stop.set()
+    ma.join(5)
+    a.close()
+    assert ma.error is None
+    assert final == 4
+    assert took >= 3, f"rebalanced after {took:.1f}s: the static member must not have left"
+    assert took < 30
+
+
+def test_pattern_subscription_picks_up_new_topics(embedded_broker, confluent_kafka, topic_name):
+    bs = embedded_broker.bootstrap_servers
+    prefix = topic_name[:40]
+    _create(bs, confluent_kafka, f"{prefix}-a", 1)
+    c = fk.Consumer(bs, group_id=f"g-{topic_name}", metadata_max_age_ms=500, **FAST)
+    c.subscribe(f"^{prefix}-.*")
+    deadline = time.time() + 30
+    while c.assignment() != [TP(f"{prefix}-a", 0)] and time.time() < deadline:
+        c.poll(100)
+    assert c.assignment() == [TP(f"{prefix}-a", 0)]
+    _create(bs, confluent_kafka, f"{prefix}-b", 1)
+    deadline = time.time() + 30
+    while len(c.assignment()) != 2 and time.time() < deadline:
+        c.poll(100)
+    assert sorted(c.assignment()) == [TP(f"{prefix}-a", 0), TP(f"{prefix}-b", 0)]
+    assert c.subscription() == sorted([f"{prefix}-a", f"{prefix}-b"])
+    c.close()

@@ -50,6 +50,11 @@ pub struct RequestOpts {
 }
 
 struct Pending {
+    /// A connection attempt was started for this request: if the node is
+    /// DISCONNECTED again, the attempt failed and the request fails now
+    /// (Java's `checkDisconnects`), instead of waiting out its deadline, so
+    /// the caller can mark a coordinator unknown and go elsewhere.
+    attempted: bool,
     node: Node,
     body: Body,
     opts: RequestOpts,
@@ -88,8 +93,15 @@ impl AsyncClient {
                         // no other thread can fill the deque in between, so
                         // `send` cannot fail for "not ready".
                         let mut core = c.core();
+                        if p.attempted && core.connection_state(p.node.id) == crate::states::ConnectionState::Disconnected {
+                            drop(core);
+                            (p.reply)(Err(Error::Disconnected { node_id: p.node.id }));
+                            continue;
+                        }
                         if !core.ready(&p.node, now) {
                             drop(core);
+                            let mut p = p;
+                            p.attempted = true;
                             keep.push(p);
                             continue;
                         }
@@ -180,7 +192,7 @@ impl AsyncClient {
         self.queue
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(Pending { node, body, opts, deadline_ms: now_ms() + ready_timeout_ms, reply: done });
+            .push(Pending { attempted: false, node, body, opts, deadline_ms: now_ms() + ready_timeout_ms, reply: done });
         self.client.wakeup();
     }
 
