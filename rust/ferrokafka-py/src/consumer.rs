@@ -488,6 +488,8 @@ impl ArrowBatch {
     fn gather(slices: Vec<RecordSlice>) -> ArrowBatch {
         let n: usize = slices.iter().map(|s| s.to - s.from).sum();
         let mut cols = RecordColumns::new();
+        let bytes: usize = slices.iter().map(|s| (s.cols.values.offsets[s.to] - s.cols.values.offsets[s.from]) as usize).sum();
+        cols.reserve_rows(n, bytes);
         let mut topics: Vec<(Arc<str>, usize)> = Vec::new();
         let mut partitions = Vec::with_capacity(n);
         for s in &slices {

@@ -125,6 +125,24 @@ impl RecordColumns {
         self.header_values.extend_range(&other.header_values, hf, ht);
     }
 
+    /// Room for `rows` more records and `bytes` of values.
+    pub fn reserve_rows(&mut self, rows: usize, bytes: usize) {
+        self.reserve(rows, bytes)
+    }
+
+    fn reserve(&mut self, rows: usize, bytes: usize) {
+        self.offsets.reserve(rows);
+        self.timestamps.reserve(rows);
+        self.timestamp_types.reserve(rows);
+        self.leader_epochs.reserve(rows);
+        self.header_offsets.reserve(rows);
+        for b in [&mut self.keys, &mut self.values] {
+            b.offsets.reserve(rows);
+            b.valid.reserve(rows);
+        }
+        self.values.data.reserve(bytes);
+    }
+
     fn push(&mut self, offset: i64, ts: i64, tt: i32, epoch: i32, key: Option<&[u8]>, value: Option<&[u8]>) {
         self.offsets.push(offset);
         self.timestamps.push(ts);
@@ -194,6 +212,9 @@ pub fn decode_fetched(blob: &[u8], fetch_offset: i64, opts: DecodeOptions, filte
                 }
                 if !filter.skip(&info) {
                     let payload = batch.payload(&opts)?;
+                    // One reservation per batch instead of doubling: the
+                    // copies of a growing Vec cost as much as the decode.
+                    cols.reserve(h.records_count.max(0) as usize, payload.len());
                     let tt = ts_type_id(h.timestamp_type());
                     for rec in batch.records(&payload)? {
                         let rec = rec?;
