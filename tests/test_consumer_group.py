@@ -329,3 +329,27 @@ def test_pattern_subscription_picks_up_new_topics(embedded_broker, confluent_kaf
     assert sorted(c.assignment()) == [TP(f"{prefix}-a", 0), TP(f"{prefix}-b", 0)]
     assert c.subscription() == sorted([f"{prefix}-a", f"{prefix}-b"])
     c.close()
+
+
+def test_max_poll_interval_leaves_then_rejoins(mock_cluster, topic_name):
+    """No poll for longer than max_poll_interval_ms: the member leaves the
+    group (partitions lost), the next poll reports it, later polls rejoin."""
+    mock_cluster.create_topic(topic_name, 2, 1)
+    bs = mock_cluster.bootstrap_servers
+    lost = []
+    c = fk.Consumer(bs, group_id=f"g-{topic_name}", max_poll_interval_ms=1500, **FAST)
+    c.subscribe([topic_name], on_lost=lost.append)
+    deadline = time.time() + 20
+    while len(c.assignment()) != 2 and time.time() < deadline:
+        c.poll(100)
+    assert len(c.assignment()) == 2
+    gen = c.coordinator.generation()
+    time.sleep(3)
+    with pytest.raises(fk.KafkaError, match="max_poll_interval_ms"):
+        c.poll(100)
+    deadline = time.time() + 20
+    while (not lost or len(c.assignment()) != 2) and time.time() < deadline:
+        c.poll(100)
+    assert lost and sorted(lost[0]) == [TP(topic_name, 0), TP(topic_name, 1)]
+    assert len(c.assignment()) == 2 and c.coordinator.generation() > gen
+    c.close()
