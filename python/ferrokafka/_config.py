@@ -209,6 +209,40 @@ def _acks(v: Any) -> str:
         raise ValueError
     return v
 
+class Secret(str):
+    """A str that never shows itself in reprs (config dicts, error messages,
+    logs of ``client.config``); ``str()`` still gives the value to the core."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'<redacted>'"
+
+
+def _secret(v: Any) -> Secret:
+    if not isinstance(v, str):
+        raise TypeError
+    return Secret(v)
+
+
+def _callable(v: Any) -> Any:
+    if not callable(v):
+        raise TypeError
+    return v
+
+
+def _check_hostname(v: Any) -> bool:
+    # A boolean, or Java/librdkafka's ssl.endpoint.identification.algorithm
+    # ("https" = check, "" / "none" = do not).
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("https", "true"):
+        return True
+    if isinstance(v, str) and v.strip().lower() in ("", "none", "false"):
+        return False
+    raise ValueError
+
+
 COMMON = [
     Option("bootstrap_servers", "servers", REQUIRED, aliases=("metadata.broker.list",)),
     Option("client_id", str, "ferrokafka"),
@@ -227,7 +261,14 @@ COMMON = [
     Option("sasl_mechanism", str, "PLAIN", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
            aliases=("sasl.mechanisms",)),
     Option("sasl_username", str, None, nullable=True),
-    Option("sasl_password", str, None, nullable=True),
+    Option("sasl_password", _secret, None, nullable=True),
+    Option("sasl_oauth_token_provider", _callable, None, nullable=True, java="sasl.oauth.token.provider",
+           aliases=("oauth_cb",)),
+    Option("ssl_cafile", str, None, nullable=True, java="ssl.ca.location", aliases=("ssl.cafile",)),
+    Option("ssl_certfile", str, None, nullable=True, java="ssl.certificate.location", aliases=("ssl.certfile",)),
+    Option("ssl_keyfile", str, None, nullable=True, java="ssl.key.location", aliases=("ssl.keyfile",)),
+    Option("ssl_check_hostname", _check_hostname, True, java="ssl.check.hostname",
+           aliases=("ssl.endpoint.identification.algorithm",)),
     Option("max_response_size", int, 100 * 1024 * 1024, min=1024, java="max.response.size"),
 ]
 

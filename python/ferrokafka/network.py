@@ -122,6 +122,7 @@ class NetworkClient:
             send_buffer_bytes=sock["send_buffer_bytes"],
             receive_buffer_bytes=sock["receive_buffer_bytes"],
             max_response_size=opts["max_response_size"],
+            security=opts,
         )
         self._callbacks: dict[int, Callable[[Any], Any]] = {}
         self.client_id = opts["client_id"]

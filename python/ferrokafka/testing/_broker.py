@@ -111,7 +111,11 @@ class EmbeddedBroker:
         binary: str | None = None,
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
+        advertised_port: int | None = None,
     ) -> None:
+        # advertised_port: what metadata tells clients (a TLS terminator or
+        # proxy in front of the broker); the broker itself listens on `port`.
+        self.advertised_port = advertised_port
         self.host = host
         self.binary = binary or _resolve_bin()
         self._proc: subprocess.Popen | None = None
@@ -138,11 +142,12 @@ class EmbeddedBroker:
 
     def _start(self, cluster_id, storage_engine, timeout, extra_args, env) -> None:
         url = f"tcp://{self.host}:{self.port}"
+        advertised = f"tcp://{self.host}:{self.advertised_port}" if self.advertised_port else url
         cmd = [
             self.binary, "broker",
             "--cluster-id", cluster_id,
             "--listener-url", url,
-            "--advertised-listener-url", url,
+            "--advertised-listener-url", advertised,
             "--storage-engine", storage_engine,
             *extra_args,
         ]

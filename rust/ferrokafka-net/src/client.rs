@@ -47,6 +47,8 @@ pub struct ClientConfig {
     pub send_buffer_bytes: i32,
     pub receive_buffer_bytes: i32,
     pub max_response_size: usize,
+    /// TLS / SASL applied to every connection (see `security.rs`).
+    pub security: crate::security::Security,
 }
 
 impl Default for ClientConfig {
@@ -62,6 +64,7 @@ impl Default for ClientConfig {
             send_buffer_bytes: 131_072,
             receive_buffer_bytes: 65_536,
             max_response_size: ferrokafka_protocol::DEFAULT_MAX_RESPONSE_SIZE,
+            security: crate::security::Security::plaintext(),
         }
     }
 }
@@ -276,6 +279,8 @@ pub struct ClientCore {
     /// Requests completed without touching the network (version mismatch,
     /// acks=0 sends), handed out by the next `handle_events`.
     local_completions: Vec<ClientResponse>,
+    /// The last TLS/SASL refusal per node, for callers that wait on it.
+    last_auth_error: HashMap<i32, Error>,
     closed: bool,
     rng: rand::rngs::StdRng,
 }
@@ -301,6 +306,7 @@ impl ClientCore {
             next_correlation_id: 0,
             next_conn: 1,
             local_completions: Vec::new(),
+            last_auth_error: HashMap::new(),
             closed: false,
             rng: rand::rngs::StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15),
         })
@@ -820,7 +826,15 @@ impl ClientCore {
         if let Some(c) = self.conns.remove(&node) {
             self.transport.close(node, c.conn);
         }
-        self.states.disconnected(node, now_ms);
+        if let Some(Error::Authentication { .. }) = &error {
+            // Java's AUTHENTICATION_FAILED: reconnects still back off (no
+            // storm), and callers see the refusal instead of a generic
+            // disconnect.
+            self.states.auth_failed(node, now_ms);
+            self.last_auth_error.insert(node, error.clone().expect("matched"));
+        } else {
+            self.states.disconnected(node, now_ms);
+        }
         for req in self.in_flight.clear_all(node) {
             let internal = req.internal;
             let r = req.into_response(now_ms, true, None, error.clone());
@@ -854,6 +868,11 @@ impl ClientCore {
         self.with_updater(|up, _| up.close());
         self.closed = true;
         out
+    }
+
+    /// Why the node's last connection was refused (TLS/SASL), if it was.
+    pub fn auth_error(&self, node: i32) -> Option<Error> {
+        (self.states.state(node) == ConnectionState::AuthFailed).then(|| self.last_auth_error.get(&node).cloned()).flatten()
     }
 
     pub fn is_closed(&self) -> bool {

@@ -93,6 +93,11 @@ impl AsyncClient {
                         // no other thread can fill the deque in between, so
                         // `send` cannot fail for "not ready".
                         let mut core = c.core();
+                        if let Some(e) = core.auth_error(p.node.id) {
+                            drop(core);
+                            (p.reply)(Err(e));
+                            continue;
+                        }
                         if p.attempted && core.connection_state(p.node.id) == crate::states::ConnectionState::Disconnected {
                             drop(core);
                             (p.reply)(Err(Error::Disconnected { node_id: p.node.id }));

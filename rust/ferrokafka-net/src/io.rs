@@ -235,7 +235,17 @@ async fn run_connection(
     shared: Arc<WriterShared>,
 ) {
     let id = node.id;
-    let stream = match connect_any(&node, &cfg).await {
+    let tcp = match connect_any(&node, &cfg).await {
+        Ok(s) => s,
+        Err(error) => {
+            let _ = events.send(Event::Disconnected { node: id, conn, error });
+            return;
+        }
+    };
+    // TLS and SASL happen before the core hears of the connection, so it
+    // never sends a request over an unauthenticated socket.
+    let setup = Duration::from_millis(cfg.socket_connection_setup_timeout_ms.max(1) as u64).max(Duration::from_millis(cfg.request_timeout_ms.max(1) as u64));
+    let (stream, session_lifetime_ms) = match crate::security::secure(tcp, &node, &cfg.security, &cfg.client_id, setup).await {
         Ok(s) => s,
         Err(error) => {
             let _ = events.send(Event::Disconnected { node: id, conn, error });
@@ -245,7 +255,10 @@ async fn run_connection(
     if events.send(Event::Connected { node: id, conn }).is_err() {
         return; // client gone
     }
-    let (mut rd, mut wr) = stream.into_split();
+    let reauth_at = crate::security::reauth_after(session_lifetime_ms).map(|d| tokio::time::Instant::now() + d);
+    let plaintext = cfg.security.protocol == crate::security::SecurityProtocol::Plaintext;
+    let mut got_frame = false;
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let wevents = events.clone();
     let wnode = node.clone();
     // Writer: drains the queue, coalescing whatever is already waiting into
@@ -309,6 +322,7 @@ async fn run_connection(
     let error = loop {
         match decoder.decode(&mut buf) {
             Ok(Some(frame)) => {
+                got_frame = true;
                 if events.send(Event::Frame { node: id, conn, frame }).is_err() {
                     return;
                 }
@@ -320,11 +334,22 @@ async fn run_connection(
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(64 * 1024);
         }
-        match rd.read_buf(&mut buf).await {
+        let read = match reauth_at {
+            Some(at) => match tokio::time::timeout_at(at, rd.read_buf(&mut buf)).await {
+                Ok(r) => r,
+                Err(_) => break transport_err(&node, "SASL session lifetime reached: reconnecting to re-authenticate (KIP-368)"),
+            },
+            None => rd.read_buf(&mut buf).await,
+        };
+        match read {
             Ok(0) => {
                 break transport_err(
                     &node,
-                    if buf.is_empty() {
+                    if buf.is_empty() && !got_frame && plaintext {
+                        // The classic symptom of PLAINTEXT against a TLS or
+                        // SASL listener: say so instead of a bare EOF.
+                        "connection closed by peer before any answer (is the listener TLS or SASL? security_protocol is PLAINTEXT)".to_string()
+                    } else if buf.is_empty() {
                         "connection closed by peer".to_string()
                     } else {
                         format!("connection closed by peer in the middle of a frame ({} bytes buffered)", buf.len())
@@ -332,6 +357,9 @@ async fn run_connection(
                 )
             }
             Ok(_) => {}
+            Err(e) if buf.is_empty() && !got_frame && plaintext => {
+                break transport_err(&node, format!("read failed: {e} before any answer (is the listener TLS or SASL? security_protocol is PLAINTEXT)"))
+            }
             Err(e) => break transport_err(&node, format!("read failed: {e}")),
         }
     };

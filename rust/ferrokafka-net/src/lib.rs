@@ -12,6 +12,7 @@ pub mod inflight;
 pub mod io;
 pub mod metadata;
 pub mod producer;
+pub mod security;
 pub mod simple_updater;
 pub mod states;
 pub mod updater;

@@ -159,6 +159,9 @@ struct State {
     failure_backoff_ms: i64,
     /// Raised (once) by the next `await_update`: authentication failure etc.
     fatal_error: Option<Error>,
+    /// Why the last connection to a broker failed: appended to "not in
+    /// metadata" timeouts so they say what is wrong (refused, TLS, ...).
+    last_connection_error: Option<String>,
     cache: Arc<Cluster>,
     /// Highest leader epoch seen per partition (from metadata or from any
     /// response that carries one); an answer older than this is stale.
@@ -220,6 +223,7 @@ impl Metadata {
                 attempts: 0,
                 failure_backoff_ms: 0,
                 fatal_error: None,
+                last_connection_error: None,
                 cache: Arc::new(Cluster::empty()),
                 last_seen_epochs: HashMap::new(),
                 bootstrap_nodes: Vec::new(),
@@ -379,6 +383,7 @@ impl Metadata {
         st.last_refresh_ms = now_ms;
         st.attempts = 0;
         st.failure_backoff_ms = 0;
+        st.last_connection_error = None;
         st.update_version += 1;
         if !is_partial_update {
             st.need_full_update = false;
@@ -418,6 +423,20 @@ impl Metadata {
         let exp = (st.attempts - 1).min(62) as i32;
         let jitter: f64 = st.rng.gen_range(0.8..1.2);
         st.failure_backoff_ms = (base * 2f64.powi(exp) * jitter).min(cap) as i64;
+    }
+
+    /// Remember why a connection failed (see `last_connection_error`);
+    /// cleared by the next successful update.
+    pub fn set_connection_error(&self, error: Option<String>) {
+        self.lock().last_connection_error = error;
+    }
+
+    /// " (last connection error: ...)" or "" (for timeout messages).
+    pub fn connection_error_hint(&self) -> String {
+        match &self.lock().last_connection_error {
+            Some(e) => format!(" (last connection error: {e})"),
+            None => String::new(),
+        }
     }
 
     /// Record an error every `await_update` caller should see (authentication

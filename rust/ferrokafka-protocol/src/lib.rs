@@ -17,6 +17,7 @@ pub mod error;
 pub mod frame;
 pub mod primitives;
 pub mod record;
+pub mod sasl;
 
 pub use error::{ProtocolError, Result};
 

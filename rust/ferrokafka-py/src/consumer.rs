@@ -253,6 +253,7 @@ impl PyConsumer {
             request_timeout_ms: ccfg.request_timeout_ms,
             reconnect_backoff_ms: get(cfg, "reconnect_backoff_ms")?,
             reconnect_backoff_max_ms: get(cfg, "reconnect_backoff_max_ms")?,
+            security: crate::security::from_cfg(cfg)?,
             ..ClientConfig::default()
         };
         let updater = DefaultMetadataUpdater::new(

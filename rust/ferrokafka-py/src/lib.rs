@@ -17,6 +17,7 @@ pub mod group;
 pub mod metadata;
 pub mod types;
 pub mod records;
+pub mod security;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {

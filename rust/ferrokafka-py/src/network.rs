@@ -181,6 +181,7 @@ impl PyNetworkClient {
         bootstrap_servers, client_id, max_in_flight_requests_per_connection, request_timeout_ms,
         reconnect_backoff_ms, reconnect_backoff_max_ms, connections_max_idle_ms,
         socket_connection_setup_timeout_ms, send_buffer_bytes, receive_buffer_bytes, max_response_size,
+        security=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -195,8 +196,9 @@ impl PyNetworkClient {
         send_buffer_bytes: i32,
         receive_buffer_bytes: i32,
         max_response_size: i64,
-    ) -> FkResult<Self> {
-        let bad = |k: &str, d: &str| FkError(Error::Config { key: k.into(), detail: d.into() });
+        security: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let bad = |k: &str, d: &str| -> PyErr { FkError(Error::Config { key: k.into(), detail: d.into() }).into() };
         if max_in_flight_requests_per_connection < 1 {
             return Err(bad("max_in_flight_requests_per_connection", "must be >= 1"));
         }
@@ -215,8 +217,12 @@ impl PyNetworkClient {
             send_buffer_bytes,
             receive_buffer_bytes,
             max_response_size: max_response_size as usize,
+            security: match security {
+                Some(d) => crate::security::from_cfg(d)?,
+                None => ferrokafka_net::security::Security::plaintext(),
+            },
         };
-        let inner = NetworkClient::new(cfg, Box::new(SimpleUpdater::new(nodes)))?;
+        let inner = NetworkClient::new(cfg, Box::new(SimpleUpdater::new(nodes))).map_err(FkError)?;
         Ok(PyNetworkClient { inner: Arc::new(inner) })
     }
 

@@ -118,6 +118,7 @@ impl PyProducer {
             request_timeout_ms: pcfg.request_timeout_ms,
             reconnect_backoff_ms: get(cfg, "reconnect_backoff_ms")?,
             reconnect_backoff_max_ms: get(cfg, "reconnect_backoff_max_ms")?,
+            security: crate::security::from_cfg(cfg)?,
             ..ClientConfig::default()
         };
         let updater = DefaultMetadataUpdater::new(

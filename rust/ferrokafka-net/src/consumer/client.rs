@@ -460,6 +460,11 @@ impl Consumer {
             if let Some(e) = st.errors.pop_front() {
                 return Err(e);
             }
+            if let Some(e) = self.auth_error() {
+                // Java's poll raises AuthenticationException while the
+                // brokers refuse us, rather than returning nothing forever.
+                return Err(e);
+            }
             let commits = std::mem::take(&mut st.commits_done);
             if !st.events.is_empty() {
                 st.events_unacked = true;
@@ -482,6 +487,12 @@ impl Consumer {
                 return Err(Error::Closed { what: "consumer" });
             }
         }
+    }
+
+    /// A TLS/SASL refusal by any broker we tried, if the last attempt failed so.
+    fn auth_error(&self) -> Option<Error> {
+        let core = self.inner.client.client().core();
+        core.known_nodes().iter().find_map(|n| core.auth_error(n.id))
     }
 
     /// The application ran the callbacks of the events `poll` returned.
@@ -765,7 +776,10 @@ impl Consumer {
         let mut last_err: Option<Error> = None;
         while !todo.is_empty() {
             if Instant::now() >= deadline || interrupted() {
-                return Err(last_err.unwrap_or(Error::Timeout { what: "listing offsets".into(), timeout_ms: timeout.as_millis() as u64 }));
+                return Err(last_err.unwrap_or(Error::Timeout {
+                    what: format!("listing offsets{}", self.inner.metadata.connection_error_hint()),
+                    timeout_ms: timeout.as_millis() as u64,
+                }));
             }
             let cluster = self.inner.metadata.fetch();
             let mut by_leader: BTreeMap<i32, (Node, Vec<(TopicPartition, i64, i32)>)> = BTreeMap::new();
@@ -786,7 +800,9 @@ impl Consumer {
                 let v = self.inner.metadata.request_update();
                 self.inner.client.client().wakeup();
                 let left = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(200));
-                let _ = self.inner.metadata.await_update(v, None, Some(left));
+                if let Err(e @ Error::Authentication { .. }) = self.inner.metadata.await_update(v, None, Some(left)) {
+                    return Err(e);
+                }
                 if by_leader.is_empty() {
                     continue;
                 }

@@ -207,6 +207,11 @@ impl MetadataUpdater for DefaultMetadataUpdater {
         if let Some(e @ Error::Authentication { .. }) = error {
             self.metadata.fatal_error(e.clone());
         }
+        if let Some(e) = error {
+            if !matches!(e, Error::Disconnected { .. }) {
+                self.metadata.set_connection_error(Some(e.to_string()));
+            }
+        }
         // The disconnect may be the result of stale metadata.
         self.metadata.request_update();
     }

@@ -307,7 +307,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             let now = Instant::now();
             if now >= deadline {
                 return Err(Error::Timeout {
-                    what: format!("topic {topic} not present in metadata (max_block_ms)"),
+                    what: format!("topic {topic} not present in metadata (max_block_ms){}", md.connection_error_hint()),
                     timeout_ms: self.inner.cfg.max_block_ms as u64,
                 });
             }
@@ -315,7 +315,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 Ok(()) => {}
                 Err(Error::Timeout { .. }) => {
                     return Err(Error::Timeout {
-                        what: format!("topic {topic} not present in metadata (max_block_ms)"),
+                        what: format!("topic {topic} not present in metadata (max_block_ms){}", md.connection_error_hint()),
                         timeout_ms: self.inner.cfg.max_block_ms as u64,
                     })
                 }

@@ -1,0 +1,390 @@
+//! Connection security: TLS (rustls) and SASL, applied by the transport to a
+//! fresh TCP connection before the client core sees it as connected.
+//!
+//! Order on the wire (as the Java client): TCP, TLS handshake (SSL,
+//! SASL_SSL), then SaslHandshake v1 + SaslAuthenticate rounds (SASL_*),
+//! then the core's ApiVersions. A refusal at either step is an
+//! `Error::Authentication` (Java's SslAuthenticationException is an
+//! AuthenticationException too): the core marks the node AUTH_FAILED and the
+//! metadata stores it as fatal, so callers fail fast instead of retrying.
+//!
+//! KIP-368 re-authentication: when the broker announces a session lifetime,
+//! the connection is closed (and reopened, authenticating again) before it
+//! runs out, at 85-95% of the lifetime (jittered so connections do not all
+//! reconnect at once). Requests in flight at that moment fail as disconnects
+//! and are retried by the layers above.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use ferrokafka_protocol::frame::{decode_response, encode_request, RequestHeader};
+use ferrokafka_protocol::kafka_protocol::messages::{
+    ApiKey, RequestKind, ResponseKind, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
+use ferrokafka_protocol::kafka_protocol::protocol::StrBytes;
+use ferrokafka_protocol::sasl::{oauthbearer_message, plain_message, Mechanism, ScramClient, ScramHash};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::cluster::Node;
+use crate::error::Error;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SecurityProtocol {
+    #[default]
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub fn from_name(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => SecurityProtocol::Plaintext,
+            "SSL" => SecurityProtocol::Ssl,
+            "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
+            "SASL_SSL" => SecurityProtocol::SaslSsl,
+            _ => return None,
+        })
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    pub fn uses_sasl(self) -> bool {
+        matches!(self, SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl)
+    }
+}
+
+/// TLS settings as given by the user (file paths, PEM).
+#[derive(Debug, Clone, Default)]
+pub struct TlsOptions {
+    /// CA bundle; None = the system's trust store.
+    pub ca_file: Option<String>,
+    /// Client certificate chain and key, for mutual TLS.
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+    /// Verify that the certificate names the host we connect to (Java's
+    /// `ssl.endpoint.identification.algorithm=https`, on by default).
+    pub check_hostname: bool,
+}
+
+/// Returns an OAUTHBEARER token (called before each authentication).
+pub type TokenProvider = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
+
+#[derive(Clone)]
+pub struct SaslOptions {
+    pub mechanism: Mechanism,
+    pub username: String,
+    pub password: String,
+    pub token_provider: Option<TokenProvider>,
+}
+
+impl std::fmt::Debug for SaslOptions {
+    // Never print the password or tokens (they end up in logs and reprs).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslOptions")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// What the transport applies to each connection. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Security {
+    pub protocol: SecurityProtocol,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    check_hostname: bool,
+    pub sasl: Option<Arc<SaslOptions>>,
+}
+
+impl std::fmt::Debug for Security {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Security")
+            .field("protocol", &self.protocol)
+            .field("tls", &self.tls.is_some())
+            .field("check_hostname", &self.check_hostname)
+            .field("sasl", &self.sasl)
+            .finish()
+    }
+}
+
+fn cfg_err(key: &str, detail: impl Into<String>) -> Error {
+    Error::Config { key: key.into(), detail: detail.into() }
+}
+
+fn read_pem(path: &str, key: &str) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|e| cfg_err(key, format!("cannot read {path}: {e}")))
+}
+
+impl Security {
+    pub fn plaintext() -> Self {
+        Security::default()
+    }
+
+    /// Validate and build everything once (certificates are parsed here, so
+    /// a bad file is a `Config` error at construction, not a connect failure).
+    pub fn new(protocol: SecurityProtocol, tls: TlsOptions, sasl: Option<SaslOptions>) -> Result<Self, Error> {
+        let tls_cfg = if protocol.uses_tls() { Some(Arc::new(build_tls(&tls)?)) } else { None };
+        let sasl = if protocol.uses_sasl() {
+            let s = sasl.ok_or_else(|| cfg_err("sasl_mechanism", "SASL_PLAINTEXT / SASL_SSL need SASL settings"))?;
+            match s.mechanism {
+                Mechanism::OAuthBearer => {
+                    if s.token_provider.is_none() {
+                        return Err(cfg_err("sasl_oauth_token_provider", "OAUTHBEARER needs a token provider"));
+                    }
+                }
+                _ => {
+                    if s.username.is_empty() {
+                        return Err(cfg_err("sasl_username", format!("{} needs a user name", s.mechanism.name())));
+                    }
+                }
+            }
+            Some(Arc::new(s))
+        } else {
+            None
+        };
+        Ok(Security { protocol, tls: tls_cfg, check_hostname: tls.check_hostname, sasl })
+    }
+}
+
+fn build_tls(o: &TlsOptions) -> Result<rustls::ClientConfig, Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    match &o.ca_file {
+        Some(path) => {
+            let pem = read_pem(path, "ssl_cafile")?;
+            let mut n = 0;
+            for c in rustls_pemfile::certs(&mut pem.as_slice()) {
+                let c = c.map_err(|e| cfg_err("ssl_cafile", format!("{path}: {e}")))?;
+                roots.add(c).map_err(|e| cfg_err("ssl_cafile", format!("{path}: {e}")))?;
+                n += 1;
+            }
+            if n == 0 {
+                return Err(cfg_err("ssl_cafile", format!("{path} holds no PEM certificate")));
+            }
+        }
+        None => {
+            for c in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(c);
+            }
+        }
+    }
+    let roots = Arc::new(roots);
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| cfg_err("security_protocol", e.to_string()))?;
+    let builder = if o.check_hostname {
+        builder.with_root_certificates(roots)
+    } else {
+        let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
+            .build()
+            .map_err(|e| cfg_err("ssl_cafile", e.to_string()))?;
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(NoHostnameVerifier { inner }))
+    };
+    let cfg = match (&o.cert_file, &o.key_file) {
+        (Some(cert), Some(key)) => {
+            let pem = read_pem(cert, "ssl_certfile")?;
+            let chain: Vec<_> = rustls_pemfile::certs(&mut pem.as_slice())
+                .collect::<Result<_, _>>()
+                .map_err(|e| cfg_err("ssl_certfile", format!("{cert}: {e}")))?;
+            if chain.is_empty() {
+                return Err(cfg_err("ssl_certfile", format!("{cert} holds no PEM certificate")));
+            }
+            let kpem = read_pem(key, "ssl_keyfile")?;
+            let k = rustls_pemfile::private_key(&mut kpem.as_slice())
+                .map_err(|e| cfg_err("ssl_keyfile", format!("{key}: {e}")))?
+                .ok_or_else(|| cfg_err("ssl_keyfile", format!("{key} holds no PEM private key")))?;
+            builder.with_client_auth_cert(chain, k).map_err(|e| cfg_err("ssl_keyfile", e.to_string()))?
+        }
+        (None, None) => builder.with_no_client_auth(),
+        (Some(_), None) => return Err(cfg_err("ssl_keyfile", "ssl_certfile is set but ssl_keyfile is not")),
+        (None, Some(_)) => return Err(cfg_err("ssl_certfile", "ssl_keyfile is set but ssl_certfile is not")),
+    };
+    Ok(cfg)
+}
+
+/// `ssl_check_hostname=False`: the chain must still lead to a trusted CA and
+/// be valid; only the name check is skipped.
+#[derive(Debug)]
+struct NoHostnameVerifier {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for NoHostnameVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        match self.inner.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+            | Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForNameContext { .. })) => {
+                Ok(rustls::client::danger::ServerCertVerified::assertion())
+            }
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// Any byte stream a connection can run over (TCP or TLS over TCP).
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+fn auth_err(node: &Node, detail: impl std::fmt::Display) -> Error {
+    Error::Authentication { detail: format!("node {} ({}): {detail}", node.id, node.address()) }
+}
+
+/// TLS then SASL over a connected socket. Returns the stream to use and the
+/// SASL session lifetime (0 = none), after which the connection must go.
+pub async fn secure(
+    tcp: tokio::net::TcpStream,
+    node: &Node,
+    sec: &Security,
+    client_id: &str,
+    timeout: Duration,
+) -> Result<(Box<dyn Stream>, i64), Error> {
+    let mut stream: Box<dyn Stream> = match &sec.tls {
+        None => Box::new(tcp),
+        Some(cfg) => {
+            let name = rustls::pki_types::ServerName::try_from(node.host.clone())
+                .map_err(|e| Error::Config { key: "bootstrap_servers".into(), detail: format!("{}: {e}", node.host) })?;
+            let conn = tokio_rustls::TlsConnector::from(cfg.clone());
+            match tokio::time::timeout(timeout, conn.connect(name, tcp)).await {
+                Ok(Ok(s)) => Box::new(s),
+                Ok(Err(e)) => return Err(auth_err(node, format!("TLS handshake failed: {e}"))),
+                Err(_) => return Err(auth_err(node, format!("TLS handshake timed out after {} ms", timeout.as_millis()))),
+            }
+        }
+    };
+    let mut lifetime = 0;
+    if let Some(sasl) = &sec.sasl {
+        lifetime = match tokio::time::timeout(timeout, authenticate(&mut stream, node, sasl, client_id)).await {
+            Ok(r) => r?,
+            Err(_) => return Err(auth_err(node, format!("SASL authentication timed out after {} ms", timeout.as_millis()))),
+        };
+    }
+    Ok((stream, lifetime))
+}
+
+async fn round_trip(stream: &mut Box<dyn Stream>, node: &Node, correlation_id: i32, client_id: &str, body: RequestKind, key: ApiKey, version: i16) -> Result<ResponseKind, Error> {
+    let header = RequestHeader { api_key: key as i16, api_version: version, correlation_id, client_id: Some(client_id.to_string()) };
+    let mut buf = BytesMut::new();
+    encode_request(&mut buf, &header, &body)?;
+    let io = |e: std::io::Error| Error::Transport { broker: format!("{}/{}", node.id, node.address()), detail: format!("during SASL: {e}") };
+    stream.write_all(&buf).await.map_err(io)?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await.map_err(io)?;
+    let n = i32::from_be_bytes(len);
+    if !(0..=1 << 20).contains(&n) {
+        return Err(auth_err(node, format!("SASL answer of {n} bytes: not a Kafka SASL endpoint?")));
+    }
+    let mut frame = BytesMut::zeroed(n as usize);
+    stream.read_exact(&mut frame).await.map_err(io)?;
+    let (cid, resp, _) = decode_response(key as i16, version, frame.freeze())?;
+    if cid != correlation_id {
+        return Err(auth_err(node, format!("SASL answer has correlation id {cid}, expected {correlation_id}")));
+    }
+    Ok(resp)
+}
+
+/// SaslHandshake v1 then SaslAuthenticate v1 rounds. Returns the session
+/// lifetime the broker announced (ms, 0 = unlimited).
+async fn authenticate(stream: &mut Box<dyn Stream>, node: &Node, sasl: &SaslOptions, client_id: &str) -> Result<i64, Error> {
+    let mech = sasl.mechanism.name();
+    let hs = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mech));
+    match round_trip(stream, node, 1, client_id, RequestKind::SaslHandshake(hs), ApiKey::SaslHandshake, 1).await? {
+        ResponseKind::SaslHandshake(r) if r.error_code == 0 => {}
+        ResponseKind::SaslHandshake(r) => {
+            let enabled: Vec<String> = r.mechanisms.iter().map(|m| m.to_string()).collect();
+            return Err(auth_err(node, format!("the broker does not offer {mech} (it offers: {}) [code {}]", enabled.join(", "), r.error_code)));
+        }
+        _ => return Err(auth_err(node, "unexpected SaslHandshake answer")),
+    }
+    let mut cid = 2;
+    let lifetime;
+    let mut send = |bytes: Vec<u8>| {
+        cid += 1;
+        (cid, RequestKind::SaslAuthenticate(SaslAuthenticateRequest::default().with_auth_bytes(bytes.into())))
+    };
+    let exchange = |resp: ResponseKind| -> Result<(Vec<u8>, i64), Error> {
+        match resp {
+            ResponseKind::SaslAuthenticate(r) if r.error_code == 0 => Ok((r.auth_bytes.to_vec(), r.session_lifetime_ms)),
+            ResponseKind::SaslAuthenticate(r) => Err(auth_err(
+                node,
+                format!("{} [code {}]", r.error_message.as_deref().map(|s| s.to_string()).unwrap_or_else(|| "SASL authentication failed".into()), r.error_code),
+            )),
+            _ => Err(auth_err(node, "unexpected SaslAuthenticate answer")),
+        }
+    };
+    match sasl.mechanism {
+        Mechanism::Plain | Mechanism::OAuthBearer => {
+            let msg = if sasl.mechanism == Mechanism::Plain {
+                plain_message(&sasl.username, &sasl.password)
+            } else {
+                let provider = sasl.token_provider.as_ref().ok_or_else(|| auth_err(node, "no OAUTHBEARER token provider"))?;
+                let token = provider().map_err(|e| auth_err(node, format!("the token provider failed: {e}")))?;
+                oauthbearer_message(&token, &[])
+            };
+            let (c, body) = send(msg);
+            let (_, lt) = exchange(round_trip(stream, node, c, client_id, body, ApiKey::SaslAuthenticate, 1).await?)?;
+            lifetime = lt;
+        }
+        Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
+            let hash = if sasl.mechanism == Mechanism::ScramSha256 { ScramHash::Sha256 } else { ScramHash::Sha512 };
+            let nonce: String = {
+                use rand::Rng;
+                let mut rng = rand::thread_rng();
+                (0..32).map(|_| rng.sample(rand::distributions::Alphanumeric) as char).collect()
+            };
+            let mut scram = ScramClient::new(hash, &sasl.username, &sasl.password, &nonce);
+            let (c, body) = send(scram.client_first());
+            let (server_first, _) = exchange(round_trip(stream, node, c, client_id, body, ApiKey::SaslAuthenticate, 1).await?)?;
+            let client_final = scram.handle_server_first(&server_first).map_err(|e| auth_err(node, e))?;
+            let (c, body) = send(client_final);
+            let (server_final, lt) = exchange(round_trip(stream, node, c, client_id, body, ApiKey::SaslAuthenticate, 1).await?)?;
+            scram.handle_server_final(&server_final).map_err(|e| auth_err(node, e))?;
+            lifetime = lt;
+        }
+    }
+    Ok(lifetime)
+}
+
+/// When to drop an authenticated connection so the next one re-authenticates
+/// before the broker's session expires (KIP-368): 85-95% of the lifetime.
+pub fn reauth_after(lifetime_ms: i64) -> Option<Duration> {
+    if lifetime_ms <= 0 {
+        return None;
+    }
+    let frac = 0.85 + rand::random::<f64>() * 0.10;
+    Some(Duration::from_millis(((lifetime_ms as f64) * frac) as u64))
+}

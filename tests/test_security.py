@@ -1,0 +1,227 @@
+"""TLS and SASL against real servers: stunnel (OpenSSL) in front of Tansu for
+TLS; Tansu's own SCRAM for refusals; scramp's SCRAM server (via
+ferrokafka.testing.ScramFront) for good credentials, cross-checked with
+confluent-kafka (librdkafka's SCRAM client)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+
+import pytest
+
+import ferrokafka as fk
+from ferrokafka.testing import EmbeddedBroker
+from ferrokafka.testing._broker import free_port
+
+from conftest import IN_CI
+
+TP = fk.TopicPartition
+
+
+def _need(tool: str):
+    if shutil.which(tool) is None:
+        msg = f"{tool} not installed (scripts/install-test-deps.sh installs it)"
+        if IN_CI:
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    _need("openssl")
+    from ferrokafka.testing._security import make_certs
+
+    return make_certs(str(tmp_path_factory.mktemp("tls")))
+
+
+@pytest.fixture(scope="module")
+def tls_broker(certs, embedded_broker):
+    """Tansu advertising a TLS port that stunnel serves (server auth only)."""
+    _need("stunnel4")
+    from ferrokafka.testing._security import StunnelTLS
+
+    tls_port = free_port()
+    with EmbeddedBroker(advertised_port=tls_port) as b:
+        with StunnelTLS(b.port, certs.server_cert, certs.server_key, port=tls_port) as t:
+            yield t
+
+
+@pytest.fixture(scope="module")
+def mtls_broker(certs):
+    _need("stunnel4")
+    from ferrokafka.testing._security import StunnelTLS
+
+    tls_port = free_port()
+    with EmbeddedBroker(advertised_port=tls_port) as b:
+        with StunnelTLS(b.port, certs.server_cert, certs.server_key, port=tls_port, client_ca=certs.ca) as t:
+            yield t
+
+
+def _round_trip(bs, topic, **sec):
+    with fk.Producer(bs, max_block_ms=15_000, **sec) as p:
+        md = p.send(topic, value=b"secret-payload", key=b"k").result(20)
+    c = fk.Consumer(bs, auto_offset_reset="earliest", **sec)
+    c.assign([TP(topic, md.partition)])
+    got = []
+    deadline = time.time() + 20
+    while not got and time.time() < deadline:
+        got = c.poll(200)
+    c.close()
+    assert [m.value for m in got] == [b"secret-payload"]
+
+
+def test_tls_produce_consume(tls_broker, certs, topic_name):
+    _round_trip(tls_broker.bootstrap_servers, topic_name, security_protocol="SSL", ssl_cafile=certs.ca)
+
+
+def test_tls_hostname_verification(tls_broker, certs, topic_name):
+    """The certificate names localhost and 127.0.0.1: both verify; with
+    checks off the chain must still be trusted."""
+    port = tls_broker.port
+    _round_trip(f"localhost:{port}", topic_name, security_protocol="SSL", ssl_cafile=certs.ca)
+    _round_trip(tls_broker.bootstrap_servers, topic_name + "-nc", security_protocol="SSL", ssl_cafile=certs.ca,
+                ssl_check_hostname=False)
+
+
+def test_untrusted_certificate_is_refused_fast(certs, embedded_broker):
+    _need("stunnel4")
+    from ferrokafka.testing._security import StunnelTLS
+
+    with StunnelTLS(embedded_broker.port, certs.rogue_cert, certs.rogue_key) as rogue:
+        t0 = time.time()
+        with pytest.raises(fk.AuthenticationError, match="(?i)certificate|issuer"):
+            with fk.Producer(rogue.bootstrap_servers, security_protocol="SSL", ssl_cafile=certs.ca, max_block_ms=20_000) as p:
+                p.send("t", value=b"x").result(20)
+        assert time.time() - t0 < 10
+
+
+def test_mutual_tls(mtls_broker, certs, topic_name):
+    _round_trip(mtls_broker.bootstrap_servers, topic_name, security_protocol="SSL", ssl_cafile=certs.ca,
+                ssl_certfile=certs.client_cert, ssl_keyfile=certs.client_key)
+    # without a client certificate the server refuses (TLS 1.3 reports it
+    # after the handshake, as an alert on the first read)
+    with pytest.raises(fk.KafkaError, match="(?i)certificate|alert|closed|timed out"):
+        with fk.Producer(mtls_broker.bootstrap_servers, security_protocol="SSL", ssl_cafile=certs.ca, max_block_ms=3000) as p:
+            p.send(topic_name, value=b"x").result(10)
+
+
+def test_plaintext_to_tls_port_fails_clearly(tls_broker):
+    with pytest.raises(fk.KafkaTimeoutError, match="TLS or SASL"):
+        with fk.Producer(tls_broker.bootstrap_servers, max_block_ms=2000) as p:
+            p.send("t", value=b"x").result(10)
+
+
+def test_bad_tls_files_are_config_errors(tmp_path):
+    with pytest.raises(ValueError, match="ssl_cafile"):
+        fk.Producer("localhost:1", security_protocol="SSL", ssl_cafile=str(tmp_path / "missing.pem"))
+    empty = tmp_path / "empty.pem"
+    empty.write_text("not a certificate")
+    with pytest.raises(ValueError, match="ssl_cafile"):
+        fk.Consumer("localhost:1", security_protocol="SSL", ssl_cafile=str(empty))
+    with pytest.raises(ValueError, match="ssl_keyfile"):
+        fk.Producer("localhost:1", security_protocol="SSL", ssl_certfile=str(empty))
+    with pytest.raises(ValueError, match="security_protocol"):
+        fk.Producer("localhost:1", security_protocol="TLS")
+
+
+# ----- SASL -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scram_broker():
+    pytest.importorskip("scramp") if not IN_CI else __import__("scramp")
+    from ferrokafka.testing._security import ScramFront
+
+    port = free_port()
+    with EmbeddedBroker(advertised_port=port) as b:
+        with ScramFront(b.port, {"alice": "wonderland", "bob": "b,o=b"}, port=port) as front:
+            yield front
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_good_credentials(scram_broker, topic_name, mechanism):
+    before = scram_broker.auth_ok
+    _round_trip(scram_broker.bootstrap_servers, topic_name, security_protocol="SASL_PLAINTEXT",
+                sasl_mechanism=mechanism, sasl_username="alice", sasl_password="wonderland")
+    assert scram_broker.auth_ok > before
+
+
+def test_scram_front_is_a_real_scram_server(scram_broker, confluent_kafka, topic_name):
+    """librdkafka's SCRAM client authenticates against the same front, so a
+    pass above is not two halves of our own mistake."""
+    p = confluent_kafka.Producer({"bootstrap.servers": scram_broker.bootstrap_servers,
+                                  "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-512",
+                                  "sasl.username": "bob", "sasl.password": "b,o=b"})
+    p.produce(topic_name, b"from-librdkafka")
+    assert p.flush(20) == 0
+
+
+def test_scram_group_consumption(scram_broker, topic_name):
+    sec = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+               sasl_username="bob", sasl_password="b,o=b")
+    with fk.Producer(scram_broker.bootstrap_servers, **sec) as p:
+        for i in range(10):
+            p.send(topic_name, value=b"%d" % i, partition=0)
+        p.flush()
+    c = fk.Consumer(scram_broker.bootstrap_servers, group_id=f"g-{uuid.uuid4().hex[:6]}", auto_offset_reset="earliest",
+                    session_timeout_ms=6000, heartbeat_interval_ms=300, **sec)
+    c.subscribe([topic_name])
+    got = []
+    deadline = time.time() + 30
+    while len(got) < 10 and time.time() < deadline:
+        got += c.poll(200)
+    c.commit()
+    assert len(got) == 10 and c.committed([TP(topic_name, 0)])[TP(topic_name, 0)].offset == 10
+    c.close()
+
+
+def test_wrong_password_fails_fast_without_reconnect_storm(scram_broker):
+    before = scram_broker.connections
+    t0 = time.time()
+    with pytest.raises(fk.AuthenticationError) as ei:
+        with fk.Producer(scram_broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
+                         sasl_mechanism="SCRAM-SHA-256", sasl_username="alice", sasl_password="not-the-password",
+                         max_block_ms=10_000, reconnect_backoff_ms=200, reconnect_backoff_max_ms=1000) as p:
+            p.send("t", value=b"x").result(10)
+    took = time.time() - t0
+    assert took < 5
+    assert "not-the-password" not in str(ei.value) and "not-the-password" not in repr(ei.value)
+    time.sleep(1.0)
+    # one failed attempt, plus at most a couple of backed-off retries
+    assert scram_broker.connections - before <= 4
+
+
+def test_tansu_scram_refusal_is_an_authentication_error():
+    """Tansu's own SCRAM (--authentication): with no user provisioned every
+    login is refused, which is what a wrong password looks like to a client."""
+    with EmbeddedBroker(extra_args=["--authentication"]) as b:
+        t0 = time.time()
+        with pytest.raises(fk.AuthenticationError, match="(?i)unknown|auth"):
+            c = fk.Consumer(b.bootstrap_servers, security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512",
+                            sasl_username="mallory", sasl_password="guess", default_api_timeout_ms=10_000)
+            try:
+                c.end_offsets([TP("t", 0)])
+            finally:
+                c.close()
+        assert time.time() - t0 < 5
+
+
+def test_secrets_never_in_reprs():
+    p = fk.Producer("localhost:1", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                    sasl_username="u", sasl_password="hunter2")
+    assert "hunter2" not in repr(p.config) and "hunter2" not in str(p.config)
+    p.close(0)
+
+
+def test_consumer_poll_raises_on_wrong_password(scram_broker, topic_name):
+    c = fk.Consumer(scram_broker.bootstrap_servers, group_id="g-wrong", security_protocol="SASL_PLAINTEXT",
+                    sasl_mechanism="SCRAM-SHA-512", sasl_username="bob", sasl_password="nope")
+    c.subscribe([topic_name])
+    t0 = time.time()
+    with pytest.raises(fk.AuthenticationError):
+        while time.time() - t0 < 10:
+            c.poll(200)
+    assert time.time() - t0 < 5
+    c.close()
