@@ -89,14 +89,16 @@ def test_idempotent_producer_exactly_once_in_order_under_chaos(mock_cluster):
     chaos.stop()
     acked = {}
     failed = 0
+    reasons = defaultdict(int)
     for i, f in futs:
         try:
             md = f.result(0)
             acked[i] = md
-        except fk.KafkaError:
+        except fk.KafkaError as e:
             failed += 1
+            reasons[str(e)[:120]] += 1
     p.close()
-    assert failed == 0, f"{failed} records failed under retriable faults"
+    assert failed == 0, f"{failed} records failed under retriable faults: {dict(reasons)}"
     # read back with our consumer, per partition
     c = fk.Consumer(mock_cluster.bootstrap_servers, auto_offset_reset="earliest")
     c.assign([TP(topic, q) for q in range(parts)])

@@ -190,6 +190,15 @@ impl IdempotenceState {
     /// * a retried batch goes only when no earlier sequence is in flight
     ///   (Java `shouldStopDrainBatchesForPartition`): during retries the
     ///   partition runs one batch at a time.
+    /// The request carrying this batch got no answer (disconnect, timeout):
+    /// it is no longer in flight. Without this a retried batch would wait
+    /// for itself forever (`may_send` compares with the lowest in flight).
+    pub fn on_no_answer(&mut self, tp: &TopicPartition, base: i32) {
+        if let Some(s) = self.partitions.get_mut(tp) {
+            s.in_flight.remove(&base);
+        }
+    }
+
     pub fn may_send(&self, tp: &TopicPartition, retry_sequence: Option<i32>) -> bool {
         let Some(s) = self.partitions.get(tp) else { return true };
         let Some(&first_in_flight) = s.in_flight.iter().next() else { return true };

@@ -276,7 +276,13 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             let can_retry = batch.attempts < self.cfg.retries && !batch.has_reached_delivery_timeout(self.accumulator.config(), now_ms);
             let (code, base, append_time, message) = match &result {
                 Err(e) => {
+                    if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
+                        eprintln!("produce {}-{} seq {:?} error {e} retry={can_retry}", batch.tp.topic, batch.tp.partition, batch.base_sequence);
+                    }
                     refresh = true;
+                    if let (Some(idem), Some(seq)) = (self.idempotence.as_mut(), batch.base_sequence) {
+                        idem.on_no_answer(&batch.tp, seq);
+                    }
                     // No answer: as if the partition answered with a network
                     // error; with idempotence the broker de-duplicates a retry
                     // of a batch that did land.
@@ -308,6 +314,9 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                 None if retriable && can_retry => BatchOutcome::Retry,
                 None => BatchOutcome::Fail(code),
             };
+            if code != 0 && std::env::var_os("FERROKAFKA_DEBUG").is_some() {
+                eprintln!("produce {}-{} seq {:?} code {code} -> {outcome:?}", batch.tp.topic, batch.tp.partition, batch.base_sequence);
+            }
             match outcome {
                 BatchOutcome::Success => {
                     self.accumulator.deallocate(&batch);
@@ -454,6 +463,28 @@ mod tests {
         let o = s.poll(11, &|_| Some(2), &mut |_| true, &|_| None);
         assert_eq!(o.calls[0].node_id, 2);
         assert_eq!(records(&o.calls[0]), vec!["7:0:0:1"], "same sequence on retry");
+    }
+
+    /// Regression (found by the chaos test): a batch whose request got no
+    /// answer (connection reset) stayed "in flight" in the idempotence state,
+    /// so its own retry waited for it forever and the partition stalled
+    /// until delivery_timeout_ms.
+    #[test]
+    fn idempotent_retry_after_disconnect_is_sent_again() {
+        let mut s = sender(true, -1);
+        s.set_producer_id(7, 0);
+        send(&mut s, 0, 1);
+        let o = s.poll(0, &|_| Some(1), &mut |_| true, &|_| None);
+        let (d, _) = s.on_response(o.calls[0].token, Ok(vec![ok(0, 0)]), 1);
+        assert_eq!(d.len(), 1);
+        send(&mut s, 0, 2);
+        let o = s.poll(2, &|_| Some(1), &mut |_| true, &|_| None);
+        assert_eq!(records(&o.calls[0]), vec!["7:0:1:1"]);
+        let (d, _) = s.on_response(o.calls[0].token, Err(Error::Disconnected { node_id: 1 }), 3);
+        assert!(d.is_empty(), "retried, not failed");
+        let o = s.poll(20, &|_| Some(1), &mut |_| true, &|_| None);
+        assert_eq!(o.calls.len(), 1, "the retry must go out");
+        assert_eq!(records(&o.calls[0]), vec!["7:0:1:1"], "with its sequence");
     }
 
     #[test]
