@@ -16,6 +16,7 @@ from .errors import (
 from .network import ClientResponse, NetworkClient
 from .producer import Producer
 from .consumer import Consumer, Coordinator, Message, OffsetAndMetadata
+from .admin import Admin, NewTopic
 from .metadata import Metadata, ProducerMetadata
 from .types import (
     Cluster,
@@ -40,6 +41,8 @@ __all__ = [
     "Coordinator",
     "Message",
     "OffsetAndMetadata",
+    "Admin",
+    "NewTopic",
     "ClientResponse",
     "KafkaError",
     "KafkaTimeoutError",

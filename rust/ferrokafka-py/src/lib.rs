@@ -5,6 +5,7 @@
 
 use pyo3::prelude::*;
 
+pub mod admin;
 pub mod arrow;
 pub mod consumer;
 pub mod errors;
@@ -35,5 +36,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     producer::register(m)?;
     records::register(m)?;
     consumer::register(m)?;
+    admin::register(m)?;
     Ok(())
 }

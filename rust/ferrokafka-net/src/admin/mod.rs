@@ -9,6 +9,8 @@ use ferrokafka_protocol::kafka_protocol::messages::list_groups_response::ListGro
 use ferrokafka_protocol::kafka_protocol::messages::{CreateTopicsRequest, DeleteTopicsRequest, ListGroupsRequest, TopicName};
 use ferrokafka_protocol::kafka_protocol::protocol::StrBytes;
 
+pub mod client;
+
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }

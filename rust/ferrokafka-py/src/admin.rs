@@ -1,0 +1,148 @@
+//! `_Admin`: bindings of `ferrokafka_net::admin::client::AdminClient`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferrokafka_net::admin::client::{AdminClient, AdminConfig};
+use ferrokafka_net::admin::NewTopic;
+use ferrokafka_net::client::ClientConfig;
+use ferrokafka_net::error::Error;
+use ferrokafka_net::io::NetworkClient;
+use ferrokafka_net::metadata::default_updater::{DefaultMetadataUpdater, UpdaterConfig};
+use ferrokafka_net::metadata::{Metadata, MetadataConfig};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::FkError;
+use crate::gil::blocking_call;
+use crate::types::{PyNode, PyTopicPartition};
+
+fn get<T: for<'a> FromPyObject<'a, 'a>>(cfg: &Bound<'_, PyDict>, key: &str) -> PyResult<T>
+where
+    for<'a> <T as FromPyObject<'a, 'a>>::Error: Into<PyErr>,
+{
+    let v = cfg.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("missing option {key}")))?;
+    v.extract::<T>().map_err(|e| {
+        let e: PyErr = e.into();
+        PyValueError::new_err(format!("invalid value for {key}: {e}"))
+    })
+}
+
+#[pyclass(module = "ferrokafka._core", name = "_Admin")]
+pub struct PyAdmin {
+    inner: Mutex<Option<Arc<AdminClient>>>,
+}
+
+impl PyAdmin {
+    fn core(&self) -> PyResult<Arc<AdminClient>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| FkError(Error::Closed { what: "admin client" }).into())
+    }
+}
+
+fn ms(t: i64) -> Duration {
+    Duration::from_millis(t.max(0) as u64)
+}
+
+type TopicResults = Vec<(String, Option<Py<PyAny>>)>;
+
+fn results(py: Python<'_>, r: std::collections::BTreeMap<String, Result<(), Error>>) -> TopicResults {
+    r.into_iter()
+        .map(|(t, r)| {
+            (
+                t,
+                r.err().map(|e| {
+                    let e: PyErr = FkError(e).into();
+                    e.into_value(py).into_any()
+                }),
+            )
+        })
+        .collect()
+}
+
+#[pymethods]
+impl PyAdmin {
+    #[new]
+    fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let bootstrap: Vec<String> = get(cfg, "bootstrap_servers")?;
+        let acfg = AdminConfig {
+            request_timeout_ms: get(cfg, "request_timeout_ms")?,
+            retry_backoff_ms: get(cfg, "retry_backoff_ms")?,
+            default_api_timeout_ms: get(cfg, "default_api_timeout_ms")?,
+        };
+        let mcfg = MetadataConfig {
+            refresh_backoff_ms: acfg.retry_backoff_ms,
+            refresh_backoff_max_ms: get::<i64>(cfg, "retry_backoff_max_ms")?.max(acfg.retry_backoff_ms),
+            metadata_expire_ms: get(cfg, "metadata_max_age_ms")?,
+            rng_seed: None,
+        };
+        let md = Arc::new(Metadata::new(mcfg).map_err(FkError)?);
+        md.bootstrap(&bootstrap).map_err(FkError)?;
+        let netcfg = ClientConfig {
+            client_id: get(cfg, "client_id")?,
+            max_in_flight_requests_per_connection: get(cfg, "max_in_flight_requests_per_connection")?,
+            request_timeout_ms: acfg.request_timeout_ms,
+            reconnect_backoff_ms: get(cfg, "reconnect_backoff_ms")?,
+            reconnect_backoff_max_ms: get(cfg, "reconnect_backoff_max_ms")?,
+            security: crate::security::from_cfg(cfg)?,
+            ..ClientConfig::default()
+        };
+        let updater = DefaultMetadataUpdater::new(md.clone(), UpdaterConfig { request_timeout_ms: acfg.request_timeout_ms, ..UpdaterConfig::default() });
+        let net = Arc::new(NetworkClient::new(netcfg, Box::new(updater)).map_err(FkError)?);
+        Ok(PyAdmin { inner: Mutex::new(Some(Arc::new(AdminClient::new(acfg, md, net)))) })
+    }
+
+    /// topics: [(name, partitions, replication, [(key, value)])] -> [(name, error | None)]
+    fn create_topics(&self, py: Python<'_>, topics: Vec<(String, i32, i16, Vec<(String, String)>)>, timeout_ms: i64, validate_only: bool) -> PyResult<TopicResults> {
+        let core = self.core()?;
+        let ts: Vec<NewTopic> = topics
+            .into_iter()
+            .map(|(name, num_partitions, replication_factor, config)| NewTopic { name, num_partitions, replication_factor, config })
+            .collect();
+        let r = blocking_call(py, move || core.create_topics(ts, ms(timeout_ms), validate_only))?.map_err(FkError)?;
+        Ok(results(py, r))
+    }
+
+    fn delete_topics(&self, py: Python<'_>, names: Vec<String>, timeout_ms: i64) -> PyResult<TopicResults> {
+        let core = self.core()?;
+        let r = blocking_call(py, move || core.delete_topics(names, ms(timeout_ms)))?.map_err(FkError)?;
+        Ok(results(py, r))
+    }
+
+    fn list_topics(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<Vec<(String, usize)>> {
+        let core = self.core()?;
+        let r = blocking_call(py, move || core.list_topics(ms(timeout_ms)))?.map_err(FkError)?;
+        Ok(r.into_iter().collect())
+    }
+
+    /// (nodes, controller, cluster id)
+    fn describe_cluster(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<(Vec<PyNode>, Option<PyNode>, Option<String>)> {
+        let core = self.core()?;
+        let d = blocking_call(py, move || core.describe_cluster(ms(timeout_ms)))?.map_err(FkError)?;
+        Ok((d.nodes.iter().map(PyNode::from).collect(), d.controller.as_ref().map(PyNode::from), d.cluster_id))
+    }
+
+    fn list_consumer_groups(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<Vec<(String, String, String)>> {
+        let core = self.core()?;
+        blocking_call(py, move || core.list_consumer_groups(ms(timeout_ms)))?.map_err(|e| FkError(e).into())
+    }
+
+    /// [(tp, offset, metadata)]
+    fn list_consumer_group_offsets(&self, py: Python<'_>, group_id: String, timeout_ms: i64) -> PyResult<Vec<(PyTopicPartition, i64, Option<String>)>> {
+        let core = self.core()?;
+        let r = blocking_call(py, move || core.list_consumer_group_offsets(&group_id, ms(timeout_ms)))?.map_err(FkError)?;
+        Ok(r.into_iter().map(|(tp, o)| (PyTopicPartition { inner: tp }, o.offset, o.metadata)).collect())
+    }
+
+    fn close(&self) {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyAdmin>()
+}
