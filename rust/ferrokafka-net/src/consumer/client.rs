@@ -204,6 +204,11 @@ struct State {
     joined_snapshot: BTreeMap<String, usize>,
     /// Topics the metadata keeps (subscription, assignment, lookups).
     metadata_topics: BTreeSet<String>,
+    /// The application polled or asked for a position since the last
+    /// assign(): only then are missing positions resolved (Java resolves them
+    /// in poll), so `assign` + `seek` never races a committed-offset lookup
+    /// or a reset.
+    want_positions: bool,
     closed: bool,
 }
 
@@ -329,6 +334,7 @@ impl Consumer {
                 last_committed: BTreeMap::new(),
                 joined_snapshot: BTreeMap::new(),
                 metadata_topics: BTreeSet::new(),
+                want_positions: false,
                 closed: false,
             }),
             cfg,
@@ -404,6 +410,7 @@ impl Consumer {
         let topics: Vec<String> = partitions.iter().map(|tp| tp.topic.to_string()).collect();
         let keep: HashSet<TopicPartition> = partitions.iter().cloned().collect();
         st.subs.assign_from_user(partitions)?;
+        st.want_positions = false;
         drop_buffered(&mut st, |tp| !keep.contains(tp));
         self.inner.want_topics(&mut st, topics);
         drop(st);
@@ -450,6 +457,10 @@ impl Consumer {
         let deadline = Instant::now() + timeout;
         let mut st = self.inner.lock();
         self.check_open(&st)?;
+        if !st.want_positions {
+            st.want_positions = true;
+            self.inner.wake();
+        }
         if let Some(g) = st.group.as_mut() {
             g.on_poll(now_ms());
             if let Some(code) = g.fatal() {
@@ -532,6 +543,7 @@ impl Consumer {
     pub fn position(&self, tp: &TopicPartition, timeout: Duration, interrupted: &dyn Fn() -> bool) -> Result<i64, Error> {
         let deadline = Instant::now() + timeout;
         let mut st = self.inner.lock();
+        st.want_positions = true;
         loop {
             let s = st.subs.state(tp).ok_or_else(|| Error::State {
                 detail: format!("position() of {}-{}, which is not assigned to this consumer", tp.topic, tp.partition),
@@ -1120,7 +1132,11 @@ fn step(inner: &Arc<Inner>, now: i64) -> Duration {
     }
 
     // Positions: committed offsets for new partitions, then resets.
-    let initializing = st.subs.initializing_partitions();
+    let initializing = if st.want_positions || st.subs.has_auto_assigned_partitions() {
+        st.subs.initializing_partitions()
+    } else {
+        Vec::new()
+    };
     if !initializing.is_empty() {
         if inner.cfg.group_id.is_none() {
             if let Err(e) = st.subs.reset_initializing_to_default() {

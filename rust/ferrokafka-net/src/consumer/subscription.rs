@@ -282,8 +282,10 @@ impl SubscriptionState {
         if missing.is_empty() {
             Ok(())
         } else {
+            // Java's NoOffsetForPartitionException is an InvalidOffsetException,
+            // the family of OFFSET_OUT_OF_RANGE.
             Err(Error::broker(
-                -1,
+                1,
                 Some(format!(
                     "no committed offset and auto_offset_reset is 'none' for: {}",
                     missing.join(", ")

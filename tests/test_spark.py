@@ -1,0 +1,202 @@
+"""PySpark layer (issue 7): pyspark local[2], one SparkSession for the module.
+
+Reads are tested on librdkafka's mock cluster: Tansu 0.6.0 answers
+ListOffsets(latest) with a stale offset, and end offsets are what batch
+planning is made of.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+import ferrokafka as fk
+from ferrokafka.spark import _plan
+from ferrokafka.spark._plan import Range
+
+from conftest import IN_CI
+
+
+# ----- planning, no Spark ----------------------------------------------------------------
+
+
+def test_split_ranges_tile_exactly():
+    ranges = [Range("t", 0, 0, 1000), Range("t", 1, 10, 20), Range("u", 0, 5, 5)]
+    parts = _plan.split_ranges(ranges, 8)
+    assert len(parts) >= 8 - 1
+    for src in ranges[:2]:
+        mine = sorted((r.start, r.end) for r in parts if (r.topic, r.partition) == (src.topic, src.partition))
+        assert mine[0][0] == src.start and mine[-1][1] == src.end
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:])), "gap or overlap"
+    assert not [r for r in parts if r.topic == "u"], "empty ranges are dropped"
+    assert _plan.split_ranges(ranges, None) == ranges[:2]
+
+
+def test_offsets_options_and_caps():
+    tps = [("t", 0), ("t", 1)]
+    assert _plan.parse_offsets("earliest", "startingOffsets", -1, tps) == {("t", 0): -2, ("t", 1): -2}
+    assert _plan.parse_offsets('{"t": {"0": 5}}', "startingOffsets", -1, tps) == {("t", 0): 5, ("t", 1): -1}
+    with pytest.raises(ValueError, match="startingOffsets"):
+        _plan.parse_offsets("soon", "startingOffsets", -1, tps)
+    with pytest.raises(ValueError, match="endingOffsets"):
+        _plan.parse_offsets("earliest", "endingOffsets", -1, tps, allow_earliest=False)
+    assert _plan.cap_ranges({("t", 0): 0, ("t", 1): 0}, {("t", 0): 300, ("t", 1): 100}, 100) == {("t", 0): 75, ("t", 1): 25}
+    with pytest.raises(ValueError, match="exactly one"):
+        _plan.strategy({"subscribe": "a", "assign": "{}"})
+    with pytest.raises(ValueError, match="unknown option 'subscrbe'"):
+        _plan.check_options({"subscrbe": "t"}, _plan.SOURCE_OPTIONS, "batch source")
+    with pytest.raises(ValueError, match="kafka.bootstrap.servers"):
+        _plan.client_config({"subscribe": "t"})
+
+
+# ----- Spark --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spark():
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:
+        if IN_CI:
+            pytest.fail(f"pyspark unavailable: {e}", pytrace=False)
+        pytest.skip(f"pyspark unavailable: {e}")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    s = (SparkSession.builder.master("local[2]").appName("ferrokafka-tests")
+         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+         .config("spark.driver.memory", "1g").getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    s.dataSource.register(fk.spark.KafkaDataSource)
+    yield s
+    s.stop()
+
+
+def _read(spark, bs, **opts):
+    r = spark.read.format("ferrokafka").option("kafka.bootstrap.servers", bs)
+    for k, v in opts.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def test_round_trip_100k_with_keys_nulls_and_headers(spark, mock_cluster):
+    bs = mock_cluster.bootstrap_servers
+    mock_cluster.create_topic("rt", 4, 1)
+    n = 100_000
+    df = spark.range(n).selectExpr(
+        "case when id % 7 = 0 then null else cast(concat('k', id) as binary) end as key",
+        "case when id % 11 = 0 then null else cast(concat('v', id) as binary) end as value")
+    df.write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", "rt").mode("append").save()
+    # headers go through the per-row path
+    hdf = spark.range(2000).selectExpr("cast(concat('hk', id) as binary) as key", "cast('hv' as binary) as value",
+                                       "array(named_struct('key', 'h', 'value', cast(id as string)), "
+                                       "named_struct('key', 'n', 'value', cast(null as binary))) as headers")
+    hdf.write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", "rt").mode("append").save()
+    back = _read(spark, bs, subscribe="rt", startingOffsets="earliest", includeHeaders="true")
+    assert back.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int,headers:array<struct<key:string,value:binary>>>")
+    rows = back.select("key", "value", "headers").collect()
+    want = Counter((None if i % 7 == 0 else b"k%d" % i, None if i % 11 == 0 else b"v%d" % i, ()) for i in range(n))
+    want.update((b"hk%d" % i, b"hv", (("h", str(i).encode()), ("n", None))) for i in range(2000))
+    got = Counter((r.key, r.value, tuple((h.key, h.value) for h in (r.headers or []))) for r in rows)
+    assert got == want
+    without = _read(spark, bs, subscribe="rt", startingOffsets="earliest")
+    assert "headers" not in without.columns and without.count() == n + 2000
+
+
+def test_min_partitions_split_without_gap_or_overlap(spark, mock_cluster):
+    bs = mock_cluster.bootstrap_servers
+    mock_cluster.create_topic("mp", 2, 1)
+    with fk.Producer(bs, linger_ms=5) as p:
+        for i in range(3000):
+            p.send("mp", value=b"%d" % i, partition=0 if i < 2500 else 1)
+        assert p.flush(30) == 0
+    df = _read(spark, bs, subscribe="mp", startingOffsets="earliest", minPartitions="7")
+    assert df.rdd.getNumPartitions() >= 6
+    offsets = df.select("partition", "offset").collect()
+    by_p = Counter(r.partition for r in offsets)
+    assert by_p == {0: 2500, 1: 500}
+    assert len({(r.partition, r.offset) for r in offsets}) == 3000
+    # explicit ranges
+    df = _read(spark, bs, assign='{"mp": [0]}', startingOffsets='{"mp": {"0": 100}}', endingOffsets='{"mp": {"0": 200}}')
+    assert sorted(r.offset for r in df.select("offset").collect()) == list(range(100, 200))
+
+
+def test_streaming_available_now_resumes_from_checkpoint(spark, mock_cluster, tmp_path):
+    bs = mock_cluster.bootstrap_servers
+    mock_cluster.create_topic("st", 2, 1)
+
+    def produce(lo, hi):
+        with fk.Producer(bs, linger_ms=2) as p:
+            for i in range(lo, hi):
+                p.send("st", value=b"%d" % i)
+            assert p.flush(30) == 0
+
+    produce(0, 500)
+    out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
+
+    def run():
+        q = (spark.readStream.format("ferrokafka").option("kafka.bootstrap.servers", bs)
+             .option("subscribe", "st").option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "200")
+             .load().selectExpr("cast(value as string) as v")
+             .writeStream.format("parquet").option("path", out).option("checkpointLocation", chk)
+             .trigger(availableNow=True).start())
+        q.awaitTermination(120)
+        return q
+
+    q = run()
+    assert q.exception() is None
+    first = sorted(int(r.v) for r in spark.read.parquet(out).collect())
+    assert first == list(range(500))
+    assert len(q.recentProgress) >= 3, "maxOffsetsPerTrigger=200 splits 500 records into batches"
+    produce(500, 800)
+    run()
+    allv = [int(r.v) for r in spark.read.parquet(out).collect()]
+    assert sorted(allv) == list(range(800)), "exactly the new records, once"
+
+
+def test_streaming_write(spark, mock_cluster, tmp_path):
+    bs = mock_cluster.bootstrap_servers
+    mock_cluster.create_topic("sw-in", 1, 1)
+    mock_cluster.create_topic("sw-out", 1, 1)
+    with fk.Producer(bs) as p:
+        for i in range(100):
+            p.send("sw-in", value=b"%d" % i)
+        p.flush()
+    q = (spark.readStream.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("subscribe", "sw-in")
+         .option("startingOffsets", "earliest").load().selectExpr("key", "concat(value, cast('!' as binary)) as value")
+         .writeStream.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", "sw-out")
+         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+    got = sorted(r.value for r in _read(spark, bs, subscribe="sw-out", startingOffsets="earliest").collect())
+    assert got == sorted(b"%d!" % i for i in range(100))
+
+
+def test_produce_returns_per_task_counts(spark, mock_cluster):
+    bs = mock_cluster.bootstrap_servers
+    mock_cluster.create_topic("pr", 2, 1)
+    df = spark.range(10_000).repartition(3).selectExpr("cast(id as string) as key", "cast(cast(id as string) as binary) as value")
+    res = fk.spark.produce(df, "pr", bs, linger_ms=5).collect()
+    assert sum(r.records for r in res) == 10_000 and all(r.errors == 0 for r in res)
+    assert _read(spark, bs, subscribe="pr", startingOffsets="earliest").count() == 10_000
+
+
+def test_clear_errors(spark, mock_cluster):
+    bs = mock_cluster.bootstrap_servers
+    mock_cluster.create_topic("er", 1, 1)
+    df = spark.range(3).selectExpr("cast(cast(id as string) as binary) as notvalue")
+    with pytest.raises(ValueError, match="'value'"):
+        fk.spark.produce(df, "er", bs)
+    with pytest.raises(Exception, match="'value' column"):
+        df.write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", "er").mode("append").save()
+    bad = spark.range(3).selectExpr("id as value")
+    with pytest.raises(Exception, match="must be binary or string"):
+        bad.write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", "er").mode("append").save()
+    with pytest.raises(Exception, match="unknown option 'subscrbe'"):
+        _read(spark, bs, subscrbe="er").count()
+    with pytest.raises(Exception, match="linger"):
+        fk.spark.produce(spark.range(1).selectExpr("cast(cast(id as string) as binary) as value"), "er", bs, key=None, linger_ms="x")
