@@ -4,6 +4,7 @@ with confluent-kafka as the independent reader."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import uuid
@@ -239,3 +240,73 @@ def test_librdkafka_partitioners_and_a_python_callable(bs):
         assert p.send(topic, b"v", key=b"x").result(10).partition == 4
     with fk.Producer(bs, partitioner="round_robin") as p:
         assert [p.send(topic, b"v").result(10).partition for _ in range(5)] == [0, 1, 2, 3, 4]
+
+
+def test_acks_zero_completes_with_offset_minus_one_and_records_land(bs):
+    topic = _topic(bs, 1)
+    with fk.Producer(bs, acks=0, enable_idempotence=False, linger_ms=0) as p:
+        futs = [p.send(topic, f"z{i}".encode()) for i in range(20)]
+        assert p.flush(20) == 0
+        mds = [f.result(0) for f in futs]
+    assert {md.offset for md in mds} == {-1}, "acks=0: the broker sends no offset"
+    got = _consume_all(bs, topic, 1, 20)
+    assert sorted(m.value() for m in got) == sorted(f"z{i}".encode() for i in range(20))
+
+
+def test_create_time_topic_reports_the_records_own_timestamp(bs):
+    # Tansu ignores message.timestamp.type=LogAppendTime (it stores CreateTime
+    # and answers log_append_time_ms=-1), so the LogAppendTime half of this
+    # contract is tested on the mock cluster below.
+    topic = _topic(bs, 1)
+    create_time = 1_000_000_000_000
+    with fk.Producer(bs, linger_ms=0) as p:
+        md = p.send(topic, b"v", timestamp_ms=create_time).result(20)
+    (m,) = _consume_all(bs, topic, 1, 1)
+    assert m.timestamp() == (1, create_time)  # TIMESTAMP_CREATE_TIME
+    assert md.timestamp_ms == create_time
+
+
+def test_log_append_time_from_the_broker_is_reported_not_the_create_time(mock_cluster):
+    # librdkafka's mock broker answers every successful Produce with
+    # LogAppendTimeMs = 1234 (as a broker does for a LogAppendTime topic).
+    m = mock_cluster
+    m.create_topic("lat", 1, 1)
+    create_time = 1_000_000_000_000
+    with fk.Producer(m.bootstrap_servers, linger_ms=20) as p:
+        futs = [p.send("lat", b"v", timestamp_ms=create_time + i) for i in range(5)]
+        mds = [f.result(20) for f in futs]
+    assert [md.timestamp_ms for md in mds] == [1234] * 5
+
+
+def _wait_child(pid: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError("the forked child hung")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_fork_child_makes_its_own_producer_and_the_parent_keeps_working(bs):
+    topic = _topic(bs, 1)
+    p = fk.Producer(bs, linger_ms=0)
+    p.send(topic, b"parent-before").result(20)  # sender thread and connections live
+    pid = os.fork()
+    if pid == 0:  # child: only this thread exists; never return into pytest
+        code = 1
+        try:
+            with fk.Producer(bs, linger_ms=0) as c:
+                c.send(topic, b"child").result(20)
+            code = 0
+        finally:
+            os._exit(code)
+    p.send(topic, b"parent-during").result(20)
+    assert _wait_child(pid, 60) == 0, "the child could not produce"
+    p.send(topic, b"parent-after").result(20)
+    p.close()
+    got = sorted(m.value() for m in _consume_all(bs, topic, 1, 4))
+    assert got == [b"child", b"parent-after", b"parent-before", b"parent-during"]

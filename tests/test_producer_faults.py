@@ -12,6 +12,7 @@ PRODUCE = 0
 NOT_LEADER_OR_FOLLOWER = 6
 REQUEST_TIMED_OUT = 7
 NOT_ENOUGH_REPLICAS = 19
+MESSAGE_TOO_LARGE = 10
 
 
 def _read_all(confluent_kafka, bs, topic, partitions, n, timeout=30.0):
@@ -77,7 +78,7 @@ def test_undeliverable_records_fail_at_delivery_timeout_and_close_never_drops(mo
     p = fk.Producer(m.bootstrap_servers, linger_ms=0, request_timeout_ms=500,
                     delivery_timeout_ms=1500, retry_backoff_ms=50, max_block_ms=5000)
     p.send("down", b"first").result(10)
-    leader = p.partitions_for("down") and 1
+    assert p.partitions_for("down") == [0]
     for b in m.broker_ids:
         m.set_broker_down(b)
     futs = [p.send("down", b"x") for _ in range(20)]
@@ -88,10 +89,12 @@ def test_undeliverable_records_fail_at_delivery_timeout_and_close_never_drops(mo
         assert isinstance(f.exception(0), fk.KafkaError)
     assert time.monotonic() - t0 < 10
     # close() with records still queued fails them, it does not drop them.
-    more = [p.send("down", b"y") for _ in range(5)] if leader else []
+    # (With every broker down these fail in send(), on the metadata wait;
+    # test_close_fails_queued_and_in_flight_records covers close itself.)
+    more = [p.send("down", b"y") for _ in range(5)]
     p.close(0)
     for f in more:
-        assert f.done() and f.exception(0) is not None
+        assert f.done() and isinstance(f.exception(0), fk.KafkaError)
 
 
 def test_buffer_memory_bounds_a_flood_to_a_slow_broker(mock_cluster):
@@ -124,3 +127,75 @@ def test_buffer_memory_bounds_a_flood_to_a_slow_broker(mock_cluster):
     assert p.flush(30) == 0
     assert all(f.exception(0) is None for f in accepted), "records accepted before the block are delivered"
     p.close()
+
+
+def _by_offset(got):
+    return [g.value() for g in sorted(got, key=lambda g: g.offset())]
+
+
+def test_message_too_large_splits_the_batch_and_delivers_each_record_once_in_order(
+        mock_cluster, confluent_kafka):
+    m = mock_cluster
+    m.create_topic("big", 1, 3)
+    # One long linger so the records form one batch; the broker refuses the
+    # first three Produce requests as too large, so the batch is split, then
+    # its first piece split again, and so on.
+    p = fk.Producer(m.bootstrap_servers, acks="all", enable_idempotence=True, linger_ms=200,
+                    batch_size=1 << 20, retry_backoff_ms=10)
+    p.partitions_for("big")
+    m.push_request_errors(PRODUCE, [MESSAGE_TOO_LARGE] * 3)
+    n = 200
+    futs = [p.send("big", f"{i:06d}".encode(), partition=0) for i in range(n)]
+    assert p.flush(30) == 0
+    mds = [f.result(0) for f in futs]
+    p.close()
+    offsets = [md.offset for md in mds]
+    assert offsets == sorted(offsets) and len(set(offsets)) == n, "futures out of order or shared offsets"
+    values = _by_offset(_read_all(confluent_kafka, m.bootstrap_servers, "big", 1, n))
+    assert values == [f"{i:06d}".encode() for i in range(n)], "lost, duplicated or reordered"
+    assert offsets == list(range(offsets[0], offsets[0] + n))
+
+
+def test_single_record_too_large_fails_only_that_record(mock_cluster, confluent_kafka):
+    m = mock_cluster
+    m.create_topic("big1", 1, 3)
+    p = fk.Producer(m.bootstrap_servers, acks="all", enable_idempotence=True, linger_ms=200,
+                    retry_backoff_ms=10)
+    p.partitions_for("big1")
+    # 4 records in one batch: refused (split 2+2), first piece refused (split
+    # 1+1), record 0 alone refused: it fails, records 1..3 are delivered.
+    m.push_request_errors(PRODUCE, [MESSAGE_TOO_LARGE] * 3)
+    futs = [p.send("big1", f"r{i}".encode(), partition=0) for i in range(4)]
+    p.flush(30)
+    err = futs[0].exception(10)
+    assert isinstance(err, fk.MessageSizeTooLargeError), repr(err)
+    assert err.code == MESSAGE_TOO_LARGE
+    mds = [f.result(0) for f in futs[1:]]
+    assert [md.offset for md in mds] == sorted(md.offset for md in mds)
+    # The producer goes on after the hole in its sequence (new epoch).
+    last = p.send("big1", b"after", partition=0).result(10)
+    p.close()
+    values = _by_offset(_read_all(confluent_kafka, m.bootstrap_servers, "big1", 1, 4))
+    assert values == [b"r1", b"r2", b"r3", b"after"]
+    assert last.offset > mds[-1].offset
+
+
+def test_close_fails_queued_and_in_flight_records(mock_cluster):
+    m = mock_cluster
+    m.create_topic("stuck", 1, 3)
+    p = fk.Producer(m.bootstrap_servers, linger_ms=0, retry_backoff_ms=200,
+                    delivery_timeout_ms=120_000)
+    p.send("stuck", b"warm").result(10)
+    # Every Produce answer is a retriable error: nothing can be delivered, the
+    # records sit in the queue or in flight until close.
+    m.push_request_errors(PRODUCE, [NOT_ENOUGH_REPLICAS] * 10_000)
+    futs = [p.send("stuck", f"s{i}".encode()) for i in range(50)]
+    assert p.flush(0.5) == 50, "records were delivered despite the errors"
+    assert not any(f.done() for f in futs)
+    t0 = time.monotonic()
+    p.close(0)
+    assert time.monotonic() - t0 < 5
+    for f in futs:
+        assert f.done(), "close left a future pending"
+        assert isinstance(f.exception(0), fk.KafkaError)
+    m.clear_request_errors(PRODUCE)

@@ -371,11 +371,37 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
             Some(seq) => {
                 let pos = q
                     .iter()
-                    .position(|b| b.base_sequence.map_or(true, |s| s > seq))
+                    .position(|b| b.base_sequence.is_none_or(|s| s > seq))
                     .unwrap_or(q.len());
                 q.insert(pos, batch);
             }
             None => q.push_front(batch),
+        }
+    }
+
+    /// Put the pieces of a split batch (in record order) at the front of
+    /// their partition's queue. Unlike `reenqueue` this is not a new attempt:
+    /// the pieces keep the original's attempt count and are sendable at once.
+    /// Pieces with sequences go in sequence order among queued batches, so a
+    /// retried batch with a lower sequence still goes first.
+    pub fn reenqueue_split(&mut self, pieces: Vec<ProducerBatch<B, T>>, _now_ms: i64) {
+        let Some(first) = pieces.first() else { return };
+        let q = self.queues.entry(first.tp.clone()).or_default();
+        match first.base_sequence {
+            Some(seq) => {
+                let pos = q
+                    .iter()
+                    .position(|b| b.base_sequence.map_or(true, |s| s > seq))
+                    .unwrap_or(q.len());
+                for (i, p) in pieces.into_iter().enumerate() {
+                    q.insert(pos + i, p);
+                }
+            }
+            None => {
+                for p in pieces.into_iter().rev() {
+                    q.push_front(p);
+                }
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 
 use bytes::{Bytes, BytesMut};
 use ferrokafka_protocol::compression::Compression;
-use ferrokafka_protocol::record::{Header, RecordBatchBuilder};
+use ferrokafka_protocol::record::{DecodeOptions, Header, RecordBatch, RecordBatchBuilder};
 
 use crate::error::Error;
 use crate::producer::accumulator::{BatchBuilder, RecordRef};
@@ -25,6 +25,9 @@ pub struct ProducerRecordBatch {
     capacity: usize,
     count: usize,
     size: usize,
+    /// Kept to build the smaller batches of a split with the same codec.
+    compression: Compression,
+    level: Option<i32>,
 }
 
 impl ProducerRecordBatch {
@@ -36,6 +39,8 @@ impl ProducerRecordBatch {
             capacity,
             count: 0,
             size: 61,
+            compression,
+            level,
         }
     }
 }
@@ -74,6 +79,10 @@ impl BatchBuilder for ProducerRecordBatch {
 }
 
 impl EncodableBatch for ProducerRecordBatch {
+    fn split(&mut self, target_bytes: usize) -> Result<Vec<Self>, Error> {
+        self.split_records(target_bytes)
+    }
+
     fn encode(&mut self, p: ProducerFields) -> Result<Bytes, Error> {
         if let Some(b) = self.builder.take() {
             let b = b.producer(p.producer_id, p.producer_epoch, p.base_sequence);
@@ -94,6 +103,74 @@ impl EncodableBatch for ProducerRecordBatch {
         // Bytes::copy_from_slice keeps the original for a later re-patch;
         // batches are small next to the cost of a request.
         Ok(Bytes::copy_from_slice(buf))
+    }
+}
+
+impl ProducerRecordBatch {
+    /// The batch's records re-cut into new open batches, in order: each
+    /// holds at most `max_bytes` and at most about half of this batch's
+    /// records by size (a record larger than that gets a batch of its own),
+    /// so a batch of two or more records always yields two or more. The
+    /// records are read back from the encoded bytes (decompressed if need
+    /// be), as Java's `ProducerBatch.split` does: after the first encode the
+    /// builder no longer holds them.
+    pub fn split_records(&mut self, max_bytes: usize) -> Result<Vec<ProducerRecordBatch>, Error> {
+        if self.finished.is_none() {
+            self.encode(ProducerFields::NONE)?;
+        }
+        let buf = self.finished.as_ref().ok_or_else(|| Error::State { detail: "batch was never built".into() })?;
+        // Our own bytes: the CRC was just computed, no need to verify it, and
+        // the decompressed size is bounded by what we compressed.
+        let opts = DecodeOptions { verify_crc: false, max_decompressed: usize::MAX };
+        let (batch, _) = RecordBatch::parse(buf, &opts)?;
+        let payload = batch.payload(&opts)?;
+        // Boundaries from the records' size bounds (one pass), so pieces are
+        // even: the 61-byte batch header and the builder's own per-append
+        // bound would otherwise cut small records one per batch.
+        let mut sizes = Vec::with_capacity(self.count);
+        for rec in batch.records(&payload)? {
+            let rec = rec?;
+            let hdrs: usize = rec.headers.iter().map(|h| 10 + h.key.len() + h.value.map_or(0, |v| v.len())).sum();
+            sizes.push(36 + rec.key.map_or(0, |k| k.len()) + rec.value.map_or(0, |v| v.len()) + hdrs);
+        }
+        let budget = max_bytes.min(sizes.iter().sum::<usize>().div_ceil(2)).max(1);
+        let (compression, level) = (self.compression, self.level);
+        let new_piece = || {
+            // Buffer sized for the piece; no capacity check on these appends
+            // (the boundaries were decided above).
+            let mut p = ProducerRecordBatch::new(compression, level, budget + 61);
+            p.capacity = usize::MAX;
+            p
+        };
+        let mut out = Vec::new();
+        let mut cur = new_piece();
+        let mut cur_bytes = 0usize;
+        let mut headers: Vec<(&str, Option<&[u8]>)> = Vec::new();
+        for (rec, size) in batch.records(&payload)?.zip(sizes) {
+            let rec = rec?;
+            if cur.count > 0 && cur_bytes + size > budget {
+                out.push(std::mem::replace(&mut cur, new_piece()));
+                cur_bytes = 0;
+            }
+            headers.clear();
+            headers.extend(rec.headers.iter().map(|h| (h.key, h.value)));
+            let r = RecordRef { timestamp_ms: rec.timestamp, key: rec.key, value: rec.value, headers: &headers };
+            if cur.try_append(&r).is_none() {
+                return Err(Error::State { detail: "a batch refused a record during a split".into() });
+            }
+            cur_bytes += size;
+        }
+        if cur.count > 0 {
+            out.push(cur);
+        }
+        if out.iter().map(|b| b.count).sum::<usize>() != self.count {
+            return Err(Error::State { detail: "split lost or added records".into() });
+        }
+        // The pieces are sealed batches: capacity only matters for appends.
+        for p in out.iter_mut() {
+            p.capacity = max_bytes;
+        }
+        Ok(out)
     }
 }
 
@@ -133,5 +210,58 @@ mod tests {
         let r = RecordRef { timestamp_ms: 0, key: None, value: Some(&big), headers: &[] };
         assert!(b.try_append(&r).is_some(), "first record goes in whatever its size");
         assert!(b.try_append(&r).is_none());
+    }
+
+    #[test]
+    fn split_keeps_records_in_order_with_timestamps_keys_and_headers() {
+        for codec in [Compression::None, Compression::Lz4] {
+            let mut b = ProducerRecordBatch::new(codec, None, 1 << 20);
+            let vals: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 100]).collect();
+            let hdr = [("h", Some(&b"x"[..]))];
+            for (i, v) in vals.iter().enumerate() {
+                let key = [i as u8];
+                let r = RecordRef { timestamp_ms: 1000 + i as i64, key: Some(&key), value: Some(v), headers: &hdr };
+                assert!(b.try_append(&r).is_some());
+            }
+            b.encode(ProducerFields { producer_id: 3, producer_epoch: 0, base_sequence: 0 }).unwrap();
+            let mut parts = b.split(1 << 20).unwrap();
+            let counts: Vec<usize> = parts.iter().map(|p| p.record_count()).collect();
+            assert_eq!(counts, vec![5, 5], "equal records split in halves");
+            let mut seen = Vec::new();
+            for p in parts.iter_mut() {
+                assert!(p.record_count() >= 1);
+                let bytes = p.encode(ProducerFields { producer_id: 3, producer_epoch: 0, base_sequence: 0 }).unwrap();
+                let opts = Default::default();
+                let (rb, _) = RecordBatch::parse(&bytes, &opts).unwrap();
+                rb.decode_each(&opts, |r| {
+                    assert_eq!(r.headers.len(), 1);
+                    seen.push((r.timestamp, r.key.unwrap().to_vec(), r.value.unwrap().to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+            }
+            let want: Vec<_> = vals.iter().enumerate().map(|(i, v)| (1000 + i as i64, vec![i as u8], v.clone())).collect();
+            assert_eq!(seen, want, "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn split_of_a_large_record_and_small_ones_isolates_the_large_one() {
+        let mut b = ProducerRecordBatch::new(Compression::None, None, 1 << 20);
+        let big = vec![7u8; 1000];
+        for v in [&b"a"[..], &big[..], &b"c"[..]] {
+            assert!(b.try_append(&RecordRef { timestamp_ms: 0, key: None, value: Some(v), headers: &[] }).is_some());
+        }
+        b.encode(ProducerFields::NONE).unwrap();
+        let parts = b.split(1 << 20).unwrap();
+        let counts: Vec<usize> = parts.iter().map(|p| p.record_count()).collect();
+        assert_eq!(counts, vec![1, 1, 1]);
+        let mut b = ProducerRecordBatch::new(Compression::None, None, 1 << 20);
+        for _ in 0..8 {
+            assert!(b.try_append(&RecordRef { timestamp_ms: 0, key: None, value: Some(&big[..100]), headers: &[] }).is_some());
+        }
+        b.encode(ProducerFields::NONE).unwrap();
+        let counts: Vec<usize> = b.split(300).unwrap().iter().map(|p| p.record_count()).collect();
+        assert_eq!(counts, vec![2, 2, 2, 2], "max_bytes caps the pieces below half");
     }
 }

@@ -621,6 +621,14 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
                         st.init_in_flight = false;
                         match r {
                             Ok((id, epoch)) => st.sender.set_producer_id(id, epoch),
+                            Err(e)
+                                if e.code() == crate::producer::idempotence::codes::INVALID_PRODUCER_ID_MAPPING
+                                    && st.sender.idempotence.as_ref().is_some_and(|i| i.producer_id_and_epoch().is_valid()) =>
+                            {
+                                // A bump of our current id was refused: not
+                                // fatal, a fresh id does the same job.
+                                st.sender.drop_producer_id();
+                            }
                             Err(e) if !e.retriable() => {
                                 if let Some(idem) = st.sender.idempotence.as_mut() {
                                     idem.set_fatal(e.code());

@@ -22,6 +22,7 @@ pub mod codes {
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
     pub const PRODUCER_FENCED: i16 = 90;
     pub const MESSAGE_TOO_LARGE: i16 = 10;
@@ -136,6 +137,14 @@ impl IdempotenceState {
         self.bump_requested = false;
     }
 
+    /// Forget the id (its bump was refused): `needs_init` asks for a fresh
+    /// one, without a current id to bump. Sequence state is kept until the
+    /// new id arrives (`set_producer_id_and_epoch` resets it then).
+    pub fn drop_producer_id(&mut self) {
+        self.pid = ProducerIdAndEpoch::NONE;
+        self.bump_requested = false;
+    }
+
     /// Assign the base sequence of a batch drained for the first time.
     pub fn assign_sequence(&mut self, tp: &TopicPartition, record_count: i32) -> i32 {
         let s = self.partitions.entry(tp.clone()).or_insert_with(|| PartitionSeq {
@@ -171,6 +180,15 @@ impl IdempotenceState {
                 base
             })
             .collect()
+    }
+
+    /// The batch sent with `base` was refused without touching the broker's
+    /// sequence state (MESSAGE_TOO_LARGE before a split): it is no longer in
+    /// flight, and its sequence range will be sent again by its pieces.
+    pub fn forget_in_flight(&mut self, tp: &TopicPartition, base: i32) {
+        if let Some(s) = self.partitions.get_mut(tp) {
+            s.in_flight.remove(&base);
+        }
     }
 
     /// Is `base` the first sequence the broker has not acknowledged?

@@ -18,7 +18,7 @@ use ferrokafka_protocol::kafka_protocol::messages::ProduceRequest;
 use crate::cluster::TopicPartition;
 use crate::error::Error;
 use crate::producer::accumulator::{BatchBuilder, ProducerBatch, RecordAccumulator};
-use crate::producer::idempotence::{BatchOutcome, IdempotenceState};
+use crate::producer::idempotence::{codes, BatchOutcome, IdempotenceState};
 use crate::producer::request::{build_produce_request, BatchToSend, PartitionResult};
 
 /// Producer fields written into a batch header when it is (re)sent.
@@ -39,8 +39,14 @@ impl ProducerFields {
 
 /// A batch that can be turned into RecordBatch bytes; re-encoded on each
 /// send because the producer fields (covered by the CRC) may change on retry.
-pub trait EncodableBatch: BatchBuilder {
+pub trait EncodableBatch: BatchBuilder + Sized {
     fn encode(&mut self, producer: ProducerFields) -> Result<Bytes, Error>;
+    /// The same records, in order, re-cut into new batches of at most
+    /// `max_bytes` and at most about half the records each (a record larger
+    /// than that alone in its batch): two or more pieces whenever there are
+    /// two or more records. Called after the broker refused the batch with
+    /// MESSAGE_TOO_LARGE.
+    fn split(&mut self, max_bytes: usize) -> Result<Vec<Self>, Error>;
 }
 
 #[derive(Debug, Clone)]
@@ -124,7 +130,10 @@ impl<B: EncodableBatch, T> Sender<B, T> {
         let Some(idem) = self.idempotence.as_mut() else { return };
         let old = idem.producer_id_and_epoch();
         idem.set_producer_id_and_epoch(crate::producer::idempotence::ProducerIdAndEpoch { producer_id, epoch });
-        if old.producer_id >= 0 && (old.producer_id, old.epoch) != (producer_id, epoch) {
+        // Any change (a bumped epoch, or a fresh id after the broker refused
+        // the bump) restarts sequences at 0; batches queued with old
+        // sequences get new ones, in queue order.
+        if (old.producer_id, old.epoch) != (producer_id, epoch) {
             self.accumulator.for_each_queue_mut(|tp, q| {
                 let counts: Vec<i32> = q.iter().filter(|b| b.base_sequence.is_some()).map(|b| b.builder.record_count() as i32).collect();
                 let seqs = idem.resequence(tp, &counts);
@@ -132,6 +141,15 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                     b.base_sequence = Some(s);
                 }
             });
+        }
+    }
+
+    /// The broker refused to bump our epoch (INVALID_PRODUCER_ID_MAPPING:
+    /// e.g. a broker without KIP-360 state for the id): ask for a fresh id
+    /// instead, as librdkafka does; sequences restart when it arrives.
+    pub fn drop_producer_id(&mut self) {
+        if let Some(idem) = self.idempotence.as_mut() {
+            idem.drop_producer_id();
         }
     }
 
@@ -300,6 +318,21 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                     None => (-1, -1, -1, Some("partition missing from Produce answer".into())),
                 },
             };
+            if code == codes::MESSAGE_TOO_LARGE
+                && batch.builder.record_count() > 1
+                && !batch.has_reached_delivery_timeout(self.accumulator.config(), now_ms)
+            {
+                // Java `splitAndReenqueue`: the broker's limit (message.max.bytes)
+                // is below our batch; the records may still fit one by one. Not
+                // counted as a retry: the records were refused, not lost.
+                if let (Some(idem), Some(seq)) = (self.idempotence.as_mut(), batch.base_sequence) {
+                    idem.forget_in_flight(&batch.tp, seq);
+                }
+                if let Err((batch, e)) = self.split_and_reenqueue(batch, now_ms) {
+                    self.fail(batch, e, &mut deliveries);
+                }
+                continue;
+            }
             let err = Error::broker(code, message);
             let retriable = err.retriable();
             if code != 0 && crate::metadata::is_invalid_metadata_error(code) {
@@ -343,6 +376,56 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             }
         }
         out
+    }
+
+    /// Cut a refused batch into smaller ones and put them at the front of
+    /// its partition's queue, ahead of newer batches.
+    ///
+    /// Each split at least halves the records per batch (and pieces never
+    /// exceed `batch_size`), so a record that is too large on its own ends up alone
+    /// after a few rounds and fails by itself, while its neighbours get
+    /// through. With idempotence the pieces take the refused batch's sequence
+    /// range in order (base, base + n1, ...): the broker never accepted any
+    /// of it, and the batches queued behind keep their sequences. In-flight
+    /// batches of the partition sent after it come back OUT_OF_ORDER and are
+    /// retried behind the pieces (see `IdempotenceState::may_send`).
+    fn split_and_reenqueue(&mut self, mut batch: ProducerBatch<B, T>, now_ms: i64) -> Result<(), (ProducerBatch<B, T>, Error)> {
+        let total = batch.builder.size_bytes().max(1);
+        let parts = match batch.builder.split(self.accumulator.config().batch_size) {
+            Ok(p) if p.len() > 1 => p,
+            Ok(_) => {
+                let e = Error::State { detail: "splitting a batch refused as too large made no progress".into() };
+                return Err((batch, e));
+            }
+            Err(e) => return Err((batch, e)),
+        };
+        let mut handles = std::mem::take(&mut batch.handles).into_iter();
+        let mut seq = batch.base_sequence;
+        let mut reserved_left = batch.reserved_bytes;
+        let n = parts.len();
+        let mut pieces = Vec::with_capacity(n);
+        for (i, part) in parts.into_iter().enumerate() {
+            let count = part.record_count();
+            // buffer_memory: the refused batch's reservation is shared out by
+            // size, so memory comes back as each piece is acknowledged and the
+            // total freed is exactly what was reserved.
+            let reserved = if i + 1 == n { reserved_left } else { (batch.reserved_bytes * part.size_bytes() / total).min(reserved_left) };
+            reserved_left -= reserved;
+            pieces.push(ProducerBatch {
+                tp: batch.tp.clone(),
+                handles: handles.by_ref().take(count).collect(),
+                builder: part,
+                created_ms: batch.created_ms,
+                last_attempt_ms: batch.last_attempt_ms,
+                attempts: batch.attempts,
+                sealed: true,
+                base_sequence: seq,
+                reserved_bytes: reserved,
+            });
+            seq = seq.map(|s| s.wrapping_add(count as i32) & i32::MAX);
+        }
+        self.accumulator.reenqueue_split(pieces, now_ms);
+        Ok(())
     }
 
     fn retry(&mut self, batch: ProducerBatch<B, T>, now_ms: i64) {
@@ -391,6 +474,18 @@ mod tests {
     impl EncodableBatch for FakeBatch {
         fn encode(&mut self, p: ProducerFields) -> Result<Bytes, Error> {
             Ok(Bytes::from(format!("{}:{}:{}:{}", p.producer_id, p.producer_epoch, p.base_sequence, self.n)))
+        }
+        /// Every fake record is 9 bytes ("v" + 8).
+        fn split(&mut self, max_bytes: usize) -> Result<Vec<Self>, Error> {
+            let per = (max_bytes / 9).min(self.n.div_ceil(2)).max(1);
+            let mut out = Vec::new();
+            let mut left = self.n;
+            while left > 0 {
+                let n = per.min(left);
+                out.push(FakeBatch { n, size: 9 * n });
+                left -= n;
+            }
+            Ok(out)
         }
     }
 
@@ -547,5 +642,149 @@ mod tests {
         send(&mut s, 0, 1);
         assert!(s.poll(0, &|_| Some(1), &mut |_| false, &|_| None).calls.is_empty());
         assert_eq!(s.poll(0, &|_| Some(1), &mut |_| true, &|_| None).calls.len(), 1);
+    }
+
+    fn err(p: i32, code: i16) -> PartitionResult {
+        let mut r = ok(p, -1);
+        r.error_code = code;
+        r
+    }
+
+    /// Poll once and return the one call (panics if not exactly one).
+    fn one_call(s: &mut Sender<FakeBatch, u32>, now: i64) -> ProduceCall {
+        let mut o = s.poll(now, &|_| Some(1), &mut |_| true, &|_| None);
+        assert_eq!(o.calls.len(), 1, "expected one request at {now}");
+        o.calls.pop().unwrap()
+    }
+
+    #[test]
+    fn too_large_batch_is_split_and_resent_in_order_with_its_sequences() {
+        let mut s = sender(true, -1);
+        s.set_producer_id(7, 0);
+        for h in 1..=4 {
+            send(&mut s, 0, h);
+        }
+        let c = one_call(&mut s, 0);
+        assert_eq!(records(&c), vec!["7:0:0:4"]);
+        send(&mut s, 0, 5); // queued behind, while the big batch is in flight
+        let (d, _) = s.on_response(c.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 1);
+        assert!(d.is_empty(), "nothing fails: the batch is split");
+        assert!(!s.needs_producer_id(), "a split is no sequence break");
+        // The pieces cover sequences 0..4 in order; until one is acknowledged
+        // in this epoch only one batch may be in flight.
+        let first = one_call(&mut s, 2);
+        assert!(s.poll(2, &|_| Some(1), &mut |_| true, &|_| None).calls.is_empty(), "one at a time before an ack");
+        let mut sent = records(&first);
+        let mut delivered = Vec::new();
+        let mut pending = vec![first];
+        let mut base = 100;
+        for now in 3..10 {
+            for c in pending.drain(..) {
+                let (d, _) = s.on_response(c.token, Ok(vec![ok(0, base)]), now);
+                for x in d {
+                    base += x.handles.len() as i64;
+                    delivered.push((x.handles, x.result.unwrap().0));
+                }
+            }
+            pending = s.poll(now, &|_| Some(1), &mut |_| true, &|_| None).calls;
+            sent.extend(pending.iter().flat_map(records));
+        }
+        assert_eq!(sent, vec!["7:0:0:2", "7:0:2:2", "7:0:4:1"]);
+        assert_eq!(delivered, vec![(vec![1, 2], 100), (vec![3, 4], 102), (vec![5], 104)]);
+        assert_eq!(s.accumulator.free_memory(), 10_000, "every reserved byte is given back");
+    }
+
+    #[test]
+    fn single_record_too_large_fails_alone_and_its_neighbour_is_delivered() {
+        let mut s = sender(true, -1);
+        s.set_producer_id(7, 0);
+        send(&mut s, 0, 1);
+        send(&mut s, 0, 2);
+        let c = one_call(&mut s, 0);
+        let (d, _) = s.on_response(c.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 1);
+        assert!(d.is_empty());
+        let c = one_call(&mut s, 1);
+        assert_eq!(records(&c), vec!["7:0:0:1"]);
+        // Record 1 alone is still too large: it fails, only it.
+        let (d, _) = s.on_response(c.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 2);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].handles, vec![1]);
+        assert!(matches!(&d[0].result, Err(e) if e.code() == codes::MESSAGE_TOO_LARGE), "{:?}", d[0].result);
+        // The hole at sequence 0 needs a new epoch; record 2 is resequenced.
+        assert!(s.needs_producer_id());
+        s.set_producer_id(7, 1);
+        let c = one_call(&mut s, 3);
+        assert_eq!(records(&c), vec!["7:1:0:1"]);
+        let (d, _) = s.on_response(c.token, Ok(vec![ok(0, 50)]), 4);
+        assert_eq!(d[0].handles, vec![2]);
+        assert_eq!(s.accumulator.free_memory(), 10_000);
+    }
+
+    #[test]
+    fn batch_in_flight_behind_a_split_one_is_retried_after_its_pieces() {
+        let mut s = sender(true, -1);
+        s.set_producer_id(7, 0);
+        send(&mut s, 0, 1);
+        let c = one_call(&mut s, 0);
+        s.on_response(c.token, Ok(vec![ok(0, 0)]), 0); // seq 0 acknowledged: pipelining allowed
+        send(&mut s, 0, 2);
+        send(&mut s, 0, 3);
+        let a = one_call(&mut s, 1); // seq 1..2
+        send(&mut s, 0, 4);
+        let b = one_call(&mut s, 1); // seq 3, in flight behind a
+        assert_eq!(records(&a), vec!["7:0:1:2"]);
+        assert_eq!(records(&b), vec!["7:0:3:1"]);
+        assert!(s.on_response(a.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 2).0.is_empty());
+        let (d, _) = s.on_response(b.token, Ok(vec![err(0, codes::OUT_OF_ORDER_SEQUENCE_NUMBER)]), 2);
+        assert!(d.is_empty() && !s.needs_producer_id(), "b was early, not broken");
+        let mut sent = Vec::new();
+        let mut handles = Vec::new();
+        for now in 200..210 {
+            let o = s.poll(now, &|_| Some(1), &mut |_| true, &|_| None);
+            for c in o.calls {
+                sent.extend(records(&c));
+                let (d, _) = s.on_response(c.token, Ok(vec![ok(0, 10)]), now);
+                handles.extend(d.into_iter().flat_map(|x| x.handles));
+            }
+        }
+        assert_eq!(sent, vec!["7:0:1:1", "7:0:2:1", "7:0:3:1"]);
+        assert_eq!(handles, vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn too_large_without_idempotence_splits_too() {
+        let mut s = sender(false, 1);
+        for h in 1..=3 {
+            send(&mut s, 0, h);
+        }
+        let c = one_call(&mut s, 0);
+        assert!(s.on_response(c.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 1).0.is_empty());
+        let mut handles = Vec::new();
+        for now in 1..5 {
+            let o = s.poll(now, &|_| Some(1), &mut |_| true, &|_| None);
+            for c in o.calls {
+                let (d, _) = s.on_response(c.token, Ok(vec![ok(0, 10)]), now);
+                handles.extend(d.into_iter().flat_map(|x| x.handles));
+            }
+        }
+        assert_eq!(handles, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn refused_bump_takes_a_fresh_id_and_resequences_from_zero() {
+        let mut s = sender(true, -1);
+        s.set_producer_id(7, 0);
+        send(&mut s, 0, 1);
+        send(&mut s, 0, 2);
+        let c = one_call(&mut s, 0);
+        s.on_response(c.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 1);
+        let c = one_call(&mut s, 1);
+        s.on_response(c.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 2); // record 1 fails: bump
+        assert!(s.needs_producer_id());
+        s.drop_producer_id(); // the broker refused the bump
+        assert!(s.needs_producer_id(), "still needs an id, now a fresh one");
+        s.set_producer_id(8, 0);
+        let c = one_call(&mut s, 3);
+        assert_eq!(records(&c), vec!["8:0:0:1"], "record 2 resequenced under the new id");
     }
 }
