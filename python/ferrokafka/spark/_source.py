@@ -125,7 +125,22 @@ _PRODUCERS: Dict[Tuple[int, Tuple], fk.Producer] = {}
 _LOCK = threading.Lock()
 
 
+# Bulk writes, not latency: bigger batches than the client's 16 KB default
+# (librdkafka batches up to 1 MB), unless the job says otherwise.
+_BULK_DEFAULTS = {"batch.size": 524_288, "linger.ms": 10}
+
+
+def _with_bulk_defaults(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    out = dict(cfg)
+    given = {k.replace("_", ".").lower() for k in cfg}
+    for k, v in _BULK_DEFAULTS.items():
+        if k not in given:
+            out[k] = v
+    return out
+
+
 def _producer(cfg: Dict[str, Any]) -> fk.Producer:
+    cfg = _with_bulk_defaults(cfg)
     key = (os.getpid(), tuple(sorted((k, str(v)) for k, v in cfg.items())))
     with _LOCK:
         p = _PRODUCERS.get(key)
