@@ -310,3 +310,26 @@ def test_fork_child_makes_its_own_producer_and_the_parent_keeps_working(bs):
     p.close()
     got = sorted(m.value() for m in _consume_all(bs, topic, 1, 4))
     assert got == [b"child", b"parent-after", b"parent-before", b"parent-during"]
+
+
+def test_send_batch_one_completion_reports_each_record(mock_cluster):
+    m = mock_cluster
+    m.create_topic("sb", 2, 1)
+    with fk.Producer(m.bootstrap_servers, linger_ms=5, max_request_size=10_000) as p:
+        values = [b"a", b"x" * 20_000, b"c"] + [b"%d" % i for i in range(3000)]
+        bf = p.send_batch("sb", values, partition=1)
+        seen = []
+        bf.add_done_callback(seen.append)
+        assert p.flush(20) == 0
+        assert seen == [bf], "the callback runs once, for the whole batch"
+        out = bf.results(0)
+        assert len(out) == len(bf) == len(values)
+        assert isinstance(out[1], fk.MessageSizeTooLargeError), "only the oversized record fails"
+        ok = [r for i, r in enumerate(out) if i != 1]
+        assert all(r.partition == 1 for r in ok)
+        assert [r.offset for r in ok] == list(range(ok[0].offset, ok[0].offset + len(ok)))
+        with pytest.raises(fk.MessageSizeTooLargeError):
+            bf.result(0)
+        assert p.send_batch("sb", []).result(1) == []
+        with pytest.raises(ValueError, match="partition"):
+            p.send_batch("sb", [b"v"], partition=7)

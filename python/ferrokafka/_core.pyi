@@ -26,6 +26,7 @@ __all__ = [
     'TopicPartition',
     '_Consumer',
     '_NetworkClient',
+    '_BatchResult',
     '_Producer',
     '__version__',
     '_api_versions_request',
@@ -405,6 +406,11 @@ class _NetworkClient:
     def close(self) -> list[ClientResponse]: ...
 
 @final
+class _BatchResult:
+    def outcomes(self) -> list[Union[RecordMetadata, BaseException, None]]: ...
+    def __len__(self) -> int: ...
+
+@final
 class _Producer:
     def __new__(cls, cfg: dict[str, Any]) -> _Producer: ...
     def send(
@@ -422,14 +428,14 @@ class _Producer:
         values: list[Optional[bytes]],
         keys: Optional[list[Optional[bytes]]] = None,
         partition: Optional[int] = None,
-    ) -> list[DeliveryFuture]: ...
+    ) -> tuple[DeliveryFuture, _BatchResult]: ...
     def send_many_arrow(
         self,
         topic: str,
         values: Any,
         keys: Optional[Any] = None,
         partition: Optional[int] = None,
-    ) -> list[DeliveryFuture]: ...
+    ) -> tuple[DeliveryFuture, _BatchResult]: ...
     def poll(self, timeout: float = 0.0) -> int: ...
     def flush(self, timeout: Optional[float] = None) -> int: ...
     def partitions_for(self, topic: str) -> list[int]: ...

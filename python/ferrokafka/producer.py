@@ -149,55 +149,42 @@ class Producer:
 class BatchFuture:
     """The future of :meth:`Producer.send_batch`: a list of RecordMetadata in
     input order. ``result()`` raises the first record's error, if any;
-    ``results()`` gives every record's metadata or exception."""
+    ``results()`` gives every record's metadata or exception.
 
-    def __init__(self, futures: list) -> None:
-        self.futures = futures
+    One completion for the whole call (``_done`` resolves when the last
+    record is acknowledged or failed), not a future per record; the
+    per-record outcomes are read from ``_core._BatchResult`` on demand."""
+
+    def __init__(self, done: Any, outcomes: Any) -> None:
+        self._done = done
+        self._outcomes = outcomes
 
     def done(self) -> bool:
-        return all(f.done() for f in self.futures)
-
-    def result(self, timeout: Optional[float] = None) -> list:
-        import time as _time
-
-        deadline = None if timeout is None else _time.monotonic() + timeout
-        out = []
-        for f in self.futures:
-            left = None if deadline is None else max(0.0, deadline - _time.monotonic())
-            out.append(f.result(left))
-        return out
+        return bool(self._done.done())
 
     def results(self, timeout: Optional[float] = None) -> list:
-        out = []
-        for f in self.futures:
-            exc = f.exception(timeout)
-            out.append(exc if exc is not None else f.result(0))
+        self._done.result(timeout)  # raises KafkaTimeoutError when not done in time
+        return list(self._outcomes.outcomes())
+
+    def result(self, timeout: Optional[float] = None) -> list:
+        out = self.results(timeout)
+        for r in out:
+            if isinstance(r, BaseException):
+                raise r
         return out
 
     def add_done_callback(self, fn) -> None:
-        remaining = [len(self.futures)]
-        if not self.futures:
-            fn(self)
-            return
-
-        def one_done(_f):
-            remaining[0] -= 1
-            if remaining[0] == 0:
-                fn(self)
-
-        for f in self.futures:
-            f.add_done_callback(one_done)
+        self._done.add_done_callback(lambda _f: fn(self))
 
     def __await__(self):
-        import asyncio
+        async def wait():
+            await self._done
+            return self.result(0)
 
-        async def gather():
-            return list(await asyncio.gather(*self.futures))
-
-        return gather().__await__()
+        return wait().__await__()
 
     def __len__(self) -> int:
-        return len(self.futures)
+        return len(self._outcomes)
 
 
 def _as_bytes_list(obj: Any, what: str) -> list:
@@ -251,10 +238,10 @@ def _send_batch(self: Producer, topic: str, values: Any, keys: Any = None,
     """
     av, ak = _arrow_array(values), _arrow_array(keys)
     if av is not None and (keys is None or ak is not None):
-        return BatchFuture(self._p.send_many_arrow(topic, av, ak, partition))
+        return BatchFuture(*self._p.send_many_arrow(topic, av, ak, partition))
     vals = _as_bytes_list(values, "values")
     ks = _as_bytes_list(keys, "keys")
-    return BatchFuture(self._p.send_many(topic, vals, ks, partition))
+    return BatchFuture(*self._p.send_many(topic, vals, ks, partition))
 
 
 Producer.send_batch = _send_batch  # type: ignore[attr-defined]

@@ -2,6 +2,7 @@
 //! validates options and wraps `_Producer`; everything on the record path is
 //! here and in the net crate, with the GIL released while `send` may block.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,23 +22,106 @@ use crate::errors::FkError;
 use crate::future::{run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, RecordMetadata};
 use crate::gil::wait_detached;
 
-/// Completes a Python `DeliveryFuture` from the sender thread.
-struct PyCompletion {
-    fut: Py<DeliveryFuture>,
-    cell: Arc<FutureCell>,
+/// Completes a Python `DeliveryFuture` from the sender thread, or one
+/// record's slot of a `send_batch` call.
+enum PyCompletion {
+    One { fut: Py<DeliveryFuture>, cell: Arc<FutureCell> },
+    Batch { batch: Arc<BatchState>, index: usize },
+}
+
+fn to_metadata(d: DeliveredRecord) -> RecordMetadata {
+    RecordMetadata {
+        topic: d.topic,
+        partition: d.partition,
+        offset: d.offset,
+        timestamp_ms: d.timestamp_ms,
+        serialized_key_size: d.key_size,
+        serialized_value_size: d.value_size,
+    }
 }
 
 impl Completion for PyCompletion {
     fn complete(self, result: Result<DeliveredRecord, Error>) {
-        let r = result.map(|d| RecordMetadata {
-            topic: d.topic,
-            partition: d.partition,
-            offset: d.offset,
-            timestamp_ms: d.timestamp_ms,
-            serialized_key_size: d.key_size,
-            serialized_value_size: d.value_size,
-        });
-        DeliveryFuture::resolve(self.fut, &self.cell, r);
+        match self {
+            PyCompletion::One { fut, cell } => DeliveryFuture::resolve(fut, &cell, result.map(to_metadata)),
+            PyCompletion::Batch { batch, index } => batch.complete(index, result),
+        }
+    }
+}
+
+/// The outcomes of one `send_batch` call: one slot per record and one
+/// future (`done`) resolved when the last slot is filled, instead of a
+/// Python future per record. Slots are filled on the sender thread without
+/// the GIL; Python objects are made only when the caller asks for results.
+pub struct BatchState {
+    slots: Mutex<Vec<Option<Result<DeliveredRecord, Error>>>>,
+    remaining: AtomicUsize,
+    /// Taken by whoever fills the last slot.
+    done: Mutex<Option<(Py<DeliveryFuture>, Arc<FutureCell>)>>,
+}
+
+impl BatchState {
+    fn complete(&self, index: usize, result: Result<DeliveredRecord, Error>) {
+        {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            match slots.get_mut(index) {
+                // Complete once: a record may be expired and answered in the
+                // same instant; the first outcome stands.
+                Some(slot @ None) => *slot = Some(result),
+                _ => return,
+            }
+        }
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.resolve_done();
+        }
+    }
+
+    fn resolve_done(&self) {
+        let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((fut, cell)) = done {
+            // The batch future's own value is a placeholder; results come
+            // from the slots (`_BatchResult.outcomes`).
+            let m = RecordMetadata {
+                topic: String::new(),
+                partition: -1,
+                offset: -1,
+                timestamp_ms: -1,
+                serialized_key_size: -1,
+                serialized_value_size: -1,
+            };
+            DeliveryFuture::resolve(fut, &cell, Ok(m));
+        }
+    }
+}
+
+/// Per-record outcomes of a `send_batch` call (python/ferrokafka/producer.py
+/// `BatchFuture` reads them once its `done` future has resolved).
+#[pyclass(module = "ferrokafka._core", name = "_BatchResult", frozen)]
+pub struct PyBatchResult {
+    state: Arc<BatchState>,
+}
+
+#[pymethods]
+impl PyBatchResult {
+    /// One entry per record, in input order: RecordMetadata, the KafkaError
+    /// instance it failed with, or None while still pending.
+    fn outcomes(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        let slots = self.state.slots.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        slots
+            .into_iter()
+            .map(|s| match s {
+                None => Ok(py.None()),
+                Some(Ok(d)) => Ok(Py::new(py, to_metadata(d))?.into_any()),
+                Some(Err(e)) => {
+                    let err: PyErr = FkError(e).into();
+                    Ok(err.into_value(py).into_any())
+                }
+            })
+            .collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.state.slots.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
 
@@ -159,7 +243,7 @@ impl PyProducer {
         let core = self.core()?;
         let (fut, cell) = DeliveryFuture::new(Some(self.callbacks.clone()));
         let fut = Py::new(py, fut)?;
-        let completion = PyCompletion {
+        let completion = PyCompletion::One {
             fut: fut.clone_ref(py),
             cell: cell.clone(),
         };
@@ -178,8 +262,8 @@ impl PyProducer {
     }
 
     /// Append many records with one GIL release (the batch path of
-    /// `send_batch`). `keys` is None or as long as `values`. Returns one
-    /// future per record, in order.
+    /// `send_batch`). `keys` is None or as long as `values`. Returns a future
+    /// resolved when every record is done, and the per-record outcomes.
     #[pyo3(signature = (topic, values, keys=None, partition=None))]
     fn send_many(
         &self,
@@ -188,7 +272,7 @@ impl PyProducer {
         values: Vec<Option<PyBackedBytes>>,
         keys: Option<Vec<Option<PyBackedBytes>>>,
         partition: Option<i32>,
-    ) -> PyResult<Vec<Py<DeliveryFuture>>> {
+    ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
         check_key_count(keys.as_ref().map(Vec::len), values.len())?;
         self.send_each(py, &topic, partition, values.len(), |i| {
             (keys.as_ref().and_then(|k| k[i].as_deref()), values[i].as_deref())
@@ -205,7 +289,7 @@ impl PyProducer {
         values: &Bound<'_, PyAny>,
         keys: Option<&Bound<'_, PyAny>>,
         partition: Option<i32>,
-    ) -> PyResult<Vec<Py<DeliveryFuture>>> {
+    ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
         let values = crate::arrow::BinaryColumn::from_pycapsule(values, "values")?;
         let keys = keys.map(|k| crate::arrow::BinaryColumn::from_pycapsule(k, "keys")).transpose()?;
         check_key_count(keys.as_ref().map(|k| k.len()), values.len())?;
@@ -282,7 +366,8 @@ impl PyProducer {
 
 impl PyProducer {
     /// Send `n` records whose key and value come from `record(i)`, with one
-    /// GIL release for all of them; one future per record, in order.
+    /// GIL release, one metadata lookup and a few lock holds for all of them
+    /// (`Producer::send_many`), and one completion future for the call.
     fn send_each<'a>(
         &self,
         py: Python<'_>,
@@ -290,33 +375,29 @@ impl PyProducer {
         partition: Option<i32>,
         n: usize,
         record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>) + Sync,
-    ) -> PyResult<Vec<Py<DeliveryFuture>>> {
+    ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
         let core = self.core()?;
-        let mut futs = Vec::with_capacity(n);
-        let mut completions = Vec::with_capacity(n);
-        for _ in 0..n {
-            let (fut, cell) = DeliveryFuture::new(Some(self.callbacks.clone()));
-            let fut = Py::new(py, fut)?;
-            completions.push(PyCompletion { fut: fut.clone_ref(py), cell });
-            futs.push(fut);
-        }
-        let failed: Vec<(Error, PyCompletion)> = py.detach(|| {
-            let mut failed = Vec::new();
-            for (i, completion) in completions.into_iter().enumerate() {
-                let (key, value) = record(i);
-                if let Err(f) = core.send(topic, partition, key, value, &[], None, completion) {
-                    failed.push(f);
-                }
-            }
-            failed
+        let (fut, cell) = DeliveryFuture::new(Some(self.callbacks.clone()));
+        let fut = Py::new(py, fut)?;
+        let state = Arc::new(BatchState {
+            slots: Mutex::new(vec![None; n]),
+            remaining: AtomicUsize::new(n),
+            done: Mutex::new(Some((fut.clone_ref(py), cell))),
         });
+        if n == 0 {
+            state.resolve_done();
+        }
+        let failed = py.detach(|| {
+            core.send_many(topic, partition, n, &record, |index| PyCompletion::Batch { batch: state.clone(), index })
+        });
+        if let Some((Error::Config { .. }, _)) = failed.first() {
+            let (e, _) = failed.into_iter().next().expect("checked non-empty");
+            return Err(FkError(e).into());
+        }
         for (e, completion) in failed {
-            if let Error::Config { .. } = e {
-                return Err(FkError(e).into());
-            }
             completion.complete(Err(e));
         }
-        Ok(futs)
+        Ok((fut, PyBatchResult { state }))
     }
 }
 
@@ -330,5 +411,6 @@ fn check_key_count(keys: Option<usize>, values: usize) -> PyResult<()> {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyProducer>()
+    m.add_class::<PyProducer>()?;
+    m.add_class::<PyBatchResult>()
 }

@@ -157,6 +157,10 @@ struct Stats {
 
 const LATENCY_WINDOW: usize = 4096;
 
+/// Records `send_many` appends per hold of the state lock (~100 µs of
+/// appends), so a large batch call cannot stall the sender thread.
+const SEND_MANY_CHUNK: usize = 1024;
+
 impl Stats {
     fn record_latency(&self, us: u64) {
         let mut l = self.latencies_us.lock().unwrap_or_else(|p| p.into_inner());
@@ -453,6 +457,154 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     return Err((Error::State { detail: "record does not fit an empty batch".into() }, h.completion));
                 }
             }
+        }
+    }
+
+    /// Append `n` records of one topic (key and value of record `i` from
+    /// `record(i)`, completion from `completion(i)`), the batch path of
+    /// `send_batch`. One closed check, one metadata wait and one timestamp
+    /// for the call; the state lock is taken once per `SEND_MANY_CHUNK`
+    /// records instead of once per record. Returns the records that could
+    /// not be enqueued with their error and completion (an invalid
+    /// `partition` fails them all with `Error::Config`).
+    pub fn send_many<'a>(
+        &self,
+        topic: &str,
+        partition: Option<i32>,
+        n: usize,
+        record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
+        mut completion: impl FnMut(usize) -> C,
+    ) -> Vec<(Error, C)> {
+        let mut failed = Vec::new();
+        let fail_all = |e: Error, completion: &mut dyn FnMut(usize) -> C, failed: &mut Vec<(Error, C)>| {
+            for i in 0..n {
+                failed.push((e.clone(), completion(i)));
+            }
+        };
+        if self.inner.closing.load(Ordering::Acquire) {
+            fail_all(Error::Closed { what: "producer" }, &mut completion, &mut failed);
+        } else {
+            let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
+            match self.wait_on_metadata(topic, deadline) {
+                Err(e) => fail_all(e, &mut completion, &mut failed),
+                Ok((num_partitions, _)) if partition.is_some_and(|p| p < 0 || p as usize >= num_partitions) => {
+                    let p = partition.unwrap_or(-1);
+                    let e = Error::Config {
+                        key: "partition".into(),
+                        detail: format!("{p} is not in the range [0...{}] of topic {topic}", num_partitions - 1),
+                    };
+                    fail_all(e, &mut completion, &mut failed);
+                }
+                Ok((num_partitions, available)) => {
+                    self.append_many(topic, partition, num_partitions, &available, n, &record, &mut completion, &mut failed)
+                }
+            }
+        }
+        if !failed.is_empty() {
+            self.inner.stats.records_errored.fetch_add(failed.len() as u64, Ordering::Relaxed);
+        }
+        failed
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn append_many<'a>(
+        &self,
+        topic: &str,
+        partition: Option<i32>,
+        num_partitions: usize,
+        available: &[i32],
+        n: usize,
+        record: &dyn Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
+        completion: &mut dyn FnMut(usize) -> C,
+        failed: &mut Vec<(Error, C)>,
+    ) {
+        let cfg = &self.inner.cfg;
+        let ts = now_ms();
+        let new_builder = &self.inner.new_builder;
+        let mut st = self.lock();
+        // Records appended under the current lock hold; added to `pending`
+        // before the lock is released, so the sender (which completes only
+        // under and after this lock) can never count them down first.
+        let mut appended = 0usize;
+        let mut wake = false;
+        let mut i = 0;
+        while i < n {
+            let (key, value) = record(i);
+            let size = 61 + 21 + key.map_or(0, |k| k.len()) + value.map_or(0, |v| v.len());
+            if size > cfg.max_request_size || size > cfg.buffer_memory {
+                let e = Error::broker(
+                    10,
+                    Some(format!(
+                        "the record is {size} bytes, more than max_request_size ({}) or buffer_memory ({})",
+                        cfg.max_request_size, cfg.buffer_memory
+                    )),
+                );
+                failed.push((e, completion(i)));
+                i += 1;
+                continue;
+            }
+            let handle = RecordHandle {
+                completion: completion(i),
+                timestamp_ms: ts,
+                key_size: key.map_or(-1, |k| k.len() as i32),
+                value_size: value.map_or(-1, |v| v.len() as i32),
+            };
+            let st_ref = &mut *st;
+            let p = match (partition, key) {
+                (Some(p), _) => p,
+                (None, Some(k)) => partition_for_key(k, num_partitions),
+                (None, None) => st_ref
+                    .sticky
+                    .entry(topic.to_string())
+                    .or_insert_with(|| StickyPartitioner::new(cfg.batch_size))
+                    .partition(available, num_partitions, &mut st_ref.rng),
+            };
+            let tp = TopicPartition::new(topic, p);
+            let r = RecordRef { timestamp_ms: ts, key, value, headers: &[] };
+            match st_ref.sender.accumulator.append(&tp, &r, size, handle, ts, new_builder) {
+                Ok(Appended { new_batch, batch_is_full, bytes }) => {
+                    if key.is_none() && partition.is_none() {
+                        if let Some(sp) = st_ref.sticky.get_mut(topic) {
+                            sp.on_append(p, bytes, false);
+                        }
+                    }
+                    appended += 1;
+                    wake |= new_batch || batch_is_full;
+                }
+                Err(AppendError::NeedMemory { handle, .. }) => {
+                    // Buffer full: give the lock back (the sender needs it to
+                    // drain and free memory) and let the one-record path wait
+                    // up to max_block_ms for this record.
+                    self.inner.pending.fetch_add(appended, Ordering::AcqRel);
+                    appended = 0;
+                    drop(st);
+                    self.wake();
+                    wake = false;
+                    if let Err(f) = self.send_record(topic, partition, key, value, &[], Some(ts), handle.completion) {
+                        failed.push(f);
+                    }
+                    st = self.lock();
+                }
+                Err(AppendError::DoesNotFit(h)) => {
+                    failed.push((Error::State { detail: "record does not fit an empty batch".into() }, h.completion));
+                }
+            }
+            i += 1;
+            if i % SEND_MANY_CHUNK == 0 {
+                // Bound the lock hold: answers and draining wait on it.
+                self.inner.pending.fetch_add(appended, Ordering::AcqRel);
+                appended = 0;
+                drop(st);
+                if std::mem::take(&mut wake) {
+                    self.wake();
+                }
+                st = self.lock();
+            }
+        }
+        self.inner.pending.fetch_add(appended, Ordering::AcqRel);
+        drop(st);
+        if wake {
+            self.wake();
         }
     }
 
