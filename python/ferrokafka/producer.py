@@ -186,6 +186,13 @@ class BatchFuture:
     def __len__(self) -> int:
         return len(self._outcomes)
 
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        """The first record's error once done (None if every record was
+        delivered), without building a result object per record."""
+        self._done.result(timeout)
+        first = self._outcomes.first_error()
+        return None if first is None else first[1]
+
 
 def _as_bytes_list(obj: Any, what: str) -> list:
     """list[bytes|None], or an Arrow binary/string array (PyCapsule protocol)."""

@@ -224,11 +224,9 @@ def write_batches(batches: Iterator[pa.RecordBatch], cfg: Dict[str, Any], topic:
     if left:
         raise fk.KafkaTimeoutError(f"{left} records not delivered within 300 s")
     for f in pending:
-        futures = getattr(f, "futures", [f])
-        for g in futures:
-            e = g.exception(0)
-            if e is not None:
-                raise e
+        e = f.exception(0)
+        if e is not None:
+            raise e
     return n
 
 

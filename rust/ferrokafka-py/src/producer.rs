@@ -120,6 +120,19 @@ impl PyBatchResult {
             .collect()
     }
 
+    /// (index, error) of the first failed record, None when none failed:
+    /// a check of a big batch without an object per record (Spark sink).
+    fn first_error(&self, py: Python<'_>) -> Option<(usize, Py<PyAny>)> {
+        let slots = self.state.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.iter().enumerate().find_map(|(i, s)| match s {
+            Some(Err(e)) => {
+                let err: PyErr = FkError(e.clone()).into();
+                Some((i, err.into_value(py).into_any()))
+            }
+            _ => None,
+        })
+    }
+
     fn __len__(&self) -> usize {
         self.state.slots.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
