@@ -774,11 +774,15 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
                         match r {
                             Ok((id, epoch)) => st.sender.set_producer_id(id, epoch),
                             Err(e)
-                                if e.code() == crate::producer::idempotence::codes::INVALID_PRODUCER_ID_MAPPING
+                                if !e.retriable()
                                     && st.sender.idempotence.as_ref().is_some_and(|i| i.producer_id_and_epoch().is_valid()) =>
                             {
-                                // A bump of our current id was refused: not
-                                // fatal, a fresh id does the same job.
+                                // A bump of our current id was refused
+                                // (INVALID_PRODUCER_ID_MAPPING, or a broker
+                                // that restarted without its producer state
+                                // and answers UNKNOWN_SERVER_ERROR): not
+                                // fatal for an idempotent producer, a fresh
+                                // id does the same job.
                                 st.sender.drop_producer_id();
                             }
                             Err(e) if !e.retriable() => {
