@@ -8,13 +8,20 @@
 //!   sender thread holds it only to decide and to apply answers. Neither ever
 //!   waits for I/O or calls user code under it.
 //! * Record completions (`Completion::complete`, which may take the GIL to
-//!   hand results to Python) run on the sender thread *after* the state lock
-//!   is released, so a slow Python callback can never block `send`.
+//!   hand results to Python) run on the sender or driver thread *after* the
+//!   state lock is released, so a slow Python callback can never block `send`.
 //! * `send` blocks (up to `max_block_ms`) in two places only: waiting for the
 //!   topic's metadata (`Metadata::await_update`, its own condvar) and waiting
 //!   for buffer memory (`memory_freed`, paired with `state`).
-//! * Network callbacks run on the driver thread; they only push into the
-//!   sender's channel, never take `state`.
+//! * Network callbacks run on the driver thread with no network lock held.
+//!   A Produce answer is applied right there (`apply_produce_answer`: takes
+//!   `state`, then completes futures after releasing it) rather than queued
+//!   for the sender thread, which saves a thread hop on every acknowledgement;
+//!   the sender is then woken through its channel for what the answer
+//!   unblocked. Lock order everywhere: `state` before the network core's
+//!   lock (the sender asks `ready` under `state`), never the reverse, and no
+//!   code waits for I/O while holding either. Cost: completing a future that
+//!   an asyncio task awaits takes the GIL, now on the driver thread.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -184,10 +191,10 @@ impl Stats {
     }
 }
 
+/// The sender thread's wake-ups: answers are applied by the thread that
+/// reads them (`apply_produce_answer`, `apply_producer_id`), in arrival order.
 enum Msg {
     Wake,
-    Produced { token: u64, result: Result<Vec<crate::producer::request::PartitionResult>, Error> },
-    ProducerId(Result<(i64, i16), Error>),
 }
 
 struct State<B, C> {
@@ -742,68 +749,68 @@ fn complete_deliveries<B, C: Completion>(inner: &Inner<B, C>, deliveries: Vec<De
     }
 }
 
-/// The sender thread: decide, send, apply answers, complete futures.
+/// Apply one Produce answer and complete its records' futures, on the
+/// calling thread (the network driver's). Takes `state` with no network lock
+/// held (driver callbacks run after the client's locks are released), the
+/// same order as everywhere else: `state` may be held while taking the
+/// network core's lock, never the reverse.
+fn apply_produce_answer<B: EncodableBatch + Send + 'static, C: Completion>(
+    inner: &Inner<B, C>,
+    token: u64,
+    result: Result<Vec<crate::producer::request::PartitionResult>, Error>,
+) {
+    let now = now_ms();
+    let (done, refresh) = {
+        let mut st = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (d, r) = st.sender.on_response(token, result, now);
+        if !d.is_empty() {
+            inner.memory_freed.notify_all();
+        }
+        (d, r)
+    };
+    if refresh {
+        inner.metadata.request_update();
+        inner.net.wakeup();
+    }
+    complete_deliveries(inner, done);
+}
+
+/// Apply an InitProducerId answer, on the thread that read it (the driver's,
+/// like Produce answers, so both are applied in the order they arrived).
+fn apply_producer_id<B: EncodableBatch + Send + 'static, C: Completion>(inner: &Inner<B, C>, r: Result<(i64, i16), Error>) {
+    let mut st = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+    st.init_in_flight = false;
+    match r {
+        Ok((id, epoch)) => st.sender.set_producer_id(id, epoch),
+        Err(e) if !e.retriable() && st.sender.idempotence.as_ref().is_some_and(|i| i.producer_id_and_epoch().is_valid()) => {
+            // A bump of our current id was refused (INVALID_PRODUCER_ID_MAPPING,
+            // or a broker that restarted without its producer state and
+            // answers UNKNOWN_SERVER_ERROR): not fatal for an idempotent
+            // producer, a fresh id does the same job.
+            st.sender.drop_producer_id();
+        }
+        Err(e) if !e.retriable() => {
+            if let Some(idem) = st.sender.idempotence.as_mut() {
+                idem.set_fatal(e.code());
+            }
+        }
+        Err(_) => {}
+    }
+}
+
+/// The sender thread: decide what to send, send it, fail expired batches.
 fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inner<B, C>>, rx: Receiver<Msg>) {
     let mut wait = Duration::from_millis(0);
     loop {
-        // 1. Collect answers and wake-ups (block at most `wait`).
-        let mut msgs = Vec::new();
+        // 1. Wait for a wake-up (an append, an answer applied by the
+        // driver thread, flush, close) or the next linger/backoff expiry.
         match rx.recv_timeout(wait) {
-            Ok(m) => msgs.push(m),
-            Err(RecvTimeoutError::Timeout) => {}
+            Ok(Msg::Wake) | Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        while let Ok(m) = rx.try_recv() {
-            msgs.push(m);
-        }
+        // Coalesce the wake-ups that piled up meanwhile: one poll serves them.
+        while rx.try_recv().is_ok() {}
         let now = now_ms();
-        let mut done = Vec::new();
-        let mut refresh = false;
-        {
-            let mut st = inner.state.lock().unwrap_or_else(|p| p.into_inner());
-            for m in msgs {
-                match m {
-                    Msg::Wake => {}
-                    Msg::Produced { token, result } => {
-                        let (d, r) = st.sender.on_response(token, result, now);
-                        done.extend(d);
-                        refresh |= r;
-                    }
-                    Msg::ProducerId(r) => {
-                        st.init_in_flight = false;
-                        match r {
-                            Ok((id, epoch)) => st.sender.set_producer_id(id, epoch),
-                            Err(e)
-                                if !e.retriable()
-                                    && st.sender.idempotence.as_ref().is_some_and(|i| i.producer_id_and_epoch().is_valid()) =>
-                            {
-                                // A bump of our current id was refused
-                                // (INVALID_PRODUCER_ID_MAPPING, or a broker
-                                // that restarted without its producer state
-                                // and answers UNKNOWN_SERVER_ERROR): not
-                                // fatal for an idempotent producer, a fresh
-                                // id does the same job.
-                                st.sender.drop_producer_id();
-                            }
-                            Err(e) if !e.retriable() => {
-                                if let Some(idem) = st.sender.idempotence.as_mut() {
-                                    idem.set_fatal(e.code());
-                                }
-                            }
-                            Err(_) => {}
-                        }
-                    }
-                }
-            }
-            if !done.is_empty() {
-                inner.memory_freed.notify_all();
-            }
-        }
-        if refresh {
-            inner.metadata.request_update();
-            inner.net.wakeup();
-        }
-        complete_deliveries(&inner, std::mem::take(&mut done));
 
         let closing = inner.closing.load(Ordering::Acquire);
         // 2. Decide what to send.
@@ -833,6 +840,7 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
                 if net.ready(&node, now) {
                     st.init_in_flight = true;
                     let tx = inner.wake.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    let id_inner = inner.clone();
                     let current = st.sender.idempotence.as_ref().map(|i| i.producer_id_and_epoch()).filter(|p| p.is_valid());
                     // v3+ bumps the epoch of the current id (KIP-360);
                     // older brokers ignore the fields we cannot send.
@@ -845,7 +853,8 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
                             (_, _, Some(ResponseKind::InitProducerId(b))) => Err(Error::broker(b.error_code, None)),
                             _ => Err(Error::State { detail: "unexpected InitProducerId answer".into() }),
                         };
-                        let _ = tx.send(Msg::ProducerId(out));
+                        apply_producer_id(&id_inner, out);
+                        let _ = tx.send(Msg::Wake);
                     });
                     let req = net.new_client_request(node.id, body, true, Some(cb), now);
                     if net.send(req, now).is_err() {
@@ -919,12 +928,17 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
                 if result.is_ok() {
                     stats_inner.stats.record_latency(sent_at.elapsed().as_micros() as u64);
                 }
-                let _ = tx.send(Msg::Produced { token, result });
+                // Applied here, on the driver thread that read the answer,
+                // not handed to the sender thread: one thread wake-up less
+                // between the broker's answer and the record's future (ack
+                // latency). The sender is woken afterwards, for what the
+                // answer unblocked (retries, held-back batches, a bump).
+                apply_produce_answer(&stats_inner, token, result);
+                let _ = tx.send(Msg::Wake);
             });
             let req = net.new_client_request(call.node_id, RequestKind::Produce(call.request), call.expect_response, Some(cb), now);
             if let Err(e) = net.send(req, now) {
-                let tx = inner.wake.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                let _ = tx.send(Msg::Produced { token, result: Err(e) });
+                apply_produce_answer(&inner, token, Err(e));
             }
         }
         net.wakeup();
