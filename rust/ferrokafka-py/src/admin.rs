@@ -5,12 +5,7 @@ use std::time::Duration;
 
 use ferrokafka_net::admin::client::{AdminClient, AdminConfig};
 use ferrokafka_net::admin::NewTopic;
-use ferrokafka_net::client::ClientConfig;
 use ferrokafka_net::error::Error;
-use ferrokafka_net::io::NetworkClient;
-use ferrokafka_net::metadata::default_updater::{DefaultMetadataUpdater, UpdaterConfig};
-use ferrokafka_net::metadata::{Metadata, MetadataConfig};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -18,16 +13,7 @@ use crate::errors::FkError;
 use crate::gil::blocking_call;
 use crate::types::{PyNode, PyTopicPartition};
 
-fn get<T: for<'a> FromPyObject<'a, 'a>>(cfg: &Bound<'_, PyDict>, key: &str) -> PyResult<T>
-where
-    for<'a> <T as FromPyObject<'a, 'a>>::Error: Into<PyErr>,
-{
-    let v = cfg.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("missing option {key}")))?;
-    v.extract::<T>().map_err(|e| {
-        let e: PyErr = e.into();
-        PyValueError::new_err(format!("invalid value for {key}: {e}"))
-    })
-}
+use crate::config::get;
 
 #[pyclass(module = "ferrokafka._core", name = "_Admin")]
 pub struct PyAdmin {
@@ -68,31 +54,13 @@ fn results(py: Python<'_>, r: std::collections::BTreeMap<String, Result<(), Erro
 impl PyAdmin {
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let bootstrap: Vec<String> = get(cfg, "bootstrap_servers")?;
         let acfg = AdminConfig {
             request_timeout_ms: get(cfg, "request_timeout_ms")?,
             retry_backoff_ms: get(cfg, "retry_backoff_ms")?,
             default_api_timeout_ms: get(cfg, "default_api_timeout_ms")?,
         };
-        let mcfg = MetadataConfig {
-            refresh_backoff_ms: acfg.retry_backoff_ms,
-            refresh_backoff_max_ms: get::<i64>(cfg, "retry_backoff_max_ms")?.max(acfg.retry_backoff_ms),
-            metadata_expire_ms: get(cfg, "metadata_max_age_ms")?,
-            rng_seed: None,
-        };
-        let md = Arc::new(Metadata::new(mcfg).map_err(FkError)?);
-        md.bootstrap(&bootstrap).map_err(FkError)?;
-        let netcfg = ClientConfig {
-            client_id: get(cfg, "client_id")?,
-            max_in_flight_requests_per_connection: get(cfg, "max_in_flight_requests_per_connection")?,
-            request_timeout_ms: acfg.request_timeout_ms,
-            reconnect_backoff_ms: get(cfg, "reconnect_backoff_ms")?,
-            reconnect_backoff_max_ms: get(cfg, "reconnect_backoff_max_ms")?,
-            security: crate::security::from_cfg(cfg)?,
-            ..ClientConfig::default()
-        };
-        let updater = DefaultMetadataUpdater::new(md.clone(), UpdaterConfig { request_timeout_ms: acfg.request_timeout_ms, ..UpdaterConfig::default() });
-        let net = Arc::new(NetworkClient::new(netcfg, Box::new(updater)).map_err(FkError)?);
+        let max_in_flight: usize = get(cfg, "max_in_flight_requests_per_connection")?;
+        let (md, net) = crate::config::metadata_and_network(cfg, crate::config::MetadataKind::Base, acfg.request_timeout_ms, max_in_flight)?;
         Ok(PyAdmin { inner: Mutex::new(Some(Arc::new(AdminClient::new(acfg, md, net)))) })
     }
 

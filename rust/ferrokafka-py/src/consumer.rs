@@ -11,16 +11,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferrokafka_net::client::ClientConfig;
 use ferrokafka_net::cluster::TopicPartition;
 use ferrokafka_net::consumer::client::{Consumer, ConsumerConfig, Polled, RebalanceEvent, RecordSlice};
 use ferrokafka_net::consumer::records::RecordColumns;
 use ferrokafka_net::consumer::requests::OffsetAndMetadata;
 use ferrokafka_net::consumer::subscription::OffsetResetStrategy;
 use ferrokafka_net::error::Error;
-use ferrokafka_net::io::NetworkClient;
-use ferrokafka_net::metadata::default_updater::{DefaultMetadataUpdater, UpdaterConfig};
-use ferrokafka_net::metadata::{Metadata, MetadataConfig};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -29,16 +25,7 @@ use crate::errors::FkError;
 use crate::gil::{blocking_call, wait_detached};
 use crate::types::{extract_tp, PyNode, PyTopicPartition};
 
-fn get<T: for<'a> FromPyObject<'a, 'a>>(cfg: &Bound<'_, PyDict>, key: &str) -> PyResult<T>
-where
-    for<'a> <T as FromPyObject<'a, 'a>>::Error: Into<PyErr>,
-{
-    let v = cfg.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("missing option {key}")))?;
-    v.extract::<T>().map_err(|e| {
-        let e: PyErr = e.into();
-        PyValueError::new_err(format!("invalid value for {key}: {e}"))
-    })
-}
+use crate::config::get;
 
 // ----- Message -------------------------------------------------------------------------
 
@@ -212,7 +199,6 @@ impl PyConsumer {
     /// `cfg`: the validated options (snake_case keys) from consumer.py.
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let bootstrap: Vec<String> = get(cfg, "bootstrap_servers")?;
         let reset: String = get(cfg, "auto_offset_reset")?;
         let assignors: Vec<String> = get(cfg, "partition_assignment_strategy")?;
         let isolation: String = get(cfg, "isolation_level")?;
@@ -239,31 +225,8 @@ impl PyConsumer {
             default_api_timeout_ms: get(cfg, "default_api_timeout_ms")?,
         };
         ccfg.validate().map_err(FkError)?;
-        let mcfg = MetadataConfig {
-            refresh_backoff_ms: ccfg.retry_backoff_ms,
-            refresh_backoff_max_ms: get::<i64>(cfg, "retry_backoff_max_ms")?.max(ccfg.retry_backoff_ms),
-            metadata_expire_ms: get(cfg, "metadata_max_age_ms")?,
-            rng_seed: None,
-        };
-        let md = Arc::new(Metadata::new(mcfg).map_err(FkError)?);
-        md.bootstrap(&bootstrap).map_err(FkError)?;
-        let netcfg = ClientConfig {
-            client_id: get(cfg, "client_id")?,
-            max_in_flight_requests_per_connection: get(cfg, "max_in_flight_requests_per_connection")?,
-            request_timeout_ms: ccfg.request_timeout_ms,
-            reconnect_backoff_ms: get(cfg, "reconnect_backoff_ms")?,
-            reconnect_backoff_max_ms: get(cfg, "reconnect_backoff_max_ms")?,
-            security: crate::security::from_cfg(cfg)?,
-            ..ClientConfig::default()
-        };
-        let updater = DefaultMetadataUpdater::new(
-            md.clone(),
-            UpdaterConfig {
-                request_timeout_ms: ccfg.request_timeout_ms,
-                ..UpdaterConfig::default()
-            },
-        );
-        let net = Arc::new(NetworkClient::new(netcfg, Box::new(updater)).map_err(FkError)?);
+        let max_in_flight: usize = get(cfg, "max_in_flight_requests_per_connection")?;
+        let (md, net) = crate::config::metadata_and_network(cfg, crate::config::MetadataKind::Base, ccfg.request_timeout_ms, max_in_flight)?;
         let consumer = Consumer::new(ccfg, md, net).map_err(FkError)?;
         Ok(PyConsumer {
             inner: Mutex::new(Some(Arc::new(consumer))),

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 pub mod admin;
 pub mod arrow;
+pub mod config;
 pub mod consumer;
 pub mod errors;
 pub mod future;

@@ -6,9 +6,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferrokafka_net::client::ClientConfig;
-use ferrokafka_net::io::NetworkClient;
-use ferrokafka_net::metadata::{DefaultMetadataUpdater, Metadata, MetadataConfig, UpdaterConfig};
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
 use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer, ProducerConfig};
 use ferrokafka_net::protocol::compression::Compression;
@@ -146,18 +143,7 @@ pub struct PyProducer {
     callbacks: CallbackQueue,
 }
 
-fn get<T: for<'a> FromPyObject<'a, 'a>>(cfg: &Bound<'_, PyDict>, key: &str) -> PyResult<T>
-where
-    for<'a> <T as FromPyObject<'a, 'a>>::Error: Into<PyErr>,
-{
-    let v = cfg
-        .get_item(key)?
-        .ok_or_else(|| PyValueError::new_err(format!("missing option {key}")))?;
-    v.extract::<T>().map_err(|e| {
-        let e: PyErr = e.into();
-        PyValueError::new_err(format!("invalid value for {key}: {e}"))
-    })
-}
+use crate::config::get;
 
 impl PyProducer {
     fn core(&self) -> PyResult<Arc<CoreProducer>> {
@@ -174,7 +160,6 @@ impl PyProducer {
     /// `cfg`: the validated options (snake_case keys) from producer.py.
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let bootstrap: Vec<String> = get(cfg, "bootstrap_servers")?;
         let compression_name: String = get(cfg, "compression_type")?;
         let compression = Compression::from_name(&compression_name).ok_or_else(|| {
             PyValueError::new_err(format!(
@@ -201,31 +186,7 @@ impl PyProducer {
             partitioner_adaptive: true,
         };
         pcfg.validate(max_in_flight).map_err(FkError)?;
-        let mcfg = MetadataConfig {
-            refresh_backoff_ms: pcfg.retry_backoff_ms,
-            refresh_backoff_max_ms: pcfg.retry_backoff_max_ms.max(pcfg.retry_backoff_ms),
-            metadata_expire_ms: get(cfg, "metadata_max_age_ms")?,
-            rng_seed: None,
-        };
-        let md = Arc::new(Metadata::new_producer(mcfg, get(cfg, "metadata_max_idle_ms")?).map_err(FkError)?);
-        md.bootstrap(&bootstrap).map_err(FkError)?;
-        let ccfg = ClientConfig {
-            client_id: get(cfg, "client_id")?,
-            max_in_flight_requests_per_connection: max_in_flight,
-            request_timeout_ms: pcfg.request_timeout_ms,
-            reconnect_backoff_ms: get(cfg, "reconnect_backoff_ms")?,
-            reconnect_backoff_max_ms: get(cfg, "reconnect_backoff_max_ms")?,
-            security: crate::security::from_cfg(cfg)?,
-            ..ClientConfig::default()
-        };
-        let updater = DefaultMetadataUpdater::new(
-            md.clone(),
-            UpdaterConfig {
-                request_timeout_ms: pcfg.request_timeout_ms,
-                ..UpdaterConfig::default()
-            },
-        );
-        let net = Arc::new(NetworkClient::new(ccfg, Box::new(updater)).map_err(FkError)?);
+        let (md, net) = crate::config::metadata_and_network(cfg, crate::config::MetadataKind::Producer, pcfg.request_timeout_ms, max_in_flight)?;
         let producer = Producer::new(
             pcfg,
             md,
