@@ -14,6 +14,7 @@ running confluent-kafka consumers in mapInPandas. Prints rows/s and ratios
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -25,6 +26,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--broker", choices=("tansu", "mock"), default="tansu",
+                    help="tansu: the embedded broker (end offsets from Fetch high watermarks, its "
+                         "ListOffsets(latest) is stale); mock: librdkafka's mock (bounded log, small fetches)")
     args = ap.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -34,10 +38,20 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(fk.spark.KafkaDataSource)
     n, size = args.rows, args.size
-    with fk.testing.MockCluster(num_brokers=1) as m:
-        bs = m.bootstrap_servers
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+        if args.broker == "mock":
+            m = stack.enter_context(fk.testing.MockCluster(num_brokers=1))
+            bs = m.bootstrap_servers
+            create = lambda t: m.create_topic(t, 4, 1)  # noqa: E731
+        else:
+            b = stack.enter_context(fk.testing.EmbeddedBroker())
+            bs = b.bootstrap_servers
+            admin = fk.Admin(bs)
+            create = lambda t: admin.create_topics([fk.NewTopic(t, 4, 1)])  # noqa: E731
         for t in ("fk", "ck"):
-            m.create_topic(t, 4, 1)
+            create(t)
         df = (spark.range(n, numPartitions=4)
               .selectExpr("cast(cast(id as string) as binary) as key",
                           f"cast(repeat('x', {size}) as binary) as value").cache())
@@ -45,7 +59,7 @@ def main() -> None:
 
         # Warm both paths up first (Python workers, JIT, imports), so the
         # first timed job does not pay Spark's start-up for both.
-        m.create_topic("warm", 4, 1)
+        create("warm")
         small = df.limit(20_000)
         small.write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", "warm").mode("append").save()
 
@@ -90,17 +104,31 @@ def main() -> None:
         # The mock keeps a bounded log per partition (old segments go), so
         # compare with what it still holds, not with n.
         def held(topic):
-            c = fk.Consumer(bs)
+            c = fk.Consumer(bs, auto_offset_reset="earliest")
             tps = [fk.TopicPartition(topic, p) for p in range(4)]
-            lo, hi = c.beginning_offsets(tps), c.end_offsets(tps)
+            lo = c.beginning_offsets(tps)
+            if args.broker == "mock":
+                hi = c.end_offsets(tps)
+            else:
+                # the high watermark of a Fetch answer (Tansu's ListOffsets(latest) is stale)
+                c.assign(tps)
+                hi = {}
+                while len(hi) < 4:
+                    c.poll(200)
+                    for tp in tps:
+                        w = c.get_watermark_offsets(tp, cached=True)
+                        if w[1] >= 0:
+                            hi[tp] = w[1]
             c.close()
             return {tp.partition: (lo[tp], hi[tp]) for tp in tps}
 
         fk_held = held("fk")
         n_fk = sum(h - l for l, h in fk_held.values())
         t0 = time.perf_counter()
+        ending = json.dumps({"fk": {str(p): h for p, (_, h) in fk_held.items()}})
         got = spark.read.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("subscribe", "fk") \
-            .option("startingOffsets", "earliest").load().selectExpr("sum(length(value)) as b").collect()
+            .option("startingOffsets", "earliest").option("endingOffsets", ending).load() \
+            .selectExpr("sum(length(value)) as b").collect()
         r_fk = time.perf_counter() - t0
         assert got[0].b == n_fk * size, (got[0].b, n_fk * size)
 
