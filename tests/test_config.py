@@ -97,3 +97,51 @@ def test_tables_are_extensible():
     with pytest.raises(ValueError, match=r"my\.knob.*\[1, 5\]"):
         t.resolve({"bootstrap.servers": "h:1", "my.knob": 6})
     assert isinstance(t, ConfigTable) and "my_knob" not in NETWORK_CLIENT.options
+
+
+def _bad_values(opt):
+    """Values every option of this type must refuse."""
+    t = opt.type
+    if t is bool:
+        return [3, "maybe"]
+    if t is int:
+        out = ["many", 1.5]
+        if opt.min is not None:
+            out.append(int(opt.min) - 1)
+        if opt.max is not None:
+            out.append(int(opt.max) + 1)
+        return out
+    if t is float:
+        return ["many"]
+    if opt.choices is not None:
+        return ["no-such-choice"]
+    if t is str:
+        return [3]
+    if t == "servers":
+        return [3]
+    if callable(t):
+        return [object()]
+    return []
+
+
+def _every_option():
+    from ferrokafka import _config
+
+    seen = []
+    for table in (_config.NETWORK_CLIENT, _config.PRODUCER, _config.CONSUMER, _config.ADMIN):
+        for opt in table.options.values() if hasattr(table.options, "values") else table.options:
+            for bad in _bad_values(opt):
+                seen.append(pytest.param(table, opt.name, bad, id=f"{table.name}-{opt.name}-{bad!r}"[:80]))
+    return seen
+
+
+@pytest.mark.parametrize("table,name,bad", _every_option())
+def test_every_option_refuses_bad_values_naming_itself(table, name, bad):
+    """Table-driven over every option of every client (issue 8): an invalid
+    type or value is a ValueError that names the option."""
+    kwargs = {"bootstrap_servers": "localhost:9092"} if name != "bootstrap_servers" else {}
+    kwargs[name] = bad
+    with pytest.raises(ValueError) as ei:
+        table.resolve(**kwargs)
+    msg = str(ei.value)
+    assert name in msg or name.replace("_", ".") in msg, msg
