@@ -173,7 +173,6 @@ enum Prepare {
 }
 
 struct JoinOutcome {
-    leader: bool,
     protocol: String,
     members: Vec<MemberSubscription>,
     generation_id: i32,
@@ -222,8 +221,11 @@ enum Tag {
     Join,
     Sync { generation_id: i32 },
     Heartbeat,
-    Fetch { node: i32, assignment_id: u64, offsets: HashMap<TopicPartition, i64>, names: HashMap<[u8; 16], String> },
-    OffsetFetch { assignment_id: u64 },
+    /// `offsets`: where each partition was fetched from; an answer is used
+    /// only if that is still where the partition continues (seek, reset and
+    /// revocation make it stale without further bookkeeping).
+    Fetch { node: i32, offsets: HashMap<TopicPartition, i64>, names: HashMap<[u8; 16], String> },
+    OffsetFetch,
     Reset { parts: Vec<(TopicPartition, OffsetResetStrategy)> },
     AutoCommit { offsets: BTreeMap<TopicPartition, i64>, pre_join: bool },
     /// LeaveGroup: nothing to do with the answer.
@@ -708,7 +710,6 @@ impl Consumer {
                 let c = Consumer { inner: inner.clone(), thread: None };
                 let timeout = Duration::from_millis(inner.cfg.default_api_timeout_ms as u64);
                 let r = c.commit_sync(Some(offsets), timeout, &|| false);
-                std::mem::forget(c); // not the owner: must not close
                 let mut st = inner.lock();
                 st.commits_done.push((token, r));
                 drop(st);
@@ -1152,8 +1153,7 @@ fn step(inner: &Arc<Inner>, now: i64) -> Duration {
                     max_version: None,
                     build: Box::new(move |v| RequestKind::OffsetFetch(rq::offset_fetch(&gid, Some(&initializing), true, v))),
                 };
-                let assignment_id = st.subs.assignment_id();
-                inner.submit(coordinator_connection(&node), body, RequestOpts::default(), Tag::OffsetFetch { assignment_id });
+                inner.submit(coordinator_connection(&node), body, RequestOpts::default(), Tag::OffsetFetch);
             }
         }
     }
@@ -1258,8 +1258,7 @@ fn step(inner: &Arc<Inner>, now: i64) -> Duration {
                 request_timeout_ms: Some(inner.cfg.request_timeout_ms + inner.cfg.fetch_max_wait_ms as i64),
                 max_version: None,
             };
-            let assignment_id = st.subs.assignment_id();
-            inner.submit(node, body, opts, Tag::Fetch { node: node_id, assignment_id, offsets, names });
+            inner.submit(node, body, opts, Tag::Fetch { node: node_id, offsets, names });
         }
     }
 
@@ -1546,7 +1545,7 @@ fn send_sync(inner: &Arc<Inner>, st: &mut State, generation_id: i32, assignments
 fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16), Error>) {
     let now = now_ms();
     match tag {
-        Tag::Fetch { node, assignment_id, offsets, names } => {
+        Tag::Fetch { node, offsets, names } => {
             // Decode before taking the state lock: this is the heavy part.
             let decoded = match result {
                 Ok((ResponseKind::Fetch(resp), _)) => {
@@ -1586,7 +1585,6 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     return;
                 }
             };
-            let _ = assignment_id;
             let mut notify = false;
             for (p, at, reaction, decoded) in parts {
                 // Still ours, and still where we asked from?
@@ -1699,7 +1697,6 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
         }
         Tag::Join => {
             let mut st = inner.lock();
-            let cooperative = inner.cfg.cooperative();
             let Some(g) = st.group.as_mut() else { return };
             let resp = match result {
                 Ok((ResponseKind::JoinGroup(resp), _)) => resp,
@@ -1735,7 +1732,6 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                             }
                         }
                         st.join = Some(JoinOutcome {
-                            leader,
                             protocol: protocol.unwrap_or_else(|| "range".into()),
                             members,
                             generation_id: resp.generation_id,
@@ -1745,7 +1741,6 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                         let generation_id = resp.generation_id;
                         send_sync(inner, &mut st, generation_id, BTreeMap::new());
                     }
-                    let _ = cooperative;
                 }
                 Reaction::Fatal(code) => {
                     st.errors.push_back(Error::broker(code, Some("joining the group".into())));
@@ -1757,7 +1752,6 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 }
                 _ => {}
             }
-            let _ = st.join.as_ref().map(|j| j.leader);
         }
         Tag::Sync { generation_id } => {
             let mut st = inner.lock();
@@ -1805,10 +1799,9 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 _ => {}
             }
         }
-        Tag::OffsetFetch { assignment_id } => {
+        Tag::OffsetFetch => {
             let mut st = inner.lock();
             st.offset_fetch_in_flight = false;
-            let _ = assignment_id;
             match result {
                 Ok((ResponseKind::OffsetFetch(resp), _)) => {
                     let gid = inner.cfg.group_id.clone().unwrap_or_default();
