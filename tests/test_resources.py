@@ -83,3 +83,65 @@ def test_broker_killed_and_restarted_on_same_port():
             b2.close()
     finally:
         b.close()
+
+
+def test_interpreter_exit_with_open_clients_does_not_hang(embedded_broker, tmp_path):
+    """A script that leaves a producer with undelivered records, a consumer in
+    a group and an admin client open, and just ends: the process exits."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "leave_open.py"
+    script.write_text(
+        "import ferrokafka as fk\n"
+        f"bs = {embedded_broker.bootstrap_servers!r}\n"
+        "p = fk.Producer(bs, linger_ms=60_000)\n"
+        "p.send('exit-test', b'x')\n"
+        "c = fk.Consumer(bs, group_id='exit-g', session_timeout_ms=6000, heartbeat_interval_ms=300)\n"
+        "c.subscribe(['exit-test'])\n"
+        "c.poll(500)\n"
+        "a = fk.Admin(bs)\n"
+        "a.list_topics()\n"
+        "print('done', flush=True)\n"
+    )
+    t0 = time.time()
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert "done" in r.stdout, r.stderr[-2000:]
+    assert time.time() - t0 < 30
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
+def test_rss_flat_over_a_produce_consume_soak(embedded_broker, topic_name):
+    """RSS after a warm-up round vs after 5 more rounds of 20k records through
+    a producer and a consumer: growth stays under 40 MB (buffers are reused,
+    decoded fetches are released)."""
+    bs = embedded_broker.bootstrap_servers
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * page
+
+    p = fk.Producer(bs, linger_ms=5)
+    c = fk.Consumer(bs, auto_offset_reset="earliest")
+    c.assign([TP(topic_name, 0)])
+
+    def round_(k):
+        for i in range(20_000):
+            p.send(topic_name, value=b"%d-%d" % (k, i) * 8, partition=0)
+        assert p.flush(60) == 0
+        got = 0
+        deadline = time.time() + 60
+        while got < 20_000 and time.time() < deadline:
+            got += len(c.poll(200, max_records=5000))
+        assert got == 20_000
+
+    round_(0)
+    base = rss()
+    for k in range(1, 6):
+        round_(k)
+    growth = rss() - base
+    p.close()
+    c.close()
+    print(f"RSS growth over 5 x 20k records: {growth / 1e6:.1f} MB")
+    assert growth < 40e6, f"RSS grew {growth / 1e6:.1f} MB"
