@@ -70,7 +70,12 @@ fn frames(c: &mut Criterion) {
         let mut buf = BytesMut::with_capacity(256);
         b.iter(|| {
             buf.clear();
-            let h = RequestHeader { api_key: 3, api_version: 12, correlation_id: 1, client_id: Some("ferrokafka".into()) };
+            let h = RequestHeader {
+                api_key: 3,
+                api_version: 12,
+                correlation_id: 1,
+                client_id: Some("ferrokafka".into()),
+            };
             frame::encode_request(&mut buf, &h, black_box(&body)).unwrap();
             black_box(buf.len())
         })

@@ -97,7 +97,10 @@ fn metadata(cid: i32, version: i16, port: u16) -> BytesMut {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let port: u16 = std::env::args().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    let port: u16 = std::env::args()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
     let l = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
     let port = l.local_addr().unwrap().port();
     println!("{port}");
@@ -117,7 +120,10 @@ async fn main() {
                         break;
                     }
                     let req = buf.split_to(4 + n);
-                    let (key, ver) = (i16::from_be_bytes([req[4], req[5]]), i16::from_be_bytes([req[6], req[7]]));
+                    let (key, ver) = (
+                        i16::from_be_bytes([req[4], req[5]]),
+                        i16::from_be_bytes([req[6], req[7]]),
+                    );
                     let cid = i32::from_be_bytes([req[8], req[9], req[10], req[11]]);
                     let body = match key {
                         18 => api_versions(cid, ver.min(3)),

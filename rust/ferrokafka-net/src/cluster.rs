@@ -87,7 +87,13 @@ pub type TopicIndex = HashMap<String, TopicMetadata>;
 
 impl PartitionMetadata {
     /// A partition entry with no error, no offline replicas.
-    pub fn new(partition: i32, leader_id: i32, leader_epoch: i32, replicas: Vec<i32>, isr: Vec<i32>) -> Self {
+    pub fn new(
+        partition: i32,
+        leader_id: i32,
+        leader_epoch: i32,
+        replicas: Vec<i32>,
+        isr: Vec<i32>,
+    ) -> Self {
         PartitionMetadata {
             partition,
             leader_id,
@@ -186,7 +192,13 @@ impl Cluster {
             .map(|(name, mut parts)| {
                 parts.sort_by_key(|p| p.partition);
                 let topic_id = topic_ids.get(&name).copied();
-                (name, Arc::new(TopicState { partitions: parts, topic_id }))
+                (
+                    name,
+                    Arc::new(TopicState {
+                        partitions: parts,
+                        topic_id,
+                    }),
+                )
             })
             .collect();
         Cluster {
@@ -241,7 +253,10 @@ impl Cluster {
     }
     /// All partitions of a topic, sorted by partition (empty if unknown).
     pub fn partitions_for_topic(&self, topic: &str) -> &[PartitionMetadata] {
-        self.topics.get(topic).map(|t| t.partitions.as_slice()).unwrap_or(&[])
+        self.topics
+            .get(topic)
+            .map(|t| t.partitions.as_slice())
+            .unwrap_or(&[])
     }
     /// Partitions whose leader is known and present among the nodes.
     pub fn available_partitions_for_topic(&self, topic: &str) -> Vec<&PartitionMetadata> {
@@ -272,17 +287,26 @@ impl Cluster {
     /// Ids of the partitions with a reachable leader: the partitioner's
     /// `available` list.
     pub fn available_partition_ids(&self, topic: &str) -> Vec<i32> {
-        self.available_partitions_for_topic(topic).iter().map(|p| p.partition).collect()
+        self.available_partitions_for_topic(topic)
+            .iter()
+            .map(|p| p.partition)
+            .collect()
     }
     /// The cached leader epoch, None when unknown (-1) or the partition is unknown.
     pub fn leader_epoch_for(&self, topic: &str, partition: i32) -> Option<i32> {
-        self.partition(topic, partition).map(|p| p.leader_epoch).filter(|e| *e >= 0)
+        self.partition(topic, partition)
+            .map(|p| p.leader_epoch)
+            .filter(|e| *e >= 0)
     }
 
     /// Copy of this snapshot with new leaders for some cached partitions
     /// (`(topic, partition, leader_id, leader_epoch)`) and `nodes` added or
     /// replacing the nodes of the same id. Topics not touched are shared.
-    pub(crate) fn with_leaders(&self, updates: &[(Arc<str>, i32, i32, i32)], nodes: &[Node]) -> Cluster {
+    pub(crate) fn with_leaders(
+        &self,
+        updates: &[(Arc<str>, i32, i32, i32)],
+        nodes: &[Node],
+    ) -> Cluster {
         let mut copy = self.clone();
         for n in nodes {
             match copy.nodes.iter_mut().find(|m| m.id == n.id) {
@@ -308,7 +332,10 @@ impl Cluster {
     /// leaderless. Costs O(topics + that topic's partitions), not O(cluster).
     pub(crate) fn with_leader_unknown(&self, topic: &str, partition: i32) -> Option<Cluster> {
         let state = self.topics.get(topic)?;
-        let idx = state.partitions.iter().position(|p| p.partition == partition)?;
+        let idx = state
+            .partitions
+            .iter()
+            .position(|p| p.partition == partition)?;
         if state.partitions[idx].leader_id < 0 {
             return None;
         }

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ferrokafka_protocol::kafka_protocol::messages::ResponseKind;
 use ferrokafka_protocol::kafka_protocol::messages::RequestKind;
+use ferrokafka_protocol::kafka_protocol::messages::ResponseKind;
 use tokio::sync::oneshot;
 
 use crate::cluster::Node;
@@ -36,7 +36,11 @@ pub type Done = Box<dyn FnOnce(Result<(ResponseKind, i16), Error>) + Send>;
 /// ready, with the newest version both sides accept.
 pub enum Body {
     Ready(RequestKind),
-    Versioned { api_key: i16, max_version: Option<i16>, build: Box<dyn FnOnce(i16) -> RequestKind + Send> },
+    Versioned {
+        api_key: i16,
+        max_version: Option<i16>,
+        build: Box<dyn FnOnce(i16) -> RequestKind + Send>,
+    },
 }
 
 /// Per-request overrides of the client defaults.
@@ -86,7 +90,10 @@ impl AsyncClient {
                     let mut keep = Vec::new();
                     for p in pending {
                         if now >= p.deadline_ms {
-                            (p.reply)(Err(Error::Timeout { what: format!("waiting for node {} to be ready", p.node.id), timeout_ms: 0 }));
+                            (p.reply)(Err(Error::Timeout {
+                                what: format!("waiting for node {} to be ready", p.node.id),
+                                timeout_ms: 0,
+                            }));
                             continue;
                         }
                         // ready + new request + send under one core lock:
@@ -98,7 +105,10 @@ impl AsyncClient {
                             (p.reply)(Err(e));
                             continue;
                         }
-                        if p.attempted && core.connection_state(p.node.id) == crate::states::ConnectionState::Disconnected {
+                        if p.attempted
+                            && core.connection_state(p.node.id)
+                                == crate::states::ConnectionState::Disconnected
+                        {
                             drop(core);
                             (p.reply)(Err(Error::Disconnected { node_id: p.node.id }));
                             continue;
@@ -113,9 +123,15 @@ impl AsyncClient {
                         let mut chosen = None;
                         let body = match p.body {
                             Body::Ready(b) => b,
-                            Body::Versioned { api_key, max_version, build } => {
+                            Body::Versioned {
+                                api_key,
+                                max_version,
+                                build,
+                            } => {
                                 let range = core.api_versions(p.node.id).get(&api_key).copied();
-                                match range.map(|(lo, hi)| (lo, max_version.map_or(hi, |m| hi.min(m)))) {
+                                match range
+                                    .map(|(lo, hi)| (lo, max_version.map_or(hi, |m| hi.min(m))))
+                                {
                                     Some((lo, hi)) if lo <= hi => {
                                         // The body was built for `hi`: it must go out at `hi`.
                                         chosen = Some(hi);
@@ -141,14 +157,20 @@ impl AsyncClient {
                             let out = if let Some(e) = &r.version_mismatch {
                                 Err(e.clone())
                             } else if r.disconnected {
-                                Err(r.error.clone().unwrap_or(Error::Disconnected { node_id: r.destination }))
+                                Err(r.error.clone().unwrap_or(Error::Disconnected {
+                                    node_id: r.destination,
+                                }))
                             } else {
                                 match &r.body {
                                     Some(b) => Ok((b.clone(), r.request_header.api_version)),
-                                    None => Err(Error::State { detail: "request expected no response".into() }),
+                                    None => Err(Error::State {
+                                        detail: "request expected no response".into(),
+                                    }),
                                 }
                             };
-                            if let Some(done) = reply.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                            if let Some(done) =
+                                reply.lock().unwrap_or_else(|p| p.into_inner()).take()
+                            {
                                 done(out);
                             }
                         });
@@ -172,7 +194,12 @@ impl AsyncClient {
                 }
             })
             .expect("cannot start the network driver thread");
-        AsyncClient { client, queue, stop, thread: Some(thread) }
+        AsyncClient {
+            client,
+            queue,
+            stop,
+            thread: Some(thread),
+        }
     }
 
     pub fn client(&self) -> &Arc<NetworkClient> {
@@ -182,39 +209,87 @@ impl AsyncClient {
     /// Sends `body` to `node` once its connection is ready (waiting at most
     /// `timeout_ms` for that) and resolves with the decoded answer and the
     /// version it was sent at.
-    pub async fn send_request(&self, node: Node, body: RequestKind, timeout_ms: i64) -> Result<(ResponseKind, i16), Error> {
+    pub async fn send_request(
+        &self,
+        node: Node,
+        body: RequestKind,
+        timeout_ms: i64,
+    ) -> Result<(ResponseKind, i16), Error> {
         let (tx, rx) = oneshot::channel();
-        self.submit(node, Body::Ready(body), RequestOpts::default(), timeout_ms, Box::new(move |r| {
-            let _ = tx.send(r);
-        }));
-        rx.await.map_err(|_| Error::Closed { what: "network driver" })?
+        self.submit(
+            node,
+            Body::Ready(body),
+            RequestOpts::default(),
+            timeout_ms,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.await.map_err(|_| Error::Closed {
+            what: "network driver",
+        })?
     }
 
     /// Callback face of `send_request`, for the consumer's event loop: `done`
     /// runs once, on the driver thread (or here, if the client is closed).
     /// `ready_timeout_ms` bounds the wait for the connection.
-    pub fn submit(&self, node: Node, body: Body, opts: RequestOpts, ready_timeout_ms: i64, done: Done) {
+    pub fn submit(
+        &self,
+        node: Node,
+        body: Body,
+        opts: RequestOpts,
+        ready_timeout_ms: i64,
+        done: Done,
+    ) {
         self.queue
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(Pending { attempted: false, node, body, opts, deadline_ms: now_ms() + ready_timeout_ms, reply: done });
+            .push(Pending {
+                attempted: false,
+                node,
+                body,
+                opts,
+                deadline_ms: now_ms() + ready_timeout_ms,
+                reply: done,
+            });
         self.client.wakeup();
     }
 
     /// Blocking `send_request` for callers on plain threads (the GIL is
     /// released by the bindings around it).
-    pub fn request_blocking(&self, node: Node, body: Body, opts: RequestOpts, timeout_ms: i64) -> Result<(ResponseKind, i16), Error> {
+    pub fn request_blocking(
+        &self,
+        node: Node,
+        body: Body,
+        opts: RequestOpts,
+        timeout_ms: i64,
+    ) -> Result<(ResponseKind, i16), Error> {
         let (tx, rx) = std::sync::mpsc::channel();
-        self.submit(node, body, opts, timeout_ms, Box::new(move |r| {
-            let _ = tx.send(r);
-        }));
+        self.submit(
+            node,
+            body,
+            opts,
+            timeout_ms,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
         // The request's own timeout completes it; the margin covers a
         // request that was queued just before its node became ready.
-        let wait = opts.request_timeout_ms.unwrap_or(self.client.core().config().request_timeout_ms) + timeout_ms.max(0) + 1000;
+        let wait = opts
+            .request_timeout_ms
+            .unwrap_or(self.client.core().config().request_timeout_ms)
+            + timeout_ms.max(0)
+            + 1000;
         match rx.recv_timeout(Duration::from_millis(wait as u64)) {
             Ok(r) => r,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout { what: "request".into(), timeout_ms: wait as u64 }),
-            Err(_) => Err(Error::Closed { what: "network driver" }),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout {
+                what: "request".into(),
+                timeout_ms: wait as u64,
+            }),
+            Err(_) => Err(Error::Closed {
+                what: "network driver",
+            }),
         }
     }
 }

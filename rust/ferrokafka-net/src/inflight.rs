@@ -33,7 +33,11 @@ pub struct InFlightRequests<T> {
 
 impl<T: InFlight> InFlightRequests<T> {
     pub fn new(max_per_connection: usize) -> Self {
-        InFlightRequests { max_per_connection: max_per_connection.max(1), requests: HashMap::new(), total: 0 }
+        InFlightRequests {
+            max_per_connection: max_per_connection.max(1),
+            requests: HashMap::new(),
+            total: 0,
+        }
     }
 
     /// Records a request just handed to `node`'s connection (becomes the head).
@@ -125,11 +129,17 @@ impl<T: InFlight> InFlightRequests<T> {
 
     /// The earliest deadline of any request, for capping poll's wait.
     pub fn earliest_deadline(&self) -> Option<i64> {
-        self.requests.values().flat_map(|q| q.iter().map(InFlight::deadline_ms)).min()
+        self.requests
+            .values()
+            .flat_map(|q| q.iter().map(InFlight::deadline_ms))
+            .min()
     }
 
     pub fn nodes(&self) -> impl Iterator<Item = i32> + '_ {
-        self.requests.iter().filter(|(_, q)| !q.is_empty()).map(|(n, _)| *n)
+        self.requests
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(n, _)| *n)
     }
 }
 
@@ -155,7 +165,11 @@ mod tests {
         }
     }
     fn r(id: i32, done: bool) -> R {
-        R { id, done, deadline: 1000 + id as i64 }
+        R {
+            id,
+            done,
+            deadline: 1000 + id as i64,
+        }
     }
 
     #[test]
@@ -194,9 +208,16 @@ mod tests {
         q.add(1, r(1, true));
         q.add(2, r(2, true));
         q.add(2, r(3, true));
-        assert_eq!((q.count(1), q.count(2), q.count(3), q.total_count()), (1, 2, 0, 3));
+        assert_eq!(
+            (q.count(1), q.count(2), q.count(3), q.total_count()),
+            (1, 2, 0, 3)
+        );
         let all = q.clear_all(2);
-        assert_eq!(all.iter().map(|x| x.id).collect::<Vec<_>>(), vec![2, 3], "oldest first");
+        assert_eq!(
+            all.iter().map(|x| x.id).collect::<Vec<_>>(),
+            vec![2, 3],
+            "oldest first"
+        );
         assert_eq!(q.total_count(), 1);
         assert!(q.is_empty(2));
     }
@@ -204,9 +225,30 @@ mod tests {
     #[test]
     fn expired_scan_and_earliest_deadline() {
         let mut q = InFlightRequests::new(5);
-        q.add(1, R { id: 1, done: true, deadline: 100 });
-        q.add(2, R { id: 2, done: true, deadline: 300 });
-        q.add(2, R { id: 3, done: true, deadline: 50 });
+        q.add(
+            1,
+            R {
+                id: 1,
+                done: true,
+                deadline: 100,
+            },
+        );
+        q.add(
+            2,
+            R {
+                id: 2,
+                done: true,
+                deadline: 300,
+            },
+        );
+        q.add(
+            2,
+            R {
+                id: 3,
+                done: true,
+                deadline: 50,
+            },
+        );
         assert_eq!(q.earliest_deadline(), Some(50));
         assert_eq!(q.nodes_with_expired_requests(49), Vec::<i32>::new());
         assert_eq!(q.nodes_with_expired_requests(51), vec![2]);

@@ -22,8 +22,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -36,14 +36,19 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc as tmpsc;
 use tokio::task::JoinHandle;
 
-use crate::client::{Callback, ClientConfig, ClientCore, ClientRequest, ClientResponse, Event, Transport, WriteOutcome};
+use crate::client::{
+    Callback, ClientConfig, ClientCore, ClientRequest, ClientResponse, Event, Transport,
+    WriteOutcome,
+};
 use crate::cluster::Node;
 use crate::error::Error;
 use crate::states::ConnectionState;
 use crate::updater::MetadataUpdater;
 
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 // ------------------------------------------------------------------ runtime
@@ -116,7 +121,12 @@ pub struct TokioTransport {
 
 impl TokioTransport {
     pub fn new(handle: Handle, events: Sender<Event>, cfg: ClientConfig) -> Self {
-        TokioTransport { handle, events, conns: HashMap::new(), cfg }
+        TokioTransport {
+            handle,
+            events,
+            conns: HashMap::new(),
+            cfg,
+        }
     }
 }
 
@@ -127,8 +137,24 @@ impl Transport for TokioTransport {
         }
         let (tx, rx) = tmpsc::unbounded_channel();
         let shared = Arc::new(WriterShared::default());
-        let task = self.handle.spawn(run_connection(node.clone(), conn, self.events.clone(), rx, self.cfg.clone(), shared.clone()));
-        self.conns.insert(node.id, ConnHandle { conn, tx, task, queued: 0, shared });
+        let task = self.handle.spawn(run_connection(
+            node.clone(),
+            conn,
+            self.events.clone(),
+            rx,
+            self.cfg.clone(),
+            shared.clone(),
+        ));
+        self.conns.insert(
+            node.id,
+            ConnHandle {
+                conn,
+                tx,
+                task,
+                queued: 0,
+                shared,
+            },
+        );
     }
 
     /// A frame that fits in the send buffer (`send_buffer_bytes`, as the
@@ -138,7 +164,11 @@ impl Transport for TokioTransport {
     /// writer reports when it is out, giving the same backpressure as a full
     /// socket buffer in Java's selector.
     fn write(&mut self, node_id: i32, conn: u64, frame: Bytes) -> WriteOutcome {
-        let limit = if self.cfg.send_buffer_bytes > 0 { self.cfg.send_buffer_bytes as usize } else { 128 * 1024 };
+        let limit = if self.cfg.send_buffer_bytes > 0 {
+            self.cfg.send_buffer_bytes as usize
+        } else {
+            128 * 1024
+        };
         let Some(c) = self.conns.get_mut(&node_id).filter(|c| c.conn == conn) else {
             return WriteOutcome::Closed;
         };
@@ -183,7 +213,10 @@ impl Drop for TokioTransport {
 }
 
 fn transport_err(node: &Node, detail: impl std::fmt::Display) -> Error {
-    Error::Transport { broker: format!("{}/{}", node.id, node.address()), detail: detail.to_string() }
+    Error::Transport {
+        broker: format!("{}/{}", node.id, node.address()),
+        detail: detail.to_string(),
+    }
 }
 
 async fn connect_any(node: &Node, cfg: &ClientConfig) -> Result<tokio::net::TcpStream, Error> {
@@ -192,14 +225,21 @@ async fn connect_any(node: &Node, cfg: &ClientConfig) -> Result<tokio::net::TcpS
         .map_err(|e| transport_err(node, format!("cannot resolve {}: {e}", node.host)))?
         .collect();
     if addrs.is_empty() {
-        return Err(transport_err(node, format!("{} resolves to no address", node.host)));
+        return Err(transport_err(
+            node,
+            format!("{} resolves to no address", node.host),
+        ));
     }
     let setup = Duration::from_millis(cfg.socket_connection_setup_timeout_ms.max(1) as u64);
     let mut last = None;
     // Every address in turn (IPv6 and IPv4 of a dual-stack name, several A
     // records): the first that accepts wins.
     for addr in addrs {
-        let sock = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() };
+        let sock = if addr.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        };
         let sock = match sock {
             Ok(s) => s,
             Err(e) => {
@@ -220,7 +260,12 @@ async fn connect_any(node: &Node, cfg: &ClientConfig) -> Result<tokio::net::TcpS
                 return Ok(stream);
             }
             Ok(Err(e)) => last = Some(format!("{addr}: {e}")),
-            Err(_) => last = Some(format!("{addr}: connection setup timed out after {} ms", setup.as_millis())),
+            Err(_) => {
+                last = Some(format!(
+                    "{addr}: connection setup timed out after {} ms",
+                    setup.as_millis()
+                ))
+            }
         }
     }
     Err(transport_err(node, last.unwrap_or_default()))
@@ -238,24 +283,35 @@ async fn run_connection(
     let tcp = match connect_any(&node, &cfg).await {
         Ok(s) => s,
         Err(error) => {
-            let _ = events.send(Event::Disconnected { node: id, conn, error });
+            let _ = events.send(Event::Disconnected {
+                node: id,
+                conn,
+                error,
+            });
             return;
         }
     };
     // TLS and SASL happen before the core hears of the connection, so it
     // never sends a request over an unauthenticated socket.
-    let setup = Duration::from_millis(cfg.socket_connection_setup_timeout_ms.max(1) as u64).max(Duration::from_millis(cfg.request_timeout_ms.max(1) as u64));
-    let (stream, session_lifetime_ms) = match crate::security::secure(tcp, &node, &cfg.security, &cfg.client_id, setup).await {
-        Ok(s) => s,
-        Err(error) => {
-            let _ = events.send(Event::Disconnected { node: id, conn, error });
-            return;
-        }
-    };
+    let setup = Duration::from_millis(cfg.socket_connection_setup_timeout_ms.max(1) as u64)
+        .max(Duration::from_millis(cfg.request_timeout_ms.max(1) as u64));
+    let (stream, session_lifetime_ms) =
+        match crate::security::secure(tcp, &node, &cfg.security, &cfg.client_id, setup).await {
+            Ok(s) => s,
+            Err(error) => {
+                let _ = events.send(Event::Disconnected {
+                    node: id,
+                    conn,
+                    error,
+                });
+                return;
+            }
+        };
     if events.send(Event::Connected { node: id, conn }).is_err() {
         return; // client gone
     }
-    let reauth_at = crate::security::reauth_after(session_lifetime_ms).map(|d| tokio::time::Instant::now() + d);
+    let reauth_at =
+        crate::security::reauth_after(session_lifetime_ms).map(|d| tokio::time::Instant::now() + d);
     let plaintext = cfg.security.protocol == crate::security::SecurityProtocol::Plaintext;
     let mut got_frame = false;
     let (mut rd, mut wr) = tokio::io::split(stream);
@@ -292,7 +348,11 @@ async fn run_connection(
                 wr.write_all(&first).await
             };
             if let Err(e) = res {
-                let _ = wevents.send(Event::Disconnected { node: id, conn, error: transport_err(&wnode, format!("write failed: {e}")) });
+                let _ = wevents.send(Event::Disconnected {
+                    node: id,
+                    conn,
+                    error: transport_err(&wnode, format!("write failed: {e}")),
+                });
                 return;
             }
             written += count;
@@ -301,8 +361,21 @@ async fn run_connection(
             // frames were already counted as sent, and an event per write
             // would wake the poller for nothing.
             let want = shared.notify_at.load(Ordering::SeqCst);
-            if want != 0 && written >= want && shared.notify_at.compare_exchange(want, 0, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-                if wevents.send(Event::SendDone { node: id, conn, written }).is_err() {
+            if want != 0
+                && written >= want
+                && shared
+                    .notify_at
+                    .compare_exchange(want, 0, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                if wevents
+                    .send(Event::SendDone {
+                        node: id,
+                        conn,
+                        written,
+                    })
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -323,7 +396,14 @@ async fn run_connection(
         match decoder.decode(&mut buf) {
             Ok(Some(frame)) => {
                 got_frame = true;
-                if events.send(Event::Frame { node: id, conn, frame }).is_err() {
+                if events
+                    .send(Event::Frame {
+                        node: id,
+                        conn,
+                        frame,
+                    })
+                    .is_err()
+                {
                     return;
                 }
                 continue;
@@ -334,13 +414,17 @@ async fn run_connection(
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(64 * 1024);
         }
-        let read = match reauth_at {
-            Some(at) => match tokio::time::timeout_at(at, rd.read_buf(&mut buf)).await {
-                Ok(r) => r,
-                Err(_) => break transport_err(&node, "SASL session lifetime reached: reconnecting to re-authenticate (KIP-368)"),
-            },
-            None => rd.read_buf(&mut buf).await,
-        };
+        let read =
+            match reauth_at {
+                Some(at) => match tokio::time::timeout_at(at, rd.read_buf(&mut buf)).await {
+                    Ok(r) => r,
+                    Err(_) => break transport_err(
+                        &node,
+                        "SASL session lifetime reached: reconnecting to re-authenticate (KIP-368)",
+                    ),
+                },
+                None => rd.read_buf(&mut buf).await,
+            };
         match read {
             Ok(0) => {
                 break transport_err(
@@ -363,7 +447,11 @@ async fn run_connection(
             Err(e) => break transport_err(&node, format!("read failed: {e}")),
         }
     };
-    let _ = events.send(Event::Disconnected { node: id, conn, error });
+    let _ = events.send(Event::Disconnected {
+        node: id,
+        conn,
+        error,
+    });
 }
 
 // ------------------------------------------------------------------ client
@@ -385,7 +473,12 @@ impl NetworkClient {
         let transport = TokioTransport::new(rt.handle().clone(), tx.clone(), cfg.clone());
         let seed = rand::random::<u64>();
         let core = ClientCore::new(cfg, updater, Box::new(transport), seed)?;
-        Ok(NetworkClient { core: Mutex::new(core), events: Mutex::new(rx), waker: tx, _runtime: rt })
+        Ok(NetworkClient {
+            core: Mutex::new(core),
+            events: Mutex::new(rx),
+            waker: tx,
+            _runtime: rt,
+        })
     }
 
     /// Short critical sections only (see the module comment).
@@ -409,8 +502,16 @@ impl NetworkClient {
         self.core().least_loaded_node(now)
     }
 
-    pub fn new_client_request(&self, node: i32, body: RequestKind, expect_response: bool, callback: Option<Callback>, now: i64) -> ClientRequest {
-        self.core().new_client_request(node, body, expect_response, callback, now)
+    pub fn new_client_request(
+        &self,
+        node: i32,
+        body: RequestKind,
+        expect_response: bool,
+        callback: Option<Callback>,
+        now: i64,
+    ) -> ClientRequest {
+        self.core()
+            .new_client_request(node, body, expect_response, callback, now)
     }
 
     pub fn send(&self, req: ClientRequest, now: i64) -> Result<(), Error> {
@@ -431,7 +532,11 @@ impl NetworkClient {
     /// inject time; real callers pass `now_ms`.
     /// Returns the responses and whether anything at all happened (an event
     /// or a response), so a blocking caller knows when to stop waiting.
-    pub fn poll_with(&self, timeout: Duration, now: &dyn Fn() -> i64) -> (Vec<ClientResponse>, bool) {
+    pub fn poll_with(
+        &self,
+        timeout: Duration,
+        now: &dyn Fn() -> i64,
+    ) -> (Vec<ClientResponse>, bool) {
         let rx = self.events.lock().unwrap_or_else(|p| p.into_inner());
         let wait_ms = self.core().maybe_update(now());
         let wait = timeout.min(Duration::from_millis(wait_ms.clamp(0, i64::MAX) as u64));

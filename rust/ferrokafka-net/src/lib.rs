@@ -8,6 +8,8 @@ pub mod cluster;
 pub mod consumer;
 pub mod driver;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod inflight;
 pub mod io;
 pub mod metadata;
@@ -17,11 +19,13 @@ pub mod simple_updater;
 pub mod states;
 pub mod updater;
 
-pub use client::{ClientConfig, ClientCore, ClientRequest, ClientResponse, Event, Transport, WriteOutcome};
+pub use client::{
+    ClientConfig, ClientCore, ClientRequest, ClientResponse, Event, Transport, WriteOutcome,
+};
 pub use driver::AsyncClient;
 pub use io::NetworkClient;
 pub use states::ConnectionState;
 
 pub use error::{Error, Result};
-pub use metadata::{DefaultMetadataUpdater, Metadata, MetadataConfig, UpdaterConfig};
 pub use ferrokafka_protocol as protocol;
+pub use metadata::{DefaultMetadataUpdater, Metadata, MetadataConfig, UpdaterConfig};

@@ -80,7 +80,10 @@ pub fn is_invalid_metadata_error(code: i16) -> bool {
 /// partition's leader becomes unknown until the next metadata answer.
 pub fn invalidates_leader(code: i16) -> bool {
     use codes::*;
-    matches!(code, NOT_LEADER_OR_FOLLOWER | FENCED_LEADER_EPOCH | UNKNOWN_LEADER_EPOCH)
+    matches!(
+        code,
+        NOT_LEADER_OR_FOLLOWER | FENCED_LEADER_EPOCH | UNKNOWN_LEADER_EPOCH
+    )
 }
 
 /// Tunables of a `Metadata`. Times in ms.
@@ -135,7 +138,9 @@ enum TopicMode {
     /// answer is kept; or, with a subscription (`set_subscription`), only
     /// those topics are asked for and kept (what Java's ConsumerMetadata
     /// does for a subscription without a pattern).
-    All { subscription: Option<BTreeSet<String>> },
+    All {
+        subscription: Option<BTreeSet<String>>,
+    },
     /// `ProducerMetadata` (SEMANTICS 3.8): the topics the producer sends to,
     /// each with an expiry time, and those not yet answered for.
     Producer {
@@ -332,7 +337,10 @@ impl Metadata {
     pub fn new_metadata_request(&self, now_ms: i64) -> (MetadataRequestSpec, i32, bool) {
         let st = self.lock();
         let partial_ok = !st.need_full_update
-            && st.last_successful_refresh_ms.saturating_add(self.cfg.metadata_expire_ms) > now_ms;
+            && st
+                .last_successful_refresh_ms
+                .saturating_add(self.cfg.metadata_expire_ms)
+                > now_ms;
         match &st.topics {
             TopicMode::All { subscription } => (
                 MetadataRequestSpec {
@@ -342,7 +350,9 @@ impl Metadata {
                 st.request_version,
                 false,
             ),
-            TopicMode::Producer { new_topics, topics, .. } => {
+            TopicMode::Producer {
+                new_topics, topics, ..
+            } => {
                 if partial_ok {
                     let names = new_topics.iter().cloned().collect();
                     (
@@ -372,7 +382,13 @@ impl Metadata {
     // ----- answers -----------------------------------------------------------
 
     /// SEMANTICS 3.4, 3.5, 3.11: apply a Metadata answer.
-    pub fn update(&self, request_version: i32, response: &MetadataResponse, is_partial_update: bool, now_ms: i64) -> Result<()> {
+    pub fn update(
+        &self,
+        request_version: i32,
+        response: &MetadataResponse,
+        is_partial_update: bool,
+        now_ms: i64,
+    ) -> Result<()> {
         let mut st = self.lock();
         if st.closed {
             return Err(Error::State {
@@ -393,7 +409,9 @@ impl Metadata {
         // back later is not compared with an epoch from its previous life.
         {
             let State {
-                last_seen_epochs, topics, ..
+                last_seen_epochs,
+                topics,
+                ..
             } = &mut *st;
             last_seen_epochs.retain(|tp, _| retain_in(topics, &tp.topic, now_ms));
         }
@@ -419,7 +437,10 @@ impl Metadata {
         st.last_refresh_ms = now_ms;
         st.attempts = st.attempts.saturating_add(1);
         let base = self.cfg.refresh_backoff_ms as f64;
-        let cap = self.cfg.refresh_backoff_max_ms.max(self.cfg.refresh_backoff_ms) as f64;
+        let cap = self
+            .cfg
+            .refresh_backoff_max_ms
+            .max(self.cfg.refresh_backoff_ms) as f64;
         let exp = (st.attempts - 1).min(62) as i32;
         let jitter: f64 = st.rng.gen_range(0.8..1.2);
         st.failure_backoff_ms = (base * 2f64.powi(exp) * jitter).min(cap) as i64;
@@ -457,7 +478,11 @@ impl Metadata {
                     detail: "add() needs ProducerMetadata; Metadata keeps every topic".into(),
                 })
             }
-            TopicMode::Producer { idle_ms, topics, new_topics } => {
+            TopicMode::Producer {
+                idle_ms,
+                topics,
+                new_topics,
+            } => {
                 let expiry = now_ms.saturating_add(*idle_ms);
                 if topics.insert(topic.to_string(), expiry).is_none() {
                     new_topics.insert(topic.to_string());
@@ -482,7 +507,9 @@ impl Metadata {
     pub fn topics(&self) -> BTreeMap<String, i64> {
         match &self.lock().topics {
             TopicMode::All { .. } => BTreeMap::new(),
-            TopicMode::Producer { topics, .. } => topics.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            TopicMode::Producer { topics, .. } => {
+                topics.iter().map(|(k, v)| (k.clone(), *v)).collect()
+            }
         }
     }
 
@@ -529,7 +556,9 @@ impl Metadata {
 
     pub fn contains_topic(&self, topic: &str) -> bool {
         match &self.lock().topics {
-            TopicMode::All { subscription } => !matches!(subscription, Some(s) if !s.contains(topic)),
+            TopicMode::All { subscription } => {
+                !matches!(subscription, Some(s) if !s.contains(topic))
+            }
             TopicMode::Producer { topics, .. } => topics.contains_key(topic),
         }
     }
@@ -596,7 +625,11 @@ impl Metadata {
             _ => {
                 st.last_seen_epochs.insert(tp.clone(), leader_epoch);
                 // A newer epoch than the cache means the cached leader is stale.
-                if st.cache.leader_epoch_for(&tp.topic, tp.partition).is_some_and(|e| e < leader_epoch) {
+                if st
+                    .cache
+                    .leader_epoch_for(&tp.topic, tp.partition)
+                    .is_some_and(|e| e < leader_epoch)
+                {
                     st.need_full_update = true;
                 }
                 true
@@ -627,17 +660,24 @@ impl Metadata {
     /// node is known (from `leader_nodes` or the cache), without a metadata
     /// round trip (Java's `updatePartitionLeadership`). Returns the
     /// partitions updated. Versions are not bumped: nothing waits on this.
-    pub fn update_partition_leadership(&self, leaders: &[(TopicPartition, i32, i32)], leader_nodes: &[Node]) -> Vec<TopicPartition> {
+    pub fn update_partition_leadership(
+        &self,
+        leaders: &[(TopicPartition, i32, i32)],
+        leader_nodes: &[Node],
+    ) -> Vec<TopicPartition> {
         let mut st = self.lock();
         let cache = st.cache.clone();
-        let known = |id: i32| leader_nodes.iter().any(|n| n.id == id) || cache.node_by_id(id).is_some();
+        let known =
+            |id: i32| leader_nodes.iter().any(|n| n.id == id) || cache.node_by_id(id).is_some();
         let mut applied = Vec::new();
         let mut updates = Vec::new();
         for (tp, leader, epoch) in leaders {
             if *leader < 0 || *epoch < 0 || !known(*leader) {
                 continue;
             }
-            let Some(current) = cache.partition(&tp.topic, tp.partition) else { continue };
+            let Some(current) = cache.partition(&tp.topic, tp.partition) else {
+                continue;
+            };
             if current.leader_epoch >= 0 && *epoch <= current.leader_epoch {
                 continue;
             }
@@ -674,7 +714,12 @@ impl Metadata {
     /// version has advanced, the topic error of the new answer: for `topic`
     /// only when given, else for any topic we use (invalid, then
     /// unauthorized).
-    pub fn await_update(&self, last_version: i32, topic: Option<&str>, timeout: Option<Duration>) -> Result<()> {
+    pub fn await_update(
+        &self,
+        last_version: i32,
+        topic: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut st = self.lock();
         loop {
@@ -688,7 +733,10 @@ impl Metadata {
                     if now >= d {
                         return Err(timeout_error(timeout.unwrap_or_default()));
                     }
-                    self.changed.wait_timeout(st, d - now).unwrap_or_else(|p| p.into_inner()).0
+                    self.changed
+                        .wait_timeout(st, d - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
                 }
             };
         }
@@ -698,7 +746,12 @@ impl Metadata {
     /// deadline loop (the Python binding, which must look at signals between
     /// slices): Some(result) when the wait is over, None when the slice ran
     /// out (spurious wakeups also return None; the caller loops).
-    pub fn await_update_step(&self, last_version: i32, topic: Option<&str>, slice: Duration) -> Option<Result<()>> {
+    pub fn await_update_step(
+        &self,
+        last_version: i32,
+        topic: Option<&str>,
+        slice: Duration,
+    ) -> Option<Result<()>> {
         let mut st = self.lock();
         if let Some(r) = st.check_wait(last_version, topic) {
             return Some(r);
@@ -708,7 +761,11 @@ impl Metadata {
         }
         // wait_timeout releases the mutex while parked and re-takes it before
         // returning, so the check below sees a consistent state.
-        st = self.changed.wait_timeout(st, slice).unwrap_or_else(|p| p.into_inner()).0;
+        st = self
+            .changed
+            .wait_timeout(st, slice)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
         st.check_wait(last_version, topic)
     }
 
@@ -734,7 +791,10 @@ fn topic_error(cache: &Cluster, topic: Option<&str>) -> Option<Error> {
     match topic {
         Some(t) => {
             if cache.invalid_topics().contains(t) {
-                Some(Error::broker(codes::INVALID_TOPIC_EXCEPTION, Some(format!("invalid topic: {t}"))))
+                Some(Error::broker(
+                    codes::INVALID_TOPIC_EXCEPTION,
+                    Some(format!("invalid topic: {t}")),
+                ))
             } else if cache.unauthorized_topics().contains(t) {
                 Some(Error::broker(
                     codes::TOPIC_AUTHORIZATION_FAILED,
@@ -752,10 +812,17 @@ fn topic_error(cache: &Cluster, topic: Option<&str>) -> Option<Error> {
                     Some(format!("invalid topics: {}", names.join(", "))),
                 ))
             } else if !cache.unauthorized_topics().is_empty() {
-                let names: Vec<&str> = cache.unauthorized_topics().iter().map(String::as_str).collect();
+                let names: Vec<&str> = cache
+                    .unauthorized_topics()
+                    .iter()
+                    .map(String::as_str)
+                    .collect();
                 Some(Error::broker(
                     codes::TOPIC_AUTHORIZATION_FAILED,
-                    Some(format!("not authorized to access topics: {}", names.join(", "))),
+                    Some(format!(
+                        "not authorized to access topics: {}",
+                        names.join(", ")
+                    )),
                 ))
             } else {
                 None
@@ -783,7 +850,11 @@ impl State {
         let time_to_expire = if self.need_full_update || self.need_partial_update {
             0
         } else {
-            (self.last_successful_refresh_ms.saturating_add(cfg.metadata_expire_ms) - now_ms).max(0)
+            (self
+                .last_successful_refresh_ms
+                .saturating_add(cfg.metadata_expire_ms)
+                - now_ms)
+                .max(0)
         };
         let backoff = if self.attempts == 0 {
             cfg.refresh_backoff_ms
@@ -819,7 +890,9 @@ impl State {
             return Some(p.clone());
         }
         match self.last_seen_epochs.get(&tp) {
-            Some(&cur) if !topic_recreated && p.leader_epoch < cur => old.partition(topic, p.partition).cloned(),
+            Some(&cur) if !topic_recreated && p.leader_epoch < cur => {
+                old.partition(topic, p.partition).cloned()
+            }
             _ => {
                 self.last_seen_epochs.insert(tp, p.leader_epoch);
                 Some(p.clone())
@@ -828,7 +901,12 @@ impl State {
     }
 
     /// SEMANTICS 3.5: the new cache from an answer.
-    fn handle_response(&mut self, response: &MetadataResponse, is_partial: bool, now_ms: i64) -> Cluster {
+    fn handle_response(
+        &mut self,
+        response: &MetadataResponse,
+        is_partial: bool,
+        now_ms: i64,
+    ) -> Cluster {
         let old = self.cache.clone();
         let mut seen: HashSet<&str> = HashSet::new();
         let mut internal = BTreeSet::new();
@@ -881,10 +959,14 @@ impl State {
             // Merge: keep what the cache knew of retained topics the answer
             // did not name (Java's MetadataCache.mergeWith).
             for (name, state) in old.topic_states() {
-                if seen.contains(name.as_str()) || !self.retain_topic(name, old.internal_topics().contains(name), now_ms) {
+                if seen.contains(name.as_str())
+                    || !self.retain_topic(name, old.internal_topics().contains(name), now_ms)
+                {
                     continue;
                 }
-                partitions.entry(name.clone()).or_insert_with(|| state.partitions.clone());
+                partitions
+                    .entry(name.clone())
+                    .or_insert_with(|| state.partitions.clone());
                 if let Some(id) = state.topic_id {
                     topic_ids.entry(name.clone()).or_insert(id);
                 }
@@ -931,13 +1013,14 @@ impl State {
     }
 }
 
-
 /// SEMANTICS 3.9 over the topic set alone (so callers can hold other State
 /// fields borrowed at the same time).
 fn retain_in(topics: &mut TopicMode, topic: &str, now_ms: i64) -> bool {
     match topics {
         TopicMode::All { subscription } => !matches!(subscription, Some(s) if !s.contains(topic)),
-        TopicMode::Producer { topics, new_topics, .. } => match topics.get(topic) {
+        TopicMode::Producer {
+            topics, new_topics, ..
+        } => match topics.get(topic) {
             None => false,
             Some(_) if new_topics.contains(topic) => true,
             Some(&expiry) if expiry <= now_ms => {
@@ -958,11 +1041,19 @@ pub fn parse_bootstrap<S: AsRef<str>>(addresses: &[S]) -> Result<Vec<Node>> {
     };
     let mut nodes = Vec::new();
     for entry in addresses {
-        for addr in entry.as_ref().split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        for addr in entry
+            .as_ref()
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        {
             let (host, port) = addr
                 .rsplit_once(':')
                 .ok_or_else(|| bad(format!("{addr:?} is not host:port")))?;
-            let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+            let host = host
+                .strip_prefix('[')
+                .and_then(|h| h.strip_suffix(']'))
+                .unwrap_or(host);
             if host.is_empty() {
                 return Err(bad(format!("{addr:?} has no host")));
             }

@@ -23,7 +23,9 @@ use ferrokafka_protocol::kafka_protocol::messages::{
     ApiKey, RequestKind, ResponseKind, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use ferrokafka_protocol::kafka_protocol::protocol::StrBytes;
-use ferrokafka_protocol::sasl::{oauthbearer_message, plain_message, Mechanism, ScramClient, ScramHash};
+use ferrokafka_protocol::sasl::{
+    oauthbearer_message, plain_message, Mechanism, ScramClient, ScramHash,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::cluster::Node;
@@ -54,7 +56,10 @@ impl SecurityProtocol {
     }
 
     pub fn uses_sasl(self) -> bool {
-        matches!(self, SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl)
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
     }
 }
 
@@ -114,7 +119,10 @@ impl std::fmt::Debug for Security {
 }
 
 fn cfg_err(key: &str, detail: impl Into<String>) -> Error {
-    Error::Config { key: key.into(), detail: detail.into() }
+    Error::Config {
+        key: key.into(),
+        detail: detail.into(),
+    }
 }
 
 fn read_pem(path: &str, key: &str) -> Result<Vec<u8>, Error> {
@@ -128,19 +136,38 @@ impl Security {
 
     /// Validate and build everything once (certificates are parsed here, so
     /// a bad file is a `Config` error at construction, not a connect failure).
-    pub fn new(protocol: SecurityProtocol, tls: TlsOptions, sasl: Option<SaslOptions>) -> Result<Self, Error> {
-        let tls_cfg = if protocol.uses_tls() { Some(Arc::new(build_tls(&tls)?)) } else { None };
+    pub fn new(
+        protocol: SecurityProtocol,
+        tls: TlsOptions,
+        sasl: Option<SaslOptions>,
+    ) -> Result<Self, Error> {
+        let tls_cfg = if protocol.uses_tls() {
+            Some(Arc::new(build_tls(&tls)?))
+        } else {
+            None
+        };
         let sasl = if protocol.uses_sasl() {
-            let s = sasl.ok_or_else(|| cfg_err("sasl_mechanism", "SASL_PLAINTEXT / SASL_SSL need SASL settings"))?;
+            let s = sasl.ok_or_else(|| {
+                cfg_err(
+                    "sasl_mechanism",
+                    "SASL_PLAINTEXT / SASL_SSL need SASL settings",
+                )
+            })?;
             match s.mechanism {
                 Mechanism::OAuthBearer => {
                     if s.token_provider.is_none() {
-                        return Err(cfg_err("sasl_oauth_token_provider", "OAUTHBEARER needs a token provider"));
+                        return Err(cfg_err(
+                            "sasl_oauth_token_provider",
+                            "OAUTHBEARER needs a token provider",
+                        ));
                     }
                 }
                 _ => {
                     if s.username.is_empty() {
-                        return Err(cfg_err("sasl_username", format!("{} needs a user name", s.mechanism.name())));
+                        return Err(cfg_err(
+                            "sasl_username",
+                            format!("{} needs a user name", s.mechanism.name()),
+                        ));
                     }
                 }
             }
@@ -148,7 +175,12 @@ impl Security {
         } else {
             None
         };
-        Ok(Security { protocol, tls: tls_cfg, check_hostname: tls.check_hostname, sasl })
+        Ok(Security {
+            protocol,
+            tls: tls_cfg,
+            check_hostname: tls.check_hostname,
+            sasl,
+        })
     }
 }
 
@@ -161,11 +193,16 @@ fn build_tls(o: &TlsOptions) -> Result<rustls::ClientConfig, Error> {
             let mut n = 0;
             for c in rustls_pemfile::certs(&mut pem.as_slice()) {
                 let c = c.map_err(|e| cfg_err("ssl_cafile", format!("{path}: {e}")))?;
-                roots.add(c).map_err(|e| cfg_err("ssl_cafile", format!("{path}: {e}")))?;
+                roots
+                    .add(c)
+                    .map_err(|e| cfg_err("ssl_cafile", format!("{path}: {e}")))?;
                 n += 1;
             }
             if n == 0 {
-                return Err(cfg_err("ssl_cafile", format!("{path} holds no PEM certificate")));
+                return Err(cfg_err(
+                    "ssl_cafile",
+                    format!("{path} holds no PEM certificate"),
+                ));
             }
         }
         None => {
@@ -184,7 +221,9 @@ fn build_tls(o: &TlsOptions) -> Result<rustls::ClientConfig, Error> {
         let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
             .build()
             .map_err(|e| cfg_err("ssl_cafile", e.to_string()))?;
-        builder.dangerous().with_custom_certificate_verifier(Arc::new(NoHostnameVerifier { inner }))
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoHostnameVerifier { inner }))
     };
     let cfg = match (&o.cert_file, &o.key_file) {
         (Some(cert), Some(key)) => {
@@ -193,17 +232,32 @@ fn build_tls(o: &TlsOptions) -> Result<rustls::ClientConfig, Error> {
                 .collect::<Result<_, _>>()
                 .map_err(|e| cfg_err("ssl_certfile", format!("{cert}: {e}")))?;
             if chain.is_empty() {
-                return Err(cfg_err("ssl_certfile", format!("{cert} holds no PEM certificate")));
+                return Err(cfg_err(
+                    "ssl_certfile",
+                    format!("{cert} holds no PEM certificate"),
+                ));
             }
             let kpem = read_pem(key, "ssl_keyfile")?;
             let k = rustls_pemfile::private_key(&mut kpem.as_slice())
                 .map_err(|e| cfg_err("ssl_keyfile", format!("{key}: {e}")))?
                 .ok_or_else(|| cfg_err("ssl_keyfile", format!("{key} holds no PEM private key")))?;
-            builder.with_client_auth_cert(chain, k).map_err(|e| cfg_err("ssl_keyfile", e.to_string()))?
+            builder
+                .with_client_auth_cert(chain, k)
+                .map_err(|e| cfg_err("ssl_keyfile", e.to_string()))?
         }
         (None, None) => builder.with_no_client_auth(),
-        (Some(_), None) => return Err(cfg_err("ssl_keyfile", "ssl_certfile is set but ssl_keyfile is not")),
-        (None, Some(_)) => return Err(cfg_err("ssl_certfile", "ssl_keyfile is set but ssl_certfile is not")),
+        (Some(_), None) => {
+            return Err(cfg_err(
+                "ssl_keyfile",
+                "ssl_certfile is set but ssl_keyfile is not",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(cfg_err(
+                "ssl_certfile",
+                "ssl_keyfile is set but ssl_certfile is not",
+            ))
+        }
     };
     Ok(cfg)
 }
@@ -224,11 +278,14 @@ impl rustls::client::danger::ServerCertVerifier for NoHostnameVerifier {
         ocsp: &[u8],
         now: rustls::pki_types::UnixTime,
     ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        match self.inner.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
+        match self
+            .inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
             Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
-            | Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForNameContext { .. })) => {
-                Ok(rustls::client::danger::ServerCertVerified::assertion())
-            }
+            | Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
             other => other,
         }
     }
@@ -261,7 +318,9 @@ pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
 fn auth_err(node: &Node, detail: impl std::fmt::Display) -> Error {
-    Error::Authentication { detail: format!("node {} ({}): {detail}", node.id, node.address()) }
+    Error::Authentication {
+        detail: format!("node {} ({}): {detail}", node.id, node.address()),
+    }
 }
 
 /// TLS then SASL over a connected socket. Returns the stream to use and the
@@ -276,57 +335,121 @@ pub async fn secure(
     let mut stream: Box<dyn Stream> = match &sec.tls {
         None => Box::new(tcp),
         Some(cfg) => {
-            let name = rustls::pki_types::ServerName::try_from(node.host.clone())
-                .map_err(|e| Error::Config { key: "bootstrap_servers".into(), detail: format!("{}: {e}", node.host) })?;
+            let name = rustls::pki_types::ServerName::try_from(node.host.clone()).map_err(|e| {
+                Error::Config {
+                    key: "bootstrap_servers".into(),
+                    detail: format!("{}: {e}", node.host),
+                }
+            })?;
             let conn = tokio_rustls::TlsConnector::from(cfg.clone());
             match tokio::time::timeout(timeout, conn.connect(name, tcp)).await {
                 Ok(Ok(s)) => Box::new(s),
                 Ok(Err(e)) => return Err(auth_err(node, format!("TLS handshake failed: {e}"))),
-                Err(_) => return Err(auth_err(node, format!("TLS handshake timed out after {} ms", timeout.as_millis()))),
+                Err(_) => {
+                    return Err(auth_err(
+                        node,
+                        format!("TLS handshake timed out after {} ms", timeout.as_millis()),
+                    ))
+                }
             }
         }
     };
     let mut lifetime = 0;
     if let Some(sasl) = &sec.sasl {
-        lifetime = match tokio::time::timeout(timeout, authenticate(&mut stream, node, sasl, client_id)).await {
-            Ok(r) => r?,
-            Err(_) => return Err(auth_err(node, format!("SASL authentication timed out after {} ms", timeout.as_millis()))),
-        };
+        lifetime =
+            match tokio::time::timeout(timeout, authenticate(&mut stream, node, sasl, client_id))
+                .await
+            {
+                Ok(r) => r?,
+                Err(_) => {
+                    return Err(auth_err(
+                        node,
+                        format!(
+                            "SASL authentication timed out after {} ms",
+                            timeout.as_millis()
+                        ),
+                    ))
+                }
+            };
     }
     Ok((stream, lifetime))
 }
 
-async fn round_trip(stream: &mut Box<dyn Stream>, node: &Node, correlation_id: i32, client_id: &str, body: RequestKind, key: ApiKey, version: i16) -> Result<ResponseKind, Error> {
-    let header = RequestHeader { api_key: key as i16, api_version: version, correlation_id, client_id: Some(client_id.to_string()) };
+async fn round_trip(
+    stream: &mut Box<dyn Stream>,
+    node: &Node,
+    correlation_id: i32,
+    client_id: &str,
+    body: RequestKind,
+    key: ApiKey,
+    version: i16,
+) -> Result<ResponseKind, Error> {
+    let header = RequestHeader {
+        api_key: key as i16,
+        api_version: version,
+        correlation_id,
+        client_id: Some(client_id.to_string()),
+    };
     let mut buf = BytesMut::new();
     encode_request(&mut buf, &header, &body)?;
-    let io = |e: std::io::Error| Error::Transport { broker: format!("{}/{}", node.id, node.address()), detail: format!("during SASL: {e}") };
+    let io = |e: std::io::Error| Error::Transport {
+        broker: format!("{}/{}", node.id, node.address()),
+        detail: format!("during SASL: {e}"),
+    };
     stream.write_all(&buf).await.map_err(io)?;
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).await.map_err(io)?;
     let n = i32::from_be_bytes(len);
     if !(0..=1 << 20).contains(&n) {
-        return Err(auth_err(node, format!("SASL answer of {n} bytes: not a Kafka SASL endpoint?")));
+        return Err(auth_err(
+            node,
+            format!("SASL answer of {n} bytes: not a Kafka SASL endpoint?"),
+        ));
     }
     let mut frame = BytesMut::zeroed(n as usize);
     stream.read_exact(&mut frame).await.map_err(io)?;
     let (cid, resp, _) = decode_response(key as i16, version, frame.freeze())?;
     if cid != correlation_id {
-        return Err(auth_err(node, format!("SASL answer has correlation id {cid}, expected {correlation_id}")));
+        return Err(auth_err(
+            node,
+            format!("SASL answer has correlation id {cid}, expected {correlation_id}"),
+        ));
     }
     Ok(resp)
 }
 
 /// SaslHandshake v1 then SaslAuthenticate v1 rounds. Returns the session
 /// lifetime the broker announced (ms, 0 = unlimited).
-async fn authenticate(stream: &mut Box<dyn Stream>, node: &Node, sasl: &SaslOptions, client_id: &str) -> Result<i64, Error> {
+async fn authenticate(
+    stream: &mut Box<dyn Stream>,
+    node: &Node,
+    sasl: &SaslOptions,
+    client_id: &str,
+) -> Result<i64, Error> {
     let mech = sasl.mechanism.name();
     let hs = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mech));
-    match round_trip(stream, node, 1, client_id, RequestKind::SaslHandshake(hs), ApiKey::SaslHandshake, 1).await? {
+    match round_trip(
+        stream,
+        node,
+        1,
+        client_id,
+        RequestKind::SaslHandshake(hs),
+        ApiKey::SaslHandshake,
+        1,
+    )
+    .await?
+    {
         ResponseKind::SaslHandshake(r) if r.error_code == 0 => {}
         ResponseKind::SaslHandshake(r) => {
             let enabled: Vec<String> = r.mechanisms.iter().map(|m| m.to_string()).collect();
-            return Err(auth_err(node, format!("the broker does not offer {mech} (it offers: {}) [code {}]", enabled.join(", "), r.error_code)));
+            return Err(auth_err(
+                node,
+                format!(
+                    "the broker does not offer {mech} (it offers: {}) [code {}]",
+                    enabled.join(", "),
+                    r.error_code
+                ),
+            ));
         }
         _ => return Err(auth_err(node, "unexpected SaslHandshake answer")),
     }
@@ -334,14 +457,28 @@ async fn authenticate(stream: &mut Box<dyn Stream>, node: &Node, sasl: &SaslOpti
     let lifetime;
     let mut send = |bytes: Vec<u8>| {
         cid += 1;
-        (cid, RequestKind::SaslAuthenticate(SaslAuthenticateRequest::default().with_auth_bytes(bytes.into())))
+        (
+            cid,
+            RequestKind::SaslAuthenticate(
+                SaslAuthenticateRequest::default().with_auth_bytes(bytes.into()),
+            ),
+        )
     };
     let exchange = |resp: ResponseKind| -> Result<(Vec<u8>, i64), Error> {
         match resp {
-            ResponseKind::SaslAuthenticate(r) if r.error_code == 0 => Ok((r.auth_bytes.to_vec(), r.session_lifetime_ms)),
+            ResponseKind::SaslAuthenticate(r) if r.error_code == 0 => {
+                Ok((r.auth_bytes.to_vec(), r.session_lifetime_ms))
+            }
             ResponseKind::SaslAuthenticate(r) => Err(auth_err(
                 node,
-                format!("{} [code {}]", r.error_message.as_deref().map(|s| s.to_string()).unwrap_or_else(|| "SASL authentication failed".into()), r.error_code),
+                format!(
+                    "{} [code {}]",
+                    r.error_message
+                        .as_deref()
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "SASL authentication failed".into()),
+                    r.error_code
+                ),
             )),
             _ => Err(auth_err(node, "unexpected SaslAuthenticate answer")),
         }
@@ -351,28 +488,75 @@ async fn authenticate(stream: &mut Box<dyn Stream>, node: &Node, sasl: &SaslOpti
             let msg = if sasl.mechanism == Mechanism::Plain {
                 plain_message(&sasl.username, &sasl.password)
             } else {
-                let provider = sasl.token_provider.as_ref().ok_or_else(|| auth_err(node, "no OAUTHBEARER token provider"))?;
-                let token = provider().map_err(|e| auth_err(node, format!("the token provider failed: {e}")))?;
+                let provider = sasl
+                    .token_provider
+                    .as_ref()
+                    .ok_or_else(|| auth_err(node, "no OAUTHBEARER token provider"))?;
+                let token = provider()
+                    .map_err(|e| auth_err(node, format!("the token provider failed: {e}")))?;
                 oauthbearer_message(&token, &[])
             };
             let (c, body) = send(msg);
-            let (_, lt) = exchange(round_trip(stream, node, c, client_id, body, ApiKey::SaslAuthenticate, 1).await?)?;
+            let (_, lt) = exchange(
+                round_trip(
+                    stream,
+                    node,
+                    c,
+                    client_id,
+                    body,
+                    ApiKey::SaslAuthenticate,
+                    1,
+                )
+                .await?,
+            )?;
             lifetime = lt;
         }
         Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
-            let hash = if sasl.mechanism == Mechanism::ScramSha256 { ScramHash::Sha256 } else { ScramHash::Sha512 };
+            let hash = if sasl.mechanism == Mechanism::ScramSha256 {
+                ScramHash::Sha256
+            } else {
+                ScramHash::Sha512
+            };
             let nonce: String = {
                 use rand::Rng;
                 let mut rng = rand::thread_rng();
-                (0..32).map(|_| rng.sample(rand::distributions::Alphanumeric) as char).collect()
+                (0..32)
+                    .map(|_| rng.sample(rand::distributions::Alphanumeric) as char)
+                    .collect()
             };
             let mut scram = ScramClient::new(hash, &sasl.username, &sasl.password, &nonce);
             let (c, body) = send(scram.client_first());
-            let (server_first, _) = exchange(round_trip(stream, node, c, client_id, body, ApiKey::SaslAuthenticate, 1).await?)?;
-            let client_final = scram.handle_server_first(&server_first).map_err(|e| auth_err(node, e))?;
+            let (server_first, _) = exchange(
+                round_trip(
+                    stream,
+                    node,
+                    c,
+                    client_id,
+                    body,
+                    ApiKey::SaslAuthenticate,
+                    1,
+                )
+                .await?,
+            )?;
+            let client_final = scram
+                .handle_server_first(&server_first)
+                .map_err(|e| auth_err(node, e))?;
             let (c, body) = send(client_final);
-            let (server_final, lt) = exchange(round_trip(stream, node, c, client_id, body, ApiKey::SaslAuthenticate, 1).await?)?;
-            scram.handle_server_final(&server_final).map_err(|e| auth_err(node, e))?;
+            let (server_final, lt) = exchange(
+                round_trip(
+                    stream,
+                    node,
+                    c,
+                    client_id,
+                    body,
+                    ApiKey::SaslAuthenticate,
+                    1,
+                )
+                .await?,
+            )?;
+            scram
+                .handle_server_final(&server_final)
+                .map_err(|e| auth_err(node, e))?;
             lifetime = lt;
         }
     }

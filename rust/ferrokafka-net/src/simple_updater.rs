@@ -10,7 +10,6 @@ use crate::cluster::{MetadataResponse, Node};
 use crate::error::Error;
 use crate::updater::{MetadataRequestSpec, MetadataUpdater, UpdaterContext};
 
-
 #[derive(Debug)]
 pub struct SimpleUpdater {
     bootstrap: Vec<Node>,
@@ -28,7 +27,14 @@ pub const REFRESH_BACKOFF_MS: i64 = 100;
 
 impl SimpleUpdater {
     pub fn new(bootstrap: Vec<Node>) -> Self {
-        SimpleUpdater { bootstrap, latest: None, update_requested: true, in_flight: false, closed: false, last_attempt_ms: i64::MIN / 2 }
+        SimpleUpdater {
+            bootstrap,
+            latest: None,
+            update_requested: true,
+            in_flight: false,
+            closed: false,
+            last_attempt_ms: i64::MIN / 2,
+        }
     }
 
     pub fn latest(&self) -> Option<&MetadataResponse> {
@@ -45,7 +51,10 @@ impl MetadataUpdater for SimpleUpdater {
     }
 
     fn is_update_due(&self, now_ms: i64) -> bool {
-        self.update_requested && !self.in_flight && !self.closed && now_ms >= self.last_attempt_ms + REFRESH_BACKOFF_MS
+        self.update_requested
+            && !self.in_flight
+            && !self.closed
+            && now_ms >= self.last_attempt_ms + REFRESH_BACKOFF_MS
     }
 
     fn maybe_update(&mut self, now_ms: i64, ctx: &mut dyn UpdaterContext) -> i64 {
@@ -60,7 +69,10 @@ impl MetadataUpdater for SimpleUpdater {
         };
         if ctx.can_send_request(node.id, now_ms) {
             // Brokers only: topic sets are the real updater's business.
-            let spec = MetadataRequestSpec { topics: Some(vec![]), allow_auto_topic_creation: false };
+            let spec = MetadataRequestSpec {
+                topics: Some(vec![]),
+                allow_auto_topic_creation: false,
+            };
             if ctx.send_metadata_request(node.id, spec, now_ms).is_ok() {
                 self.last_attempt_ms = now_ms;
                 self.in_flight = true;

@@ -30,11 +30,19 @@ impl ConnectionState {
 
     /// CONNECTING, CHECKING_API_VERSIONS or AUTHENTICATING: on its way up.
     pub fn is_preparing(&self) -> bool {
-        matches!(self, ConnectionState::Connecting | ConnectionState::CheckingApiVersions | ConnectionState::Authenticating)
+        matches!(
+            self,
+            ConnectionState::Connecting
+                | ConnectionState::CheckingApiVersions
+                | ConnectionState::Authenticating
+        )
     }
 
     pub fn is_disconnected(&self) -> bool {
-        matches!(self, ConnectionState::Disconnected | ConnectionState::AuthFailed)
+        matches!(
+            self,
+            ConnectionState::Disconnected | ConnectionState::AuthFailed
+        )
     }
 }
 
@@ -85,19 +93,28 @@ impl ClusterConnectionStates {
         let exp = (failed_attempts - 1).min(40);
         let term = (self.reconnect_backoff_ms as f64) * 2f64.powi(exp as i32);
         let capped = term.min(self.reconnect_backoff_max_ms as f64);
-        let factor = if self.jitter > 0.0 { self.rng.gen_range(1.0 - self.jitter..=1.0 + self.jitter) } else { 1.0 };
+        let factor = if self.jitter > 0.0 {
+            self.rng.gen_range(1.0 - self.jitter..=1.0 + self.jitter)
+        } else {
+            1.0
+        };
         (capped * factor).round() as i64
     }
 
     pub fn state(&self, node: i32) -> ConnectionState {
-        self.nodes.get(&node).map_or(ConnectionState::Disconnected, |s| s.state)
+        self.nodes
+            .get(&node)
+            .map_or(ConnectionState::Disconnected, |s| s.state)
     }
 
     /// Never tried, or disconnected and its backoff elapsed.
     pub fn can_connect(&self, node: i32, now_ms: i64) -> bool {
         match self.nodes.get(&node) {
             None => true,
-            Some(s) => s.state.is_disconnected() && now_ms - s.last_connect_attempt_ms >= s.reconnect_backoff_ms,
+            Some(s) => {
+                s.state.is_disconnected()
+                    && now_ms - s.last_connect_attempt_ms >= s.reconnect_backoff_ms
+            }
         }
     }
 
@@ -105,7 +122,10 @@ impl ClusterConnectionStates {
     pub fn is_blacked_out(&self, node: i32, now_ms: i64) -> bool {
         match self.nodes.get(&node) {
             None => false,
-            Some(s) => s.state.is_disconnected() && now_ms - s.last_connect_attempt_ms < s.reconnect_backoff_ms,
+            Some(s) => {
+                s.state.is_disconnected()
+                    && now_ms - s.last_connect_attempt_ms < s.reconnect_backoff_ms
+            }
         }
     }
 
@@ -114,7 +134,9 @@ impl ClusterConnectionStates {
     pub fn connection_delay(&self, node: i32, now_ms: i64) -> i64 {
         match self.nodes.get(&node) {
             None => 0,
-            Some(s) if s.state.is_disconnected() => (s.last_connect_attempt_ms + s.reconnect_backoff_ms - now_ms).max(0),
+            Some(s) if s.state.is_disconnected() => {
+                (s.last_connect_attempt_ms + s.reconnect_backoff_ms - now_ms).max(0)
+            }
             Some(_) => i64::MAX,
         }
     }
@@ -206,7 +228,9 @@ impl ClusterConnectionStates {
         let mut v: Vec<i32> = self
             .nodes
             .iter()
-            .filter(|(_, s)| s.state == ConnectionState::Ready && now_ms - s.last_activity_ms > max_idle_ms)
+            .filter(|(_, s)| {
+                s.state == ConnectionState::Ready && now_ms - s.last_activity_ms > max_idle_ms
+            })
             .map(|(n, _)| *n)
             .collect();
         v.sort_unstable();
@@ -270,7 +294,10 @@ mod tests {
             for _ in 0..200 {
                 let b = s.backoff_for(failures);
                 let nominal = (100f64 * 2f64.powi(failures as i32 - 1)).min(10_000.0);
-                assert!(b as f64 >= nominal * 0.8 - 1.0 && b as f64 <= nominal * 1.2 + 1.0, "{failures}: {b}");
+                assert!(
+                    b as f64 >= nominal * 0.8 - 1.0 && b as f64 <= nominal * 1.2 + 1.0,
+                    "{failures}: {b}"
+                );
                 seen.insert(b);
             }
         }

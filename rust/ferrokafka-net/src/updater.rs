@@ -30,7 +30,12 @@ pub trait UpdaterContext {
     fn initiate_connect(&mut self, node: &Node, now_ms: i64);
     /// Queue an internal Metadata request to `node_id`; its answer comes back
     /// through `handle_success_request` / `handle_failed_request`.
-    fn send_metadata_request(&mut self, node_id: i32, spec: MetadataRequestSpec, now_ms: i64) -> Result<(), Error>;
+    fn send_metadata_request(
+        &mut self,
+        node_id: i32,
+        spec: MetadataRequestSpec,
+        now_ms: i64,
+    ) -> Result<(), Error>;
     /// The reconnect backoff the client would apply, for the updater's own waits.
     fn reconnect_backoff_ms(&self) -> i64;
 }

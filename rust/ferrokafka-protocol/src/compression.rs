@@ -35,8 +35,13 @@ pub enum Compression {
 }
 
 impl Compression {
-    pub const ALL: [Compression; 5] =
-        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
+    pub const ALL: [Compression; 5] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
 
     pub fn from_id(id: u8) -> Result<Self> {
         Ok(match id {
@@ -45,7 +50,12 @@ impl Compression {
             2 => Compression::Snappy,
             3 => Compression::Lz4,
             4 => Compression::Zstd,
-            n => return Err(ProtocolError::Unsupported { what: "compression codec", detail: format!("id {n}") }),
+            n => {
+                return Err(ProtocolError::Unsupported {
+                    what: "compression codec",
+                    detail: format!("id {n}"),
+                })
+            }
         })
     }
 
@@ -73,18 +83,30 @@ impl Compression {
 }
 
 fn err(codec: &'static str, detail: impl ToString) -> ProtocolError {
-    ProtocolError::Compression { codec, detail: detail.to_string() }
+    ProtocolError::Compression {
+        codec,
+        detail: detail.to_string(),
+    }
 }
 
 fn too_large(max: usize) -> ProtocolError {
-    ProtocolError::TooLarge { what: "decompressed records", size: max.saturating_add(1), max }
+    ProtocolError::TooLarge {
+        what: "decompressed records",
+        size: max.saturating_add(1),
+        max,
+    }
 }
 
 /// Compress `input`, appending to `out`. `level` is the codec's own scale
 /// (gzip 0-9, zstd -7..=22); `None` picks the Java client's default. lz4 and
 /// snappy have no level here (Java's lz4 level only switches to HC, which
 /// lz4_flex does not implement) and ignore it.
-pub fn compress(codec: Compression, level: Option<i32>, input: &[u8], out: &mut Vec<u8>) -> Result<()> {
+pub fn compress(
+    codec: Compression,
+    level: Option<i32>,
+    input: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<()> {
     match codec {
         Compression::None => out.extend_from_slice(input),
         Compression::Gzip => {
@@ -121,22 +143,29 @@ pub fn decompress(codec: Compression, input: &[u8], max_output: usize) -> Result
             }
             Ok(input.to_vec())
         }
-        Compression::Gzip => {
-            read_capped("gzip", flate2::read::MultiGzDecoder::new(input), input.len(), max_output)
-        }
+        Compression::Gzip => read_capped(
+            "gzip",
+            flate2::read::MultiGzDecoder::new(input),
+            input.len(),
+            max_output,
+        ),
         Compression::Snappy => snappy_decompress(input, max_output),
         Compression::Lz4 => lz4_frame_decompress(input, max_output),
         Compression::Zstd => {
-            let mut dec = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| err("zstd", e))?;
+            let mut dec =
+                zstd::stream::read::Decoder::with_buffer(input).map_err(|e| err("zstd", e))?;
             // The frame header chooses the window the decoder allocates; cap
             // it by our output cap so a hostile header cannot ask for more
             // (zstd's own limit is 2^27).
-            let window_log = (usize::BITS - max_output.max(1).saturating_sub(1).leading_zeros()).clamp(10, 27);
+            let window_log =
+                (usize::BITS - max_output.max(1).saturating_sub(1).leading_zeros()).clamp(10, 27);
             dec.window_log_max(window_log).map_err(|e| err("zstd", e))?;
             read_capped("zstd", dec, input.len(), max_output).map_err(|e| match e {
                 // libzstd reports the window cap only as this message; it
                 // means the frame wants more room than the output cap allows.
-                ProtocolError::Compression { ref detail, .. } if detail.contains("too much memory") => {
+                ProtocolError::Compression { ref detail, .. }
+                    if detail.contains("too much memory") =>
+                {
                     too_large(max_output)
                 }
                 e => e,
@@ -146,7 +175,12 @@ pub fn decompress(codec: Compression, input: &[u8], max_output: usize) -> Result
 }
 
 /// Read a decoder to the end, erroring once it yields more than `max`.
-fn read_capped<R: Read>(codec: &'static str, r: R, input_len: usize, max: usize) -> Result<Vec<u8>> {
+fn read_capped<R: Read>(
+    codec: &'static str,
+    r: R,
+    input_len: usize,
+    max: usize,
+) -> Result<Vec<u8>> {
     // Records compress a few times over; start there rather than grow from 0,
     // but never pre-size beyond the cap.
     let mut out = Vec::with_capacity(input_len.saturating_mul(4).min(max).min(1 << 20));
@@ -174,7 +208,9 @@ fn snappy_xerial_compress(input: &[u8], out: &mut Vec<u8>) -> Result<()> {
         out.extend_from_slice(&[0; 4]);
         let bound = snap::raw::max_compress_len(chunk.len());
         out.resize(start + 4 + bound, 0);
-        let n = enc.compress(chunk, &mut out[start + 4..]).map_err(|e| err("snappy", e))?;
+        let n = enc
+            .compress(chunk, &mut out[start + 4..])
+            .map_err(|e| err("snappy", e))?;
         out.truncate(start + 4 + n);
         out[start..start + 4].copy_from_slice(&(n as u32).to_be_bytes());
     }
@@ -188,7 +224,9 @@ fn snappy_raw_into(block: &[u8], out: &mut Vec<u8>, max: usize) -> Result<()> {
     }
     let start = out.len();
     out.resize(start + n, 0);
-    let written = snap::raw::Decoder::new().decompress(block, &mut out[start..]).map_err(|e| err("snappy", e))?;
+    let written = snap::raw::Decoder::new()
+        .decompress(block, &mut out[start..])
+        .map_err(|e| err("snappy", e))?;
     out.truncate(start + written);
     Ok(())
 }
@@ -204,7 +242,10 @@ fn snappy_decompress(input: &[u8], max: usize) -> Result<Vec<u8>> {
             let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
             rest = &rest[4..];
             if len > rest.len() {
-                return Err(err("snappy", format!("xerial block of {len} bytes, {} left", rest.len())));
+                return Err(err(
+                    "snappy",
+                    format!("xerial block of {len} bytes, {} left", rest.len()),
+                ));
             }
             snappy_raw_into(&rest[..len], &mut out, max)?;
             rest = &rest[len..];
@@ -217,7 +258,9 @@ fn snappy_decompress(input: &[u8], max: usize) -> Result<Vec<u8>> {
 
 /// Raw (unframed) snappy, for tests and for peers that skip the xerial framing.
 pub fn snappy_raw_compress(input: &[u8]) -> Result<Vec<u8>> {
-    snap::raw::Encoder::new().compress_vec(input).map_err(|e| err("snappy", e))
+    snap::raw::Encoder::new()
+        .compress_vec(input)
+        .map_err(|e| err("snappy", e))
 }
 
 // ---------------------------------------------------------------- lz4
@@ -301,11 +344,17 @@ mod tests {
 
     #[test]
     fn every_codec_round_trips() {
-        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8 ^ (i / 1000) as u8).collect();
+        let data: Vec<u8> = (0..200_000u32)
+            .map(|i| (i % 251) as u8 ^ (i / 1000) as u8)
+            .collect();
         for codec in Compression::ALL {
             let mut c = Vec::new();
             compress(codec, None, &data, &mut c).unwrap();
-            assert_eq!(decompress(codec, &c, DEFAULT_MAX_DECOMPRESSED).unwrap(), data, "{codec:?}");
+            assert_eq!(
+                decompress(codec, &c, DEFAULT_MAX_DECOMPRESSED).unwrap(),
+                data,
+                "{codec:?}"
+            );
         }
     }
 
@@ -313,17 +362,28 @@ mod tests {
     fn raw_snappy_is_accepted() {
         let data = b"hello hello hello hello snappy".repeat(10);
         let raw = snappy_raw_compress(&data).unwrap();
-        assert_eq!(decompress(Compression::Snappy, &raw, 1 << 20).unwrap(), data);
+        assert_eq!(
+            decompress(Compression::Snappy, &raw, 1 << 20).unwrap(),
+            data
+        );
     }
 
     #[test]
     fn bombs_are_capped() {
         let zeros = vec![0u8; 4 << 20];
-        for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
             let mut c = Vec::new();
             compress(codec, None, &zeros, &mut c).unwrap();
             let r = decompress(codec, &c, 1 << 20);
-            assert!(matches!(r, Err(ProtocolError::TooLarge { .. })), "{codec:?}: {r:?}");
+            assert!(
+                matches!(r, Err(ProtocolError::TooLarge { .. })),
+                "{codec:?}: {r:?}"
+            );
         }
     }
 }

@@ -68,14 +68,20 @@ fn get_uvarint(buf: &mut Bytes, what: &'static str) -> Result<u32> {
         let b = buf.get_u8();
         // The fifth byte may only carry the top 4 bits of a u32.
         if i == 4 && b > 0x0f {
-            return Err(ProtocolError::invalid(what, "unsigned varint overflows 32 bits"));
+            return Err(ProtocolError::invalid(
+                what,
+                "unsigned varint overflows 32 bits",
+            ));
         }
         out |= ((b & 0x7f) as u32) << (7 * i);
         if b & 0x80 == 0 {
             return Ok(out);
         }
     }
-    Err(ProtocolError::invalid(what, "unsigned varint longer than 5 bytes"))
+    Err(ProtocolError::invalid(
+        what,
+        "unsigned varint longer than 5 bytes",
+    ))
 }
 
 /// Writes the header only (no length prefix).
@@ -90,8 +96,11 @@ pub fn encode_request_header(buf: &mut BytesMut, header: &RequestHeader) -> Resu
         match &header.client_id {
             None => buf.put_i16(-1),
             Some(s) => {
-                let len = i16::try_from(s.len())
-                    .map_err(|_| ProtocolError::TooLarge { what: "client id", size: s.len(), max: i16::MAX as usize })?;
+                let len = i16::try_from(s.len()).map_err(|_| ProtocolError::TooLarge {
+                    what: "client id",
+                    size: s.len(),
+                    max: i16::MAX as usize,
+                })?;
                 buf.put_i16(len);
                 buf.put_slice(s.as_bytes());
             }
@@ -106,7 +115,11 @@ pub fn encode_request_header(buf: &mut BytesMut, header: &RequestHeader) -> Resu
 /// Appends one complete request frame (length prefix, header, body) to `buf`.
 /// The length is patched in after the body is written, so the body is encoded
 /// once, straight into the output buffer.
-pub fn encode_request(buf: &mut BytesMut, header: &RequestHeader, body: &RequestKind) -> Result<()> {
+pub fn encode_request(
+    buf: &mut BytesMut,
+    header: &RequestHeader,
+    body: &RequestKind,
+) -> Result<()> {
     let start = buf.len();
     buf.put_i32(0);
     encode_request_header(buf, header)?;
@@ -115,7 +128,11 @@ pub fn encode_request(buf: &mut BytesMut, header: &RequestHeader, body: &Request
         ProtocolError::invalid("request body", e.to_string())
     })?;
     let len = buf.len() - start - LENGTH_PREFIX;
-    let len = i32::try_from(len).map_err(|_| ProtocolError::TooLarge { what: "request", size: len, max: i32::MAX as usize })?;
+    let len = i32::try_from(len).map_err(|_| ProtocolError::TooLarge {
+        what: "request",
+        size: len,
+        max: i32::MAX as usize,
+    })?;
     buf[start..start + LENGTH_PREFIX].copy_from_slice(&len.to_be_bytes());
     Ok(())
 }
@@ -123,7 +140,11 @@ pub fn encode_request(buf: &mut BytesMut, header: &RequestHeader, body: &Request
 /// Reads a request header back (for tests, tools and fake brokers).
 pub fn decode_request_header(frame: &mut Bytes) -> Result<RequestHeader> {
     if frame.remaining() < 8 {
-        return Err(ProtocolError::truncated("request header", 8, frame.remaining()));
+        return Err(ProtocolError::truncated(
+            "request header",
+            8,
+            frame.remaining(),
+        ));
     }
     let api_key_v = frame.get_i16();
     let api_version = frame.get_i16();
@@ -132,17 +153,26 @@ pub fn decode_request_header(frame: &mut Bytes) -> Result<RequestHeader> {
     let mut client_id = None;
     if hv >= 1 {
         if frame.remaining() < 2 {
-            return Err(ProtocolError::truncated("client id length", 2, frame.remaining()));
+            return Err(ProtocolError::truncated(
+                "client id length",
+                2,
+                frame.remaining(),
+            ));
         }
         let len = frame.get_i16();
         if len >= 0 {
             let len = len as usize;
             if frame.remaining() < len {
-                return Err(ProtocolError::truncated("client id", len, frame.remaining()));
+                return Err(ProtocolError::truncated(
+                    "client id",
+                    len,
+                    frame.remaining(),
+                ));
             }
             let s = frame.split_to(len);
             client_id = Some(
-                String::from_utf8(s.to_vec()).map_err(|e| ProtocolError::invalid("client id", e.to_string()))?,
+                String::from_utf8(s.to_vec())
+                    .map_err(|e| ProtocolError::invalid("client id", e.to_string()))?,
             );
         } else if len != -1 {
             return Err(ProtocolError::invalid("client id length", len.to_string()));
@@ -151,7 +181,12 @@ pub fn decode_request_header(frame: &mut Bytes) -> Result<RequestHeader> {
     if hv >= 2 {
         skip_tagged_fields(frame, "request header tagged fields")?;
     }
-    Ok(RequestHeader { api_key: api_key_v, api_version, correlation_id, client_id })
+    Ok(RequestHeader {
+        api_key: api_key_v,
+        api_version,
+        correlation_id,
+        client_id,
+    })
 }
 
 fn skip_tagged_fields(buf: &mut Bytes, what: &'static str) -> Result<()> {
@@ -171,11 +206,18 @@ fn skip_tagged_fields(buf: &mut Bytes, what: &'static str) -> Result<()> {
 /// is an error; this runs before any buffer is sized by the value.
 pub fn check_frame_length(raw: i32, max: usize) -> Result<usize> {
     if raw < 0 {
-        return Err(ProtocolError::invalid("frame length", format!("negative length {raw}")));
+        return Err(ProtocolError::invalid(
+            "frame length",
+            format!("negative length {raw}"),
+        ));
     }
     let len = raw as usize;
     if len > max {
-        return Err(ProtocolError::TooLarge { what: "response frame", size: len, max });
+        return Err(ProtocolError::TooLarge {
+            what: "response frame",
+            size: len,
+            max,
+        });
     }
     Ok(len)
 }
@@ -223,7 +265,11 @@ impl FrameDecoder {
 /// Correlation id of a response frame, without consuming it.
 pub fn peek_correlation_id(frame: &[u8]) -> Result<i32> {
     if frame.len() < 4 {
-        return Err(ProtocolError::truncated("response correlation id", 4, frame.len()));
+        return Err(ProtocolError::truncated(
+            "response correlation id",
+            4,
+            frame.len(),
+        ));
     }
     Ok(i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]))
 }
@@ -248,9 +294,17 @@ pub const UNSUPPORTED_VERSION: i16 = 35;
 /// version we sent it answers UNSUPPORTED_VERSION *in v0 format* with its own
 /// ApiVersions range in the key list, so an error code of 35 means "decode as
 /// v0". Every ApiVersions version starts with the error code, so we can peek.
-pub fn decode_response_body(key: i16, version: i16, mut body: Bytes) -> Result<(ResponseKind, i16)> {
+pub fn decode_response_body(
+    key: i16,
+    version: i16,
+    mut body: Bytes,
+) -> Result<(ResponseKind, i16)> {
     let k = api_key(key)?;
-    if k == ApiKey::ApiVersions && version > 0 && body.len() >= 2 && i16::from_be_bytes([body[0], body[1]]) == UNSUPPORTED_VERSION {
+    if k == ApiKey::ApiVersions
+        && version > 0
+        && body.len() >= 2
+        && i16::from_be_bytes([body[0], body[1]]) == UNSUPPORTED_VERSION
+    {
         // Kafka brokers answer in v0 format; librdkafka's mock cluster
         // answers in the version we sent. Try v0 first, then ours.
         let mut v0 = body.clone();
@@ -265,7 +319,11 @@ pub fn decode_response_body(key: i16, version: i16, mut body: Bytes) -> Result<(
 
 /// A whole response frame (without length prefix): header then body.
 /// Returns `(correlation_id, body, version actually decoded)`.
-pub fn decode_response(key: i16, version: i16, mut frame: Bytes) -> Result<(i32, ResponseKind, i16)> {
+pub fn decode_response(
+    key: i16,
+    version: i16,
+    mut frame: Bytes,
+) -> Result<(i32, ResponseKind, i16)> {
     let hv = response_header_version(key, version)?;
     let cid = decode_response_header(&mut frame, hv)?;
     let (body, v) = decode_response_body(key, version, frame)?;

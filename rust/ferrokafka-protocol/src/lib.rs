@@ -15,6 +15,8 @@ pub mod compat;
 pub mod compression;
 pub mod error;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod primitives;
 pub mod record;
 pub mod sasl;

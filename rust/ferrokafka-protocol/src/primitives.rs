@@ -160,7 +160,10 @@ impl<'a> Reader<'a> {
             }
             shift += 7;
         }
-        Err(ProtocolError::invalid(what, format!("longer than {max_bytes} bytes")))
+        Err(ProtocolError::invalid(
+            what,
+            format!("longer than {max_bytes} bytes"),
+        ))
     }
 
     /// Zigzag varint (`i32`), as in record fields.
@@ -187,7 +190,10 @@ impl<'a> Reader<'a> {
         match len {
             -1 => Ok(None),
             n if n < 0 => Err(ProtocolError::invalid("string length", format!("{n}"))),
-            n => Ok(Some(Self::utf8("string", self.take(n as usize, "string")?)?)),
+            n => Ok(Some(Self::utf8(
+                "string",
+                self.take(n as usize, "string")?,
+            )?)),
         }
     }
 
@@ -200,7 +206,10 @@ impl<'a> Reader<'a> {
     pub fn compact_nullable_string(&mut self) -> Result<Option<&'a str>> {
         match self.compact_len()? {
             None => Ok(None),
-            Some(n) => Ok(Some(Self::utf8("compact string", self.take(n, "compact string")?)?)),
+            Some(n) => Ok(Some(Self::utf8(
+                "compact string",
+                self.take(n, "compact string")?,
+            )?)),
         }
     }
 
@@ -259,7 +268,11 @@ impl<'a> Reader<'a> {
         // Each element takes at least one byte, so a count above what is left
         // is a lie we can catch before anyone allocates for it.
         if n > self.remaining() {
-            return Err(ProtocolError::TooLarge { what, size: n, max: self.remaining() });
+            return Err(ProtocolError::TooLarge {
+                what,
+                size: n,
+                max: self.remaining(),
+            });
         }
         Ok(n)
     }
@@ -308,7 +321,10 @@ impl<'a> Reader<'a> {
             let tag = self.uvarint()?;
             if let Some(prev) = last {
                 if tag <= prev {
-                    return Err(ProtocolError::invalid("tagged fields", format!("tag {tag} after {prev}")));
+                    return Err(ProtocolError::invalid(
+                        "tagged fields",
+                        format!("tag {tag} after {prev}"),
+                    ));
                 }
             }
             last = Some(tag);
@@ -420,11 +436,19 @@ pub fn put_varlong<B: BufMut + ?Sized>(buf: &mut B, v: i64) {
 }
 
 fn i16_len(what: &'static str, n: usize) -> Result<i16> {
-    i16::try_from(n).map_err(|_| ProtocolError::TooLarge { what, size: n, max: i16::MAX as usize })
+    i16::try_from(n).map_err(|_| ProtocolError::TooLarge {
+        what,
+        size: n,
+        max: i16::MAX as usize,
+    })
 }
 
 fn i32_len(what: &'static str, n: usize) -> Result<i32> {
-    i32::try_from(n).map_err(|_| ProtocolError::TooLarge { what, size: n, max: i32::MAX as usize })
+    i32::try_from(n).map_err(|_| ProtocolError::TooLarge {
+        what,
+        size: n,
+        max: i32::MAX as usize,
+    })
 }
 
 pub fn put_nullable_string<B: BufMut + ?Sized>(buf: &mut B, s: Option<&str>) -> Result<()> {
@@ -473,7 +497,11 @@ pub fn put_compact_nullable_bytes<B: BufMut + ?Sized>(buf: &mut B, b: Option<&[u
             let n = u32::try_from(b.len())
                 .ok()
                 .filter(|&n| n < u32::MAX)
-                .ok_or(ProtocolError::TooLarge { what: "compact bytes", size: b.len(), max: u32::MAX as usize - 1 })?;
+                .ok_or(ProtocolError::TooLarge {
+                    what: "compact bytes",
+                    size: b.len(),
+                    max: u32::MAX as usize - 1,
+                })?;
             put_uvarint(buf, n + 1);
             buf.put_slice(b);
         }
@@ -510,14 +538,22 @@ pub fn put_array_len<B: BufMut + ?Sized>(buf: &mut B, n: usize) -> Result<()> {
     put_nullable_array_len(buf, Some(n))
 }
 
-pub fn put_compact_nullable_array_len<B: BufMut + ?Sized>(buf: &mut B, n: Option<usize>) -> Result<()> {
+pub fn put_compact_nullable_array_len<B: BufMut + ?Sized>(
+    buf: &mut B,
+    n: Option<usize>,
+) -> Result<()> {
     match n {
         None => buf.put_u8(0),
         Some(n) => {
-            let n = u32::try_from(n)
-                .ok()
-                .filter(|&n| n < u32::MAX)
-                .ok_or(ProtocolError::TooLarge { what: "compact array", size: n, max: u32::MAX as usize - 1 })?;
+            let n =
+                u32::try_from(n)
+                    .ok()
+                    .filter(|&n| n < u32::MAX)
+                    .ok_or(ProtocolError::TooLarge {
+                        what: "compact array",
+                        size: n,
+                        max: u32::MAX as usize - 1,
+                    })?;
             put_uvarint(buf, n + 1);
         }
     }
@@ -537,13 +573,23 @@ pub fn put_uuid<B: BufMut + ?Sized>(buf: &mut B, u: &[u8; 16]) {
 /// so it is refused here.
 pub fn put_tagged_fields<B: BufMut + ?Sized>(buf: &mut B, fields: &[(u32, &[u8])]) -> Result<()> {
     if fields.windows(2).any(|w| w[0].0 >= w[1].0) {
-        return Err(ProtocolError::invalid("tagged fields", "tags not strictly increasing"));
+        return Err(ProtocolError::invalid(
+            "tagged fields",
+            "tags not strictly increasing",
+        ));
     }
-    put_uvarint(buf, u32::try_from(fields.len()).map_err(|_| ProtocolError::invalid("tagged fields", "too many"))?);
+    put_uvarint(
+        buf,
+        u32::try_from(fields.len())
+            .map_err(|_| ProtocolError::invalid("tagged fields", "too many"))?,
+    );
     for (tag, data) in fields {
         put_uvarint(buf, *tag);
-        let n = u32::try_from(data.len())
-            .map_err(|_| ProtocolError::TooLarge { what: "tagged field", size: data.len(), max: u32::MAX as usize })?;
+        let n = u32::try_from(data.len()).map_err(|_| ProtocolError::TooLarge {
+            what: "tagged field",
+            size: data.len(),
+            max: u32::MAX as usize,
+        })?;
         put_uvarint(buf, n);
         buf.put_slice(data);
     }
@@ -584,9 +630,15 @@ mod tests {
     #[test]
     fn overlong_varints_are_errors() {
         assert!(Reader::new(&[0xff; 6]).uvarint().is_err());
-        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xff, 0x1f]).uvarint().is_err());
+        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xff, 0x1f])
+            .uvarint()
+            .is_err());
         assert!(Reader::new(&[0xff; 11]).uvarlong().is_err());
-        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]).uvarlong().is_err());
+        assert!(
+            Reader::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02])
+                .uvarlong()
+                .is_err()
+        );
         assert!(Reader::new(&[0x80]).uvarint().is_err());
     }
 
@@ -595,8 +647,12 @@ mod tests {
         assert_eq!(Reader::new(&[0xff, 0xff]).nullable_string().unwrap(), None);
         assert!(Reader::new(&[0xff, 0xff]).string().is_err());
         assert!(Reader::new(&[0xff, 0xfe]).nullable_string().is_err());
-        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xfe]).nullable_bytes().is_err());
+        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xfe])
+            .nullable_bytes()
+            .is_err());
         assert!(Reader::new(&[0x7f, 0xff, 0xff, 0xff]).array_len().is_err());
-        assert!(Reader::new(&[0x7f, 0xff, 0xff, 0xff]).nullable_bytes().is_err());
+        assert!(Reader::new(&[0x7f, 0xff, 0xff, 0xff])
+            .nullable_bytes()
+            .is_err());
     }
 }

@@ -139,6 +139,13 @@ fn escape_user(user: &str) -> String {
 /// fewer would let a rogue server ask for a cheap-to-crack proof).
 pub const MIN_ITERATIONS: u32 = 4096;
 
+/// Highest iteration count we accept. Kafka itself refuses to store SCRAM
+/// credentials above 16384 iterations; the cap is far above that and only
+/// stops a rogue server from parking the connection task in PBKDF2 for
+/// minutes (`i=4294967295` costs hours of HMAC). Found by the `sasl_scram`
+/// fuzz target.
+pub const MAX_ITERATIONS: u32 = 1_000_000;
+
 enum ScramState {
     Initial,
     FirstSent { client_first_bare: String },
@@ -153,12 +160,17 @@ pub struct ScramClient {
     password: String,
     nonce: String,
     min_iterations: u32,
+    max_iterations: u32,
     state: ScramState,
 }
 
 impl std::fmt::Debug for ScramClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScramClient").field("hash", &self.hash).field("user", &self.user).field("password", &"<redacted>").finish()
+        f.debug_struct("ScramClient")
+            .field("hash", &self.hash)
+            .field("user", &self.user)
+            .field("password", &"<redacted>")
+            .finish()
     }
 }
 
@@ -172,6 +184,7 @@ impl ScramClient {
             password: password.to_string(),
             nonce: nonce.to_string(),
             min_iterations: MIN_ITERATIONS,
+            max_iterations: MAX_ITERATIONS,
             state: ScramState::Initial,
         }
     }
@@ -183,11 +196,20 @@ impl ScramClient {
         self
     }
 
+    /// For the fuzz target, which must not spend seconds per input.
+    #[doc(hidden)]
+    pub fn with_max_iterations(mut self, n: u32) -> Self {
+        self.max_iterations = n;
+        self
+    }
+
     /// `n,,n=user,r=nonce`
     pub fn client_first(&mut self) -> Vec<u8> {
         let bare = format!("n={},r={}", escape_user(&self.user), self.nonce);
         let msg = format!("n,,{bare}");
-        self.state = ScramState::FirstSent { client_first_bare: bare };
+        self.state = ScramState::FirstSent {
+            client_first_bare: bare,
+        };
         msg.into_bytes()
     }
 
@@ -201,8 +223,15 @@ impl ScramClient {
         for attr in sf.split(',') {
             match attr.split_once('=') {
                 Some(("r", v)) => nonce = Some(v),
-                Some(("s", v)) => salt = Some(B64.decode(v).map_err(|_| bad("salt is not base64"))?),
-                Some(("i", v)) => iters = Some(v.parse::<u32>().map_err(|_| bad("iteration count is not a number"))?),
+                Some(("s", v)) => {
+                    salt = Some(B64.decode(v).map_err(|_| bad("salt is not base64"))?)
+                }
+                Some(("i", v)) => {
+                    iters = Some(
+                        v.parse::<u32>()
+                            .map_err(|_| bad("iteration count is not a number"))?,
+                    )
+                }
                 Some(("e", v)) => return Err(bad(format!("server error: {v}"))),
                 _ => {}
             }
@@ -214,7 +243,16 @@ impl ScramClient {
             return Err(bad("server nonce does not extend the client nonce"));
         }
         if iters < self.min_iterations {
-            return Err(bad(format!("iteration count {iters} below the minimum {}", self.min_iterations)));
+            return Err(bad(format!(
+                "iteration count {iters} below the minimum {}",
+                self.min_iterations
+            )));
+        }
+        if iters > self.max_iterations {
+            return Err(bad(format!(
+                "iteration count {iters} above the maximum {}",
+                self.max_iterations
+            )));
         }
         let salted = hi(self.hash, self.password.as_bytes(), &salt, iters);
         let client_key = hmac(self.hash, &salted, b"Client Key");
@@ -222,7 +260,11 @@ impl ScramClient {
         let without_proof = format!("c=biws,r={nonce}");
         let auth_message = format!("{client_first_bare},{sf},{without_proof}");
         let client_signature = hmac(self.hash, &stored_key, auth_message.as_bytes());
-        let proof: Vec<u8> = client_key.iter().zip(&client_signature).map(|(a, b)| a ^ b).collect();
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(&client_signature)
+            .map(|(a, b)| a ^ b)
+            .collect();
         let server_key = hmac(self.hash, &salted, b"Server Key");
         let server_signature = hmac(self.hash, &server_key, auth_message.as_bytes());
         self.state = ScramState::FinalSent { server_signature };
@@ -239,10 +281,16 @@ impl ScramClient {
         if let Some(e) = s.strip_prefix("e=") {
             return Err(bad(format!("server error: {e}")));
         }
-        let v = s.strip_prefix("v=").ok_or_else(|| bad("server-final has no verifier"))?;
-        let v = B64.decode(v.split(',').next().unwrap_or_default()).map_err(|_| bad("server signature is not base64"))?;
+        let v = s
+            .strip_prefix("v=")
+            .ok_or_else(|| bad("server-final has no verifier"))?;
+        let v = B64
+            .decode(v.split(',').next().unwrap_or_default())
+            .map_err(|_| bad("server signature is not base64"))?;
         if v != *server_signature {
-            return Err(bad("the server's signature does not match: it does not know the password"));
+            return Err(bad(
+                "the server's signature does not match: it does not know the password",
+            ));
         }
         self.state = ScramState::Done;
         Ok(())
@@ -260,14 +308,25 @@ mod tests {
     /// RFC 5802 section 5 (SCRAM-SHA-1), user "user", password "pencil".
     #[test]
     fn rfc5802_sha1_vector() {
-        let mut c = ScramClient::new(ScramHash::Sha1ForTests, "user", "pencil", "fyko+d2lbbFgONRv9qkxdawL").with_min_iterations(4096);
+        let mut c = ScramClient::new(
+            ScramHash::Sha1ForTests,
+            "user",
+            "pencil",
+            "fyko+d2lbbFgONRv9qkxdawL",
+        )
+        .with_min_iterations(4096);
         assert_eq!(c.client_first(), b"n,,n=user,r=fyko+d2lbbFgONRv9qkxdawL");
-        let cf = c.handle_server_first(b"r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096").unwrap();
+        let cf = c
+            .handle_server_first(
+                b"r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096",
+            )
+            .unwrap();
         assert_eq!(
             String::from_utf8(cf).unwrap(),
             "c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,p=v0X8v3Bz2T0CJGbJQyF0X+HI4Ts="
         );
-        c.handle_server_final(b"v=rmF9pqV8S7suAoZWja4dJRkFsKQ=").unwrap();
+        c.handle_server_final(b"v=rmF9pqV8S7suAoZWja4dJRkFsKQ=")
+            .unwrap();
         assert!(c.is_done());
     }
 
@@ -283,7 +342,8 @@ mod tests {
             String::from_utf8(cf).unwrap(),
             "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
         );
-        c.handle_server_final(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=").unwrap();
+        c.handle_server_final(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+            .unwrap();
     }
 
     #[test]
@@ -298,10 +358,23 @@ mod tests {
         // a server nonce that does not extend ours, and a cheap iteration count
         let mut c = ScramClient::new(ScramHash::Sha512, "u", "p", "abc");
         c.client_first();
-        assert!(c.handle_server_first(b"r=xyz123,s=QSXCR+Q6sek8bf92,i=4096").is_err());
+        assert!(c
+            .handle_server_first(b"r=xyz123,s=QSXCR+Q6sek8bf92,i=4096")
+            .is_err());
         let mut c = ScramClient::new(ScramHash::Sha512, "u", "p", "abc");
         c.client_first();
-        assert!(c.handle_server_first(b"r=abc123,s=QSXCR+Q6sek8bf92,i=1").is_err());
+        assert!(c
+            .handle_server_first(b"r=abc123,s=QSXCR+Q6sek8bf92,i=1")
+            .is_err());
+        // an iteration count that would park the task in PBKDF2 for hours
+        let mut c = ScramClient::new(ScramHash::Sha512, "u", "p", "abc");
+        c.client_first();
+        let t0 = std::time::Instant::now();
+        let err = c
+            .handle_server_first(b"r=abc123,s=QSXCR+Q6sek8bf92,i=4294967295")
+            .unwrap_err();
+        assert!(err.to_string().contains("above the maximum"), "{err}");
+        assert!(t0.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[test]
@@ -310,6 +383,9 @@ mod tests {
         assert_eq!(c.client_first(), b"n,,n=a=3Db=2Cc,r=n");
         assert!(!format!("{c:?}").contains("hunter2"));
         assert_eq!(plain_message("u", "p"), b"\0u\0p");
-        assert_eq!(oauthbearer_message("tok", &[]), b"n,,\x01auth=Bearer tok\x01\x01");
+        assert_eq!(
+            oauthbearer_message("tok", &[]),
+            b"n,,\x01auth=Bearer tok\x01\x01"
+        );
     }
 }

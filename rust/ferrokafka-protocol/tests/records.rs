@@ -4,19 +4,26 @@
 use bytes::BytesMut;
 use ferrokafka_protocol::compression::{self, Compression};
 use ferrokafka_protocol::record::{
-    control_batch, decode_all_owned, encode_legacy_message, Batch, Batches, ControlRecord, ControlRecordType,
-    DecodeOptions, Header, LegacyMessage, OwnedRecord, RecordBatch, RecordBatchBuilder, TimestampType,
+    control_batch, decode_all_owned, encode_legacy_message, Batch, Batches, ControlRecord,
+    ControlRecordType, DecodeOptions, Header, LegacyMessage, OwnedRecord, RecordBatch,
+    RecordBatchBuilder, TimestampType,
 };
 use ferrokafka_protocol::ProtocolError;
 use proptest::prelude::*;
 
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 fn no_crc() -> DecodeOptions {
-    DecodeOptions { verify_crc: false, ..Default::default() }
+    DecodeOptions {
+        verify_crc: false,
+        ..Default::default()
+    }
 }
 
 // ------------------------------------------------------------ golden vectors
@@ -62,21 +69,47 @@ fn golden_v2_decodes_field_by_field() {
     let (batch, used) = RecordBatch::parse(&bytes, &DecodeOptions::default()).unwrap();
     assert_eq!(used, 74);
     let h = batch.header;
-    assert_eq!((h.base_offset, h.batch_length, h.partition_leader_epoch, h.magic), (0, 62, -1, 2));
+    assert_eq!(
+        (
+            h.base_offset,
+            h.batch_length,
+            h.partition_leader_epoch,
+            h.magic
+        ),
+        (0, 62, -1, 2)
+    );
     assert_eq!(h.crc, 0x85d4_936f);
     assert_eq!(h.compression().unwrap(), Compression::None);
     assert_eq!(h.timestamp_type(), TimestampType::CreateTime);
     assert!(!h.is_transactional() && !h.is_control() && !h.has_delete_horizon());
     assert_eq!((h.base_timestamp, h.max_timestamp), (1000, 1000));
-    assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence, h.records_count), (-1, -1, -1, 1));
+    assert_eq!(
+        (
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+            h.records_count
+        ),
+        (-1, -1, -1, 1)
+    );
     let payload = batch.payload(&DecodeOptions::default()).unwrap();
-    let recs: Vec<_> = batch.records(&payload).unwrap().collect::<Result<_, _>>().unwrap();
+    let recs: Vec<_> = batch
+        .records(&payload)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
     assert_eq!(recs.len(), 1);
     assert_eq!(recs[0].offset, 0);
     assert_eq!(recs[0].timestamp, 1000);
     assert_eq!(recs[0].key, Some(&b"k"[..]));
     assert_eq!(recs[0].value, Some(&b"v"[..]));
-    assert_eq!(recs[0].headers, vec![Header { key: "h", value: Some(&b"x"[..]) }]);
+    assert_eq!(
+        recs[0].headers,
+        vec![Header {
+            key: "h",
+            value: Some(&b"x"[..])
+        }]
+    );
     // Keys are slices of the input, not copies.
     let kp = recs[0].key.unwrap().as_ptr() as usize;
     assert!(kp >= bytes.as_ptr() as usize && kp < bytes.as_ptr() as usize + bytes.len());
@@ -85,19 +118,28 @@ fn golden_v2_decodes_field_by_field() {
 #[test]
 fn golden_v2_is_what_the_builder_writes() {
     let mut b = RecordBatchBuilder::new(Compression::None);
-    b.append(1000, Some(b"k"), Some(b"v"), &[Header { key: "h", value: Some(b"x") }]).unwrap();
+    b.append(
+        1000,
+        Some(b"k"),
+        Some(b"v"),
+        &[Header {
+            key: "h",
+            value: Some(b"x"),
+        }],
+    )
+    .unwrap();
     assert_eq!(&b.finish().unwrap()[..], &golden_v2()[..]);
 }
 
 #[test]
 fn golden_legacy_v0_and_v1() {
     let v0 = hex(concat!(
-        "0000000000000007 ", // offset 7
-        "00000013 ",         // message size 19
-        "87a77ab2 ",         // CRC32 (IEEE) of magic..end
-        "00 ",               // magic 0
-        "00 ",               // attributes: no compression
-        "ffffffff ",         // key: null
+        "0000000000000007 ",   // offset 7
+        "00000013 ",           // message size 19
+        "87a77ab2 ",           // CRC32 (IEEE) of magic..end
+        "00 ",                 // magic 0
+        "00 ",                 // attributes: no compression
+        "ffffffff ",           // key: null
         "00000005 68656c6c6f", // value "hello"
     ));
     let v1 = hex(concat!(
@@ -111,7 +153,10 @@ fn golden_legacy_v0_and_v1() {
         "00000001 76",       // value "v"
     ));
     assert_eq!(encode_legacy_message(0, 7, 0, -1, None, Some(b"hello")), v0);
-    assert_eq!(encode_legacy_message(1, 8, 0, 1000, Some(b"k"), Some(b"v")), v1);
+    assert_eq!(
+        encode_legacy_message(1, 8, 0, 1000, Some(b"k"), Some(b"v")),
+        v1
+    );
     let blob = [v0.clone(), v1.clone()].concat();
     let (recs, truncated) = decode_all_owned(&blob, DecodeOptions::default(), false).unwrap();
     assert!(!truncated);
@@ -138,13 +183,18 @@ fn golden_legacy_v0_and_v1() {
     );
     let mut bad = v1.clone();
     bad[30] ^= 1;
-    assert!(matches!(LegacyMessage::parse_exact(&bad, &DecodeOptions::default()), Err(ProtocolError::CrcMismatch { .. })));
+    assert!(matches!(
+        LegacyMessage::parse_exact(&bad, &DecodeOptions::default()),
+        Err(ProtocolError::CrcMismatch { .. })
+    ));
 }
 
 #[test]
 fn legacy_v1_compressed_wrapper_uses_relative_offsets() {
     let inner: Vec<u8> = (0..3i64)
-        .flat_map(|i| encode_legacy_message(1, i, 0, 500 + i, None, Some(format!("m{i}").as_bytes())))
+        .flat_map(|i| {
+            encode_legacy_message(1, i, 0, 500 + i, None, Some(format!("m{i}").as_bytes()))
+        })
         .collect();
     for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4] {
         let mut z = Vec::new();
@@ -175,7 +225,10 @@ fn crc_mismatch_is_detected() {
 #[test]
 fn control_batches_decode_as_markers() {
     let commit = control_batch(
-        ControlRecord { version: 0, kind: ControlRecordType::Commit },
+        ControlRecord {
+            version: 0,
+            kind: ControlRecordType::Commit,
+        },
         42,
         1234,
         7,
@@ -185,7 +238,10 @@ fn control_batches_decode_as_markers() {
     let (b, _) = RecordBatch::parse(&commit, &DecodeOptions::default()).unwrap();
     assert!(b.header.is_control() && b.header.is_transactional());
     assert_eq!(b.header.producer_id, 7);
-    let marker = b.control_record(&DecodeOptions::default()).unwrap().unwrap();
+    let marker = b
+        .control_record(&DecodeOptions::default())
+        .unwrap()
+        .unwrap();
     assert_eq!(marker.kind, ControlRecordType::Commit);
     // Control records are not user data.
     let (recs, _) = decode_all_owned(&commit, DecodeOptions::default(), false).unwrap();
@@ -213,7 +269,8 @@ fn truncated_trailing_batch_stops_cleanly() {
     let mut it = Batches::new(&blob[..5], DecodeOptions::default());
     assert!(it.next().is_none());
     assert!(it.truncated());
-    let (recs, truncated) = decode_all_owned(&blob[..full - 3], DecodeOptions::default(), false).unwrap();
+    let (recs, truncated) =
+        decode_all_owned(&blob[..full - 3], DecodeOptions::default(), false).unwrap();
     assert_eq!(recs.len(), 20);
     assert!(truncated);
 }
@@ -225,7 +282,9 @@ fn log_append_time_overrides_record_timestamps() {
     b.append(9, None, Some(b"b"), &[]).unwrap();
     let bytes = b.finish().unwrap();
     let (recs, _) = decode_all_owned(&bytes, DecodeOptions::default(), false).unwrap();
-    assert!(recs.iter().all(|r| r.timestamp == 9 && r.timestamp_type == TimestampType::LogAppendTime));
+    assert!(recs
+        .iter()
+        .all(|r| r.timestamp == 9 && r.timestamp_type == TimestampType::LogAppendTime));
 }
 
 // ------------------------------------------------------------ round trips
@@ -244,22 +303,49 @@ fn arb_record() -> impl Strategy<Value = In> {
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)),
         proptest::collection::vec(
-            ("[a-z\u{e9}]{0,8}", proptest::option::of(proptest::collection::vec(any::<u8>(), 0..16))),
+            (
+                "[a-z\u{e9}]{0,8}",
+                proptest::option::of(proptest::collection::vec(any::<u8>(), 0..16)),
+            ),
             0..4,
         ),
     )
-        .prop_map(|(ts, key, value, headers)| In { ts, key, value, headers })
+        .prop_map(|(ts, key, value, headers)| In {
+            ts,
+            key,
+            value,
+            headers,
+        })
 }
 
 fn arb_codec() -> impl Strategy<Value = Compression> {
     prop::sample::select(Compression::ALL.to_vec())
 }
 
-fn build(recs: &[In], codec: Compression, base_offset: i64, pid: i64, epoch: i16, seq: i32, txn: bool) -> BytesMut {
-    let mut b = RecordBatchBuilder::new(codec).base_offset(base_offset).producer(pid, epoch, seq).transactional(txn);
+fn build(
+    recs: &[In],
+    codec: Compression,
+    base_offset: i64,
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+    txn: bool,
+) -> BytesMut {
+    let mut b = RecordBatchBuilder::new(codec)
+        .base_offset(base_offset)
+        .producer(pid, epoch, seq)
+        .transactional(txn);
     for r in recs {
-        let hs: Vec<Header> = r.headers.iter().map(|(k, v)| Header { key: k, value: v.as_deref() }).collect();
-        b.append(r.ts, r.key.as_deref(), r.value.as_deref(), &hs).unwrap();
+        let hs: Vec<Header> = r
+            .headers
+            .iter()
+            .map(|(k, v)| Header {
+                key: k,
+                value: v.as_deref(),
+            })
+            .collect();
+        b.append(r.ts, r.key.as_deref(), r.value.as_deref(), &hs)
+            .unwrap();
     }
     b.finish().unwrap()
 }
@@ -381,8 +467,13 @@ fn many_records_every_codec() {
     for codec in Compression::ALL {
         let mut b = RecordBatchBuilder::new(codec);
         for i in 0..10_000i64 {
-            b.append(i, if i % 3 == 0 { None } else { Some(&value[..10]) }, if i % 7 == 0 { None } else { Some(&value) }, &[])
-                .unwrap();
+            b.append(
+                i,
+                if i % 3 == 0 { None } else { Some(&value[..10]) },
+                if i % 7 == 0 { None } else { Some(&value) },
+                &[],
+            )
+            .unwrap();
         }
         let bytes = b.finish().unwrap();
         let (recs, _) = decode_all_owned(&bytes, DecodeOptions::default(), false).unwrap();
@@ -402,7 +493,10 @@ fn decompression_bomb_in_a_batch_is_an_error() {
     }
     let bytes = b.finish().unwrap();
     assert!(bytes.len() < 64 * 1024);
-    let opts = DecodeOptions { verify_crc: true, max_decompressed: 1 << 20 };
+    let opts = DecodeOptions {
+        verify_crc: true,
+        max_decompressed: 1 << 20,
+    };
     let r = decode_all_owned(&bytes, opts, false);
     assert!(matches!(r, Err(ProtocolError::TooLarge { .. })), "{r:?}");
 }
@@ -415,8 +509,8 @@ mod kp {
     use kafka_protocol::indexmap::IndexMap;
     use kafka_protocol::protocol::StrBytes;
     use kafka_protocol::records::{
-        Compression as KpCompression, Record as KpRecord, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-        TimestampType as KpTs,
+        Compression as KpCompression, Record as KpRecord, RecordBatchDecoder, RecordBatchEncoder,
+        RecordEncodeOptions, TimestampType as KpTs,
     };
 
     pub fn records(n: usize, version: i8) -> Vec<KpRecord> {
@@ -424,7 +518,10 @@ mod kp {
             .map(|i| {
                 let mut headers = IndexMap::new();
                 if version == 2 && i % 2 == 0 {
-                    headers.insert(StrBytes::from_static_str("trace"), Some(Bytes::from(format!("t{i}"))));
+                    headers.insert(
+                        StrBytes::from_static_str("trace"),
+                        Some(Bytes::from(format!("t{i}"))),
+                    );
                     headers.insert(StrBytes::from_static_str("none"), None);
                 }
                 KpRecord {
@@ -438,8 +535,16 @@ mod kp {
                     offset: 1000 + i as i64,
                     sequence: 17 + i as i32,
                     timestamp: 1_700_000_000_000 + i as i64,
-                    key: if i % 3 == 0 { None } else { Some(Bytes::from(format!("key-{i}"))) },
-                    value: if i % 5 == 4 { None } else { Some(Bytes::from(vec![i as u8; 100])) },
+                    key: if i % 3 == 0 {
+                        None
+                    } else {
+                        Some(Bytes::from(format!("key-{i}")))
+                    },
+                    value: if i % 5 == 4 {
+                        None
+                    } else {
+                        Some(Bytes::from(vec![i as u8; 100]))
+                    },
                     headers,
                 }
             })
@@ -448,13 +553,25 @@ mod kp {
 
     pub fn encode(recs: &[KpRecord], version: i8, compression: KpCompression) -> Vec<u8> {
         let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(&mut buf, recs, &RecordEncodeOptions { version, compression }).unwrap();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            recs,
+            &RecordEncodeOptions {
+                version,
+                compression,
+            },
+        )
+        .unwrap();
         buf.to_vec()
     }
 
     pub fn decode(bytes: &[u8]) -> Vec<KpRecord> {
         let mut b = Bytes::copy_from_slice(bytes);
-        RecordBatchDecoder::decode_all(&mut b).unwrap().into_iter().flat_map(|s| s.records).collect()
+        RecordBatchDecoder::decode_all(&mut b)
+            .unwrap()
+            .into_iter()
+            .flat_map(|s| s.records)
+            .collect()
     }
 
     pub fn codec(c: Compression) -> KpCompression {
@@ -468,7 +585,11 @@ mod kp {
     }
 }
 
-fn assert_same(ours: &[OwnedRecord], theirs: &[kafka_protocol::records::Record], with_headers: bool) {
+fn assert_same(
+    ours: &[OwnedRecord],
+    theirs: &[kafka_protocol::records::Record],
+    with_headers: bool,
+) {
     assert_eq!(ours.len(), theirs.len());
     for (o, t) in ours.iter().zip(theirs) {
         assert_eq!(o.offset, t.offset);
@@ -476,8 +597,11 @@ fn assert_same(ours: &[OwnedRecord], theirs: &[kafka_protocol::records::Record],
         assert_eq!(o.key.as_deref(), t.key.as_deref());
         assert_eq!(o.value.as_deref(), t.value.as_deref());
         if with_headers {
-            let th: Vec<(String, Option<Vec<u8>>)> =
-                t.headers.iter().map(|(k, v)| (k.to_string(), v.as_ref().map(|v| v.to_vec()))).collect();
+            let th: Vec<(String, Option<Vec<u8>>)> = t
+                .headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_ref().map(|v| v.to_vec())))
+                .collect();
             assert_eq!(o.headers, th);
         }
     }
@@ -487,14 +611,26 @@ fn assert_same(ours: &[OwnedRecord], theirs: &[kafka_protocol::records::Record],
 fn decodes_batches_from_kafka_protocol_encoder() {
     // kafka-protocol is built with gzip, snappy and zstd here; its lz4 needs a C
     // library we do not build, so lz4 interop is covered by the Python tests.
-    for c in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Zstd] {
+    for c in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Zstd,
+    ] {
         let theirs = kp::records(50, 2);
         let bytes = kp::encode(&theirs, 2, kp::codec(c));
         let (ours, truncated) = decode_all_owned(&bytes, DecodeOptions::default(), false).unwrap();
         assert!(!truncated);
         assert_same(&ours, &theirs, true);
         let (b, _) = RecordBatch::parse(&bytes, &DecodeOptions::default()).unwrap();
-        assert_eq!((b.header.producer_id, b.header.producer_epoch, b.header.base_sequence), (99, 2, 17));
+        assert_eq!(
+            (
+                b.header.producer_id,
+                b.header.producer_epoch,
+                b.header.base_sequence
+            ),
+            (99, 2, 17)
+        );
         assert_eq!(b.header.partition_leader_epoch, 5);
     }
 }
@@ -504,12 +640,26 @@ fn decodes_batches_from_kafka_protocol_encoder() {
 
 #[test]
 fn kafka_protocol_decodes_our_batches() {
-    for c in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Zstd] {
+    for c in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Zstd,
+    ] {
         let mut b = RecordBatchBuilder::new(c).base_offset(10).producer(4, 1, 0);
         for i in 0..30i64 {
             let v = format!("value-{i}");
-            let hs = [Header { key: "h", value: Some(b"1") }];
-            b.append(1000 + i, Some(b"k"), Some(v.as_bytes()), if i % 2 == 0 { &hs } else { &[] }).unwrap();
+            let hs = [Header {
+                key: "h",
+                value: Some(b"1"),
+            }];
+            b.append(
+                1000 + i,
+                Some(b"k"),
+                Some(v.as_bytes()),
+                if i % 2 == 0 { &hs } else { &[] },
+            )
+            .unwrap();
         }
         let bytes = b.finish().unwrap();
         let theirs = kp::decode(&bytes);
@@ -525,9 +675,19 @@ fn mixed_v2_and_legacy_blob() {
     let mut b = RecordBatchBuilder::new(Compression::Lz4).base_offset(1);
     b.append(6, None, Some(b"new"), &[]).unwrap();
     let blob = [legacy, b.finish().unwrap().to_vec()].concat();
-    let kinds: Vec<i8> = Batches::new(&blob, DecodeOptions::default()).map(|b| b.unwrap().magic()).collect();
+    let kinds: Vec<i8> = Batches::new(&blob, DecodeOptions::default())
+        .map(|b| b.unwrap().magic())
+        .collect();
     assert_eq!(kinds, vec![1, 2]);
     let (recs, _) = decode_all_owned(&blob, DecodeOptions::default(), false).unwrap();
-    assert_eq!(recs.iter().map(|r| r.value.clone().unwrap()).collect::<Vec<_>>(), vec![b"old".to_vec(), b"new".to_vec()]);
-    assert!(matches!(Batches::new(&blob, DecodeOptions::default()).next(), Some(Ok(Batch::Legacy(_)))));
+    assert_eq!(
+        recs.iter()
+            .map(|r| r.value.clone().unwrap())
+            .collect::<Vec<_>>(),
+        vec![b"old".to_vec(), b"new".to_vec()]
+    );
+    assert!(matches!(
+        Batches::new(&blob, DecodeOptions::default()).next(),
+        Some(Ok(Batch::Legacy(_)))
+    ));
 }

@@ -26,7 +26,12 @@ impl PyAdmin {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-            .ok_or_else(|| FkError(Error::Closed { what: "admin client" }).into())
+            .ok_or_else(|| {
+                FkError(Error::Closed {
+                    what: "admin client",
+                })
+                .into()
+            })
     }
 }
 
@@ -36,7 +41,10 @@ fn ms(t: i64) -> Duration {
 
 type TopicResults = Vec<(String, Option<Py<PyAny>>)>;
 
-fn results(py: Python<'_>, r: std::collections::BTreeMap<String, Result<(), Error>>) -> TopicResults {
+fn results(
+    py: Python<'_>,
+    r: std::collections::BTreeMap<String, Result<(), Error>>,
+) -> TopicResults {
     r.into_iter()
         .map(|(t, r)| {
             (
@@ -60,24 +68,53 @@ impl PyAdmin {
             default_api_timeout_ms: get(cfg, "default_api_timeout_ms")?,
         };
         let max_in_flight: usize = get(cfg, "max_in_flight_requests_per_connection")?;
-        let (md, net) = crate::config::metadata_and_network(cfg, crate::config::MetadataKind::Base, acfg.request_timeout_ms, max_in_flight)?;
-        Ok(PyAdmin { inner: Mutex::new(Some(Arc::new(AdminClient::new(acfg, md, net)))) })
+        let (md, net) = crate::config::metadata_and_network(
+            cfg,
+            crate::config::MetadataKind::Base,
+            acfg.request_timeout_ms,
+            max_in_flight,
+        )?;
+        Ok(PyAdmin {
+            inner: Mutex::new(Some(Arc::new(AdminClient::new(acfg, md, net)))),
+        })
     }
 
     /// topics: [(name, partitions, replication, [(key, value)])] -> [(name, error | None)]
-    fn create_topics(&self, py: Python<'_>, topics: Vec<(String, i32, i16, Vec<(String, String)>)>, timeout_ms: i64, validate_only: bool) -> PyResult<TopicResults> {
+    fn create_topics(
+        &self,
+        py: Python<'_>,
+        topics: Vec<(String, i32, i16, Vec<(String, String)>)>,
+        timeout_ms: i64,
+        validate_only: bool,
+    ) -> PyResult<TopicResults> {
         let core = self.core()?;
         let ts: Vec<NewTopic> = topics
             .into_iter()
-            .map(|(name, num_partitions, replication_factor, config)| NewTopic { name, num_partitions, replication_factor, config })
+            .map(
+                |(name, num_partitions, replication_factor, config)| NewTopic {
+                    name,
+                    num_partitions,
+                    replication_factor,
+                    config,
+                },
+            )
             .collect();
-        let r = blocking_call(py, move || core.create_topics(ts, ms(timeout_ms), validate_only))?.map_err(FkError)?;
+        let r = blocking_call(py, move || {
+            core.create_topics(ts, ms(timeout_ms), validate_only)
+        })?
+        .map_err(FkError)?;
         Ok(results(py, r))
     }
 
-    fn delete_topics(&self, py: Python<'_>, names: Vec<String>, timeout_ms: i64) -> PyResult<TopicResults> {
+    fn delete_topics(
+        &self,
+        py: Python<'_>,
+        names: Vec<String>,
+        timeout_ms: i64,
+    ) -> PyResult<TopicResults> {
         let core = self.core()?;
-        let r = blocking_call(py, move || core.delete_topics(names, ms(timeout_ms)))?.map_err(FkError)?;
+        let r = blocking_call(py, move || core.delete_topics(names, ms(timeout_ms)))?
+            .map_err(FkError)?;
         Ok(results(py, r))
     }
 
@@ -88,22 +125,46 @@ impl PyAdmin {
     }
 
     /// (nodes, controller, cluster id)
-    fn describe_cluster(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<(Vec<PyNode>, Option<PyNode>, Option<String>)> {
+    fn describe_cluster(
+        &self,
+        py: Python<'_>,
+        timeout_ms: i64,
+    ) -> PyResult<(Vec<PyNode>, Option<PyNode>, Option<String>)> {
         let core = self.core()?;
-        let d = blocking_call(py, move || core.describe_cluster(ms(timeout_ms)))?.map_err(FkError)?;
-        Ok((d.nodes.iter().map(PyNode::from).collect(), d.controller.as_ref().map(PyNode::from), d.cluster_id))
+        let d =
+            blocking_call(py, move || core.describe_cluster(ms(timeout_ms)))?.map_err(FkError)?;
+        Ok((
+            d.nodes.iter().map(PyNode::from).collect(),
+            d.controller.as_ref().map(PyNode::from),
+            d.cluster_id,
+        ))
     }
 
-    fn list_consumer_groups(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<Vec<(String, String, String)>> {
+    fn list_consumer_groups(
+        &self,
+        py: Python<'_>,
+        timeout_ms: i64,
+    ) -> PyResult<Vec<(String, String, String)>> {
         let core = self.core()?;
-        blocking_call(py, move || core.list_consumer_groups(ms(timeout_ms)))?.map_err(|e| FkError(e).into())
+        blocking_call(py, move || core.list_consumer_groups(ms(timeout_ms)))?
+            .map_err(|e| FkError(e).into())
     }
 
     /// [(tp, offset, metadata)]
-    fn list_consumer_group_offsets(&self, py: Python<'_>, group_id: String, timeout_ms: i64) -> PyResult<Vec<(PyTopicPartition, i64, Option<String>)>> {
+    fn list_consumer_group_offsets(
+        &self,
+        py: Python<'_>,
+        group_id: String,
+        timeout_ms: i64,
+    ) -> PyResult<Vec<(PyTopicPartition, i64, Option<String>)>> {
         let core = self.core()?;
-        let r = blocking_call(py, move || core.list_consumer_group_offsets(&group_id, ms(timeout_ms)))?.map_err(FkError)?;
-        Ok(r.into_iter().map(|(tp, o)| (PyTopicPartition { inner: tp }, o.offset, o.metadata)).collect())
+        let r = blocking_call(py, move || {
+            core.list_consumer_group_offsets(&group_id, ms(timeout_ms))
+        })?
+        .map_err(FkError)?;
+        Ok(r.into_iter()
+            .map(|(tp, o)| (PyTopicPartition { inner: tp }, o.offset, o.metadata))
+            .collect())
     }
 
     fn close(&self) {

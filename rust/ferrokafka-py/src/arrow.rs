@@ -61,17 +61,37 @@ unsafe impl Sync for BinaryColumn {}
 impl BinaryColumn {
     pub fn from_pycapsule(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Self> {
         let pair = obj.call_method0("__arrow_c_array__")?;
-        let pair = pair.cast::<PyTuple>().map_err(|_| PyValueError::new_err(format!("invalid value for {what}: __arrow_c_array__ did not return a tuple")))?;
-        let schema_cap = pair.get_item(0)?.cast_into::<PyCapsule>().map_err(|_| PyValueError::new_err(format!("invalid value for {what}: not an Arrow schema capsule")))?;
-        let array_cap = pair.get_item(1)?.cast_into::<PyCapsule>().map_err(|_| PyValueError::new_err(format!("invalid value for {what}: not an Arrow array capsule")))?;
+        let pair = pair.cast::<PyTuple>().map_err(|_| {
+            PyValueError::new_err(format!(
+                "invalid value for {what}: __arrow_c_array__ did not return a tuple"
+            ))
+        })?;
+        let schema_cap = pair.get_item(0)?.cast_into::<PyCapsule>().map_err(|_| {
+            PyValueError::new_err(format!(
+                "invalid value for {what}: not an Arrow schema capsule"
+            ))
+        })?;
+        let array_cap = pair.get_item(1)?.cast_into::<PyCapsule>().map_err(|_| {
+            PyValueError::new_err(format!(
+                "invalid value for {what}: not an Arrow array capsule"
+            ))
+        })?;
         // SAFETY: capsule names are checked by `pointer_checked`; the structs
         // are the C Data Interface's, valid while the capsules live.
-        let schema = unsafe { &*(schema_cap.pointer_checked(Some(c"arrow_schema"))?.as_ptr() as *const FfiSchema) };
-        let array = unsafe { &*(array_cap.pointer_checked(Some(c"arrow_array"))?.as_ptr() as *const FfiArray) };
+        let schema = unsafe {
+            &*(schema_cap.pointer_checked(Some(c"arrow_schema"))?.as_ptr() as *const FfiSchema)
+        };
+        let array = unsafe {
+            &*(array_cap.pointer_checked(Some(c"arrow_array"))?.as_ptr() as *const FfiArray)
+        };
         if schema.release.is_none() || array.release.is_none() {
-            return Err(PyValueError::new_err(format!("invalid value for {what}: released Arrow array")));
+            return Err(PyValueError::new_err(format!(
+                "invalid value for {what}: released Arrow array"
+            )));
         }
-        let format = unsafe { CStr::from_ptr(schema.format) }.to_string_lossy().into_owned();
+        let format = unsafe { CStr::from_ptr(schema.format) }
+            .to_string_lossy()
+            .into_owned();
         let large = match format.as_str() {
             "z" | "u" => false,
             "Z" | "U" => true,
@@ -82,7 +102,9 @@ impl BinaryColumn {
             }
         };
         if array.n_buffers != 3 || array.length < 0 || array.offset < 0 {
-            return Err(PyValueError::new_err(format!("invalid value for {what}: malformed Arrow binary array")));
+            return Err(PyValueError::new_err(format!(
+                "invalid value for {what}: malformed Arrow binary array"
+            )));
         }
         let buffers = unsafe { std::slice::from_raw_parts(array.buffers, 3) };
         Ok(BinaryColumn {
@@ -115,16 +137,25 @@ impl BinaryColumn {
             }
             let (start, end) = if self.large {
                 let o = self.offsets as *const i64;
-                (o.add(j).read_unaligned() as usize, o.add(j + 1).read_unaligned() as usize)
+                (
+                    o.add(j).read_unaligned() as usize,
+                    o.add(j + 1).read_unaligned() as usize,
+                )
             } else {
                 let o = self.offsets as *const i32;
-                (o.add(j).read_unaligned() as usize, o.add(j + 1).read_unaligned() as usize)
+                (
+                    o.add(j).read_unaligned() as usize,
+                    o.add(j + 1).read_unaligned() as usize,
+                )
             };
             if end <= start {
                 // Also covers an all-empty column whose data buffer is null.
                 return Some(&[]);
             }
-            Some(std::slice::from_raw_parts(self.data.add(start), end - start))
+            Some(std::slice::from_raw_parts(
+                self.data.add(start),
+                end - start,
+            ))
         }
     }
 }
@@ -214,9 +245,21 @@ unsafe extern "C" fn release_schema(s: *mut FfiSchema) {
 }
 
 fn export_array(node: ArrayNode) -> FfiArray {
-    let children: Vec<*mut FfiArray> = node.children.into_iter().map(|c| Box::into_raw(Box::new(export_array(c)))).collect();
-    let buf_ptrs: Vec<*const c_void> = node.buffers.iter().map(|b| b.as_ref().map_or(std::ptr::null(), Buf::ptr)).collect();
-    let mut private = Box::new(ArrayPrivate { _bufs: node.buffers, buf_ptrs, children });
+    let children: Vec<*mut FfiArray> = node
+        .children
+        .into_iter()
+        .map(|c| Box::into_raw(Box::new(export_array(c))))
+        .collect();
+    let buf_ptrs: Vec<*const c_void> = node
+        .buffers
+        .iter()
+        .map(|b| b.as_ref().map_or(std::ptr::null(), Buf::ptr))
+        .collect();
+    let mut private = Box::new(ArrayPrivate {
+        _bufs: node.buffers,
+        buf_ptrs,
+        children,
+    });
     FfiArray {
         length: node.length as i64,
         null_count: node.null_count as i64,
@@ -232,10 +275,18 @@ fn export_array(node: ArrayNode) -> FfiArray {
 }
 
 fn export_schema(node: SchemaNode) -> FfiSchema {
-    let children: Vec<*mut FfiSchema> = node.children.into_iter().map(|c| Box::into_raw(Box::new(export_schema(c)))).collect();
+    let children: Vec<*mut FfiSchema> = node
+        .children
+        .into_iter()
+        .map(|c| Box::into_raw(Box::new(export_schema(c))))
+        .collect();
     let format = CString::new(node.format).expect("static format");
     let name = CString::new(node.name).expect("static name");
-    let mut private = Box::new(SchemaPrivate { _format: format, _name: name, children });
+    let mut private = Box::new(SchemaPrivate {
+        _format: format,
+        _name: name,
+        children,
+    });
     FfiSchema {
         format: private._format.as_ptr(),
         name: private._name.as_ptr(),
@@ -274,15 +325,29 @@ fn binary(b: BinaryBuf) -> ArrayNode {
 }
 
 fn primitive32(v: Vec<i32>) -> ArrayNode {
-    ArrayNode { length: v.len(), null_count: 0, buffers: vec![None, Some(Buf::I32(v))], children: vec![] }
+    ArrayNode {
+        length: v.len(),
+        null_count: 0,
+        buffers: vec![None, Some(Buf::I32(v))],
+        children: vec![],
+    }
 }
 
 fn primitive64(v: Vec<i64>) -> ArrayNode {
-    ArrayNode { length: v.len(), null_count: 0, buffers: vec![None, Some(Buf::I64(v))], children: vec![] }
+    ArrayNode {
+        length: v.len(),
+        null_count: 0,
+        buffers: vec![None, Some(Buf::I64(v))],
+        children: vec![],
+    }
 }
 
 fn leaf(format: &'static str, name: &'static str) -> SchemaNode {
-    SchemaNode { format, name, children: vec![] }
+    SchemaNode {
+        format,
+        name,
+        children: vec![],
+    }
 }
 
 /// A batch ready to export: the struct array's tree and its schema.
@@ -311,7 +376,11 @@ impl ExportedBatch {
             }
         }
         // Spark's timestamp is microseconds.
-        let ts: Vec<i64> = cols.timestamps.iter().map(|t| t.saturating_mul(1000)).collect();
+        let ts: Vec<i64> = cols
+            .timestamps
+            .iter()
+            .map(|t| t.saturating_mul(1000))
+            .collect();
         let headers = ArrayNode {
             length: n,
             null_count: 0,
@@ -371,16 +440,26 @@ impl ExportedBatch {
         let array = SendArray(export_array(self.array));
         // The importer moves the structs out and marks them released; if it
         // never does (capsule dropped unused), the destructor frees them.
-        let s = PyCapsule::new_with_value_and_destructor(py, schema, c"arrow_schema", |mut s, _| unsafe {
-            if let Some(r) = s.0.release {
-                r(&mut s.0);
-            }
-        })?;
-        let a = PyCapsule::new_with_value_and_destructor(py, array, c"arrow_array", |mut a, _| unsafe {
-            if let Some(r) = a.0.release {
-                r(&mut a.0);
-            }
-        })?;
+        let s = PyCapsule::new_with_value_and_destructor(
+            py,
+            schema,
+            c"arrow_schema",
+            |mut s, _| unsafe {
+                if let Some(r) = s.0.release {
+                    r(&mut s.0);
+                }
+            },
+        )?;
+        let a = PyCapsule::new_with_value_and_destructor(
+            py,
+            array,
+            c"arrow_array",
+            |mut a, _| unsafe {
+                if let Some(r) = a.0.release {
+                    r(&mut a.0);
+                }
+            },
+        )?;
         PyTuple::new(py, [s.into_any(), a.into_any()])
     }
 }

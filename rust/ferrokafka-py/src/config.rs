@@ -19,7 +19,9 @@ pub fn get<T: for<'a> FromPyObject<'a, 'a>>(cfg: &Bound<'_, PyDict>, key: &str) 
 where
     for<'a> <T as FromPyObject<'a, 'a>>::Error: Into<PyErr>,
 {
-    let v = cfg.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("missing option {key}")))?;
+    let v = cfg
+        .get_item(key)?
+        .ok_or_else(|| PyValueError::new_err(format!("missing option {key}")))?;
     v.extract::<T>().map_err(|e| {
         let e: PyErr = e.into();
         PyValueError::new_err(format!("invalid value for {key}: {e}"))
@@ -64,7 +66,13 @@ pub fn metadata_and_network(
         security: crate::security::from_cfg(cfg)?,
         ..ClientConfig::default()
     };
-    let updater = DefaultMetadataUpdater::new(md.clone(), UpdaterConfig { request_timeout_ms, ..UpdaterConfig::default() });
+    let updater = DefaultMetadataUpdater::new(
+        md.clone(),
+        UpdaterConfig {
+            request_timeout_ms,
+            ..UpdaterConfig::default()
+        },
+    );
     let net = Arc::new(NetworkClient::new(netcfg, Box::new(updater)).map_err(FkError)?);
     Ok((md, net))
 }

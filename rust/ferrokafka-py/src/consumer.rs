@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferrokafka_net::cluster::TopicPartition;
-use ferrokafka_net::consumer::client::{Consumer, ConsumerConfig, Polled, RebalanceEvent, RecordSlice};
+use ferrokafka_net::consumer::client::{
+    Consumer, ConsumerConfig, Polled, RebalanceEvent, RecordSlice,
+};
 use ferrokafka_net::consumer::records::RecordColumns;
 use ferrokafka_net::consumer::requests::OffsetAndMetadata;
 use ferrokafka_net::consumer::subscription::OffsetResetStrategy;
@@ -62,7 +64,12 @@ impl PyMessage {
         let items: Vec<(Bound<'py, PyString>, Option<Bound<'py, PyBytes>>)> = self
             .cols
             .headers(self.row)
-            .map(|(k, v)| (PyString::new(py, &String::from_utf8_lossy(k)), v.map(|v| PyBytes::new(py, v))))
+            .map(|(k, v)| {
+                (
+                    PyString::new(py, &String::from_utf8_lossy(k)),
+                    v.map(|v| PyBytes::new(py, v)),
+                )
+            })
             .collect();
         PyList::new(py, items)
     }
@@ -89,12 +96,16 @@ impl PyMessage {
                 Some(k) => format!("{} bytes", k.bind(py).as_bytes().len()),
                 None => "None".into(),
             },
-            self.value.as_ref().map_or(0, |v| v.bind(py).as_bytes().len())
+            self.value
+                .as_ref()
+                .map_or(0, |v| v.bind(py).as_bytes().len())
         )
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {
-        self.value.as_ref().map_or(0, |v| v.bind(py).as_bytes().len())
+        self.value
+            .as_ref()
+            .map_or(0, |v| v.bind(py).as_bytes().len())
     }
 }
 
@@ -144,7 +155,9 @@ impl PyConsumer {
 }
 
 fn tps(v: Vec<TopicPartition>) -> Vec<PyTopicPartition> {
-    v.into_iter().map(|inner| PyTopicPartition { inner }).collect()
+    v.into_iter()
+        .map(|inner| PyTopicPartition { inner })
+        .collect()
 }
 
 fn extract_tps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<TopicPartition>> {
@@ -182,11 +195,25 @@ fn commits_of(py: Python<'_>, p: &mut Polled) -> Vec<(u64, Option<Py<PyAny>>)> {
         .collect()
 }
 
-fn poll_core(py: Python<'_>, core: &Arc<Consumer>, timeout_ms: i64, max_records: usize) -> PyResult<Polled> {
+fn poll_core(
+    py: Python<'_>,
+    core: &Arc<Consumer>,
+    timeout_ms: i64,
+    max_records: usize,
+) -> PyResult<Polled> {
     let c = core.clone();
-    let r = wait_detached(py, Some(ms(timeout_ms)), move |slice| match c.poll(max_records, slice, &|| false) {
-        Ok(p) if p.events.is_empty() && p.records.is_empty() && p.commits.is_empty() && !slice.is_zero() => None,
-        other => Some(other),
+    let r = wait_detached(py, Some(ms(timeout_ms)), move |slice| {
+        match c.poll(max_records, slice, &|| false) {
+            Ok(p)
+                if p.events.is_empty()
+                    && p.records.is_empty()
+                    && p.commits.is_empty()
+                    && !slice.is_zero() =>
+            {
+                None
+            }
+            other => Some(other),
+        }
     })?;
     match r {
         Some(r) => r.map_err(|e| FkError(e).into()),
@@ -205,8 +232,11 @@ impl PyConsumer {
         let ccfg = ConsumerConfig {
             group_id: get(cfg, "group_id")?,
             group_instance_id: get(cfg, "group_instance_id")?,
-            auto_offset_reset: OffsetResetStrategy::parse(&reset)
-                .ok_or_else(|| PyValueError::new_err(format!("invalid value {reset:?} for option 'auto_offset_reset'")))?,
+            auto_offset_reset: OffsetResetStrategy::parse(&reset).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "invalid value {reset:?} for option 'auto_offset_reset'"
+                ))
+            })?,
             enable_auto_commit: get(cfg, "enable_auto_commit")?,
             auto_commit_interval_ms: get(cfg, "auto_commit_interval_ms")?,
             session_timeout_ms: get(cfg, "session_timeout_ms")?,
@@ -226,7 +256,12 @@ impl PyConsumer {
         };
         ccfg.validate().map_err(FkError)?;
         let max_in_flight: usize = get(cfg, "max_in_flight_requests_per_connection")?;
-        let (md, net) = crate::config::metadata_and_network(cfg, crate::config::MetadataKind::Base, ccfg.request_timeout_ms, max_in_flight)?;
+        let (md, net) = crate::config::metadata_and_network(
+            cfg,
+            crate::config::MetadataKind::Base,
+            ccfg.request_timeout_ms,
+            max_in_flight,
+        )?;
         let consumer = Consumer::new(ccfg, md, net).map_err(FkError)?;
         Ok(PyConsumer {
             inner: Mutex::new(Some(Arc::new(consumer))),
@@ -235,7 +270,9 @@ impl PyConsumer {
 
     #[pyo3(signature = (topics, pattern=None))]
     fn subscribe(&self, topics: Vec<String>, pattern: Option<String>) -> PyResult<()> {
-        self.core()?.subscribe(topics, pattern).map_err(|e| FkError(e).into())
+        self.core()?
+            .subscribe(topics, pattern)
+            .map_err(|e| FkError(e).into())
     }
 
     fn assign(&self, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -259,7 +296,12 @@ impl PyConsumer {
     /// -> (events, messages, commit outcomes). Events come alone; the caller
     /// runs the callbacks and then calls `ack_events`.
     #[pyo3(signature = (timeout_ms=0, max_records=500))]
-    fn poll(&self, py: Python<'_>, timeout_ms: i64, max_records: usize) -> PyResult<(EventList, Vec<Py<PyMessage>>, Vec<(u64, Option<Py<PyAny>>)>)> {
+    fn poll(
+        &self,
+        py: Python<'_>,
+        timeout_ms: i64,
+        max_records: usize,
+    ) -> PyResult<(EventList, Vec<Py<PyMessage>>, Vec<(u64, Option<Py<PyAny>>)>)> {
         let core = self.core()?;
         let mut p = poll_core(py, &core, timeout_ms, max_records.max(1))?;
         let events = events_of(&mut p);
@@ -271,7 +313,12 @@ impl PyConsumer {
     /// Like `poll`, with the records as one Arrow batch (an object with
     /// `__arrow_c_array__`), or None when there are none.
     #[pyo3(signature = (timeout_ms=0, max_records=100_000))]
-    fn poll_arrow(&self, py: Python<'_>, timeout_ms: i64, max_records: usize) -> PyResult<(EventList, Option<ArrowBatch>, Vec<(u64, Option<Py<PyAny>>)>)> {
+    fn poll_arrow(
+        &self,
+        py: Python<'_>,
+        timeout_ms: i64,
+        max_records: usize,
+    ) -> PyResult<(EventList, Option<ArrowBatch>, Vec<(u64, Option<Py<PyAny>>)>)> {
         let core = self.core()?;
         let mut p = poll_core(py, &core, timeout_ms, max_records.max(1))?;
         let events = events_of(&mut p);
@@ -290,28 +337,39 @@ impl PyConsumer {
     }
 
     fn seek(&self, tp: &Bound<'_, PyAny>, offset: i64) -> PyResult<()> {
-        self.core()?.seek(&extract_tp(tp)?, offset).map_err(|e| FkError(e).into())
+        self.core()?
+            .seek(&extract_tp(tp)?, offset)
+            .map_err(|e| FkError(e).into())
     }
 
     #[pyo3(signature = (partitions=None, to_end=false))]
     fn seek_to(&self, partitions: Option<&Bound<'_, PyAny>>, to_end: bool) -> PyResult<()> {
         let v = partitions.map(extract_tps).transpose()?;
-        let s = if to_end { OffsetResetStrategy::Latest } else { OffsetResetStrategy::Earliest };
+        let s = if to_end {
+            OffsetResetStrategy::Latest
+        } else {
+            OffsetResetStrategy::Earliest
+        };
         self.core()?.seek_to(v, s).map_err(|e| FkError(e).into())
     }
 
     fn position(&self, py: Python<'_>, tp: &Bound<'_, PyAny>, timeout_ms: i64) -> PyResult<i64> {
         let core = self.core()?;
         let tp = extract_tp(tp)?;
-        blocking_call(py, move || core.position(&tp, ms(timeout_ms), &|| false))?.map_err(|e| FkError(e).into())
+        blocking_call(py, move || core.position(&tp, ms(timeout_ms), &|| false))?
+            .map_err(|e| FkError(e).into())
     }
 
     fn pause(&self, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.core()?.pause(&extract_tps(partitions)?).map_err(|e| FkError(e).into())
+        self.core()?
+            .pause(&extract_tps(partitions)?)
+            .map_err(|e| FkError(e).into())
     }
 
     fn resume(&self, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.core()?.resume(&extract_tps(partitions)?).map_err(|e| FkError(e).into())
+        self.core()?
+            .resume(&extract_tps(partitions)?)
+            .map_err(|e| FkError(e).into())
     }
 
     fn paused(&self) -> PyResult<Vec<PyTopicPartition>> {
@@ -325,7 +383,14 @@ impl PyConsumer {
 
     /// `offsets`: None (consumed positions) or {tp: offset | (offset, metadata)}.
     #[pyo3(signature = (offsets=None, asynchronous=false, token=0, timeout_ms=60_000))]
-    fn commit(&self, py: Python<'_>, offsets: Option<&Bound<'_, PyDict>>, asynchronous: bool, token: u64, timeout_ms: i64) -> PyResult<()> {
+    fn commit(
+        &self,
+        py: Python<'_>,
+        offsets: Option<&Bound<'_, PyDict>>,
+        asynchronous: bool,
+        token: u64,
+        timeout_ms: i64,
+    ) -> PyResult<()> {
         let core = self.core()?;
         let offsets = match offsets {
             None => None,
@@ -338,38 +403,79 @@ impl PyConsumer {
                         Err(_) => v.extract::<(i64, Option<String>)>()?,
                     };
                     if offset < 0 {
-                        return Err(PyValueError::new_err(format!("invalid offset {offset} for {}-{}: must be >= 0", tp.topic, tp.partition)));
+                        return Err(PyValueError::new_err(format!(
+                            "invalid offset {offset} for {}-{}: must be >= 0",
+                            tp.topic, tp.partition
+                        )));
                     }
-                    m.insert(tp, OffsetAndMetadata { offset, leader_epoch: -1, metadata });
+                    m.insert(
+                        tp,
+                        OffsetAndMetadata {
+                            offset,
+                            leader_epoch: -1,
+                            metadata,
+                        },
+                    );
                 }
                 Some(m)
             }
         };
         if asynchronous {
-            return core.commit_async(offsets, token).map_err(|e| FkError(e).into());
+            return core
+                .commit_async(offsets, token)
+                .map_err(|e| FkError(e).into());
         }
-        blocking_call(py, move || core.commit_sync(offsets, ms(timeout_ms), &|| false))?.map_err(|e| FkError(e).into())
+        blocking_call(py, move || {
+            core.commit_sync(offsets, ms(timeout_ms), &|| false)
+        })?
+        .map_err(|e| FkError(e).into())
     }
 
     /// {tp: (offset, metadata) | None}
-    fn committed(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>, timeout_ms: i64) -> PyResult<Vec<(PyTopicPartition, Option<(i64, Option<String>)>)>> {
+    fn committed(
+        &self,
+        py: Python<'_>,
+        partitions: &Bound<'_, PyAny>,
+        timeout_ms: i64,
+    ) -> PyResult<Vec<(PyTopicPartition, Option<(i64, Option<String>)>)>> {
         let core = self.core()?;
         let v = extract_tps(partitions)?;
-        let r = blocking_call(py, move || core.committed(&v, ms(timeout_ms), &|| false))?.map_err(FkError)?;
-        Ok(r.into_iter().map(|(tp, o)| (PyTopicPartition { inner: tp }, o.map(|o| (o.offset, o.metadata)))).collect())
+        let r = blocking_call(py, move || core.committed(&v, ms(timeout_ms), &|| false))?
+            .map_err(FkError)?;
+        Ok(r.into_iter()
+            .map(|(tp, o)| {
+                (
+                    PyTopicPartition { inner: tp },
+                    o.map(|o| (o.offset, o.metadata)),
+                )
+            })
+            .collect())
     }
 
     /// ListOffsets: [(tp, timestamp)] -> [(tp, (offset, timestamp) | None)].
-    fn list_offsets(&self, py: Python<'_>, query: Vec<(Bound<'_, PyAny>, i64)>, timeout_ms: i64) -> PyResult<Vec<(PyTopicPartition, Option<(i64, i64)>)>> {
+    fn list_offsets(
+        &self,
+        py: Python<'_>,
+        query: Vec<(Bound<'_, PyAny>, i64)>,
+        timeout_ms: i64,
+    ) -> PyResult<Vec<(PyTopicPartition, Option<(i64, i64)>)>> {
         let core = self.core()?;
-        let q: Vec<(TopicPartition, i64)> = query.iter().map(|(tp, ts)| Ok((extract_tp(tp)?, *ts))).collect::<PyResult<_>>()?;
-        let r = blocking_call(py, move || core.list_offsets(&q, ms(timeout_ms), &|| false))?.map_err(FkError)?;
-        Ok(r.into_iter().map(|(tp, o)| (PyTopicPartition { inner: tp }, o)).collect())
+        let q: Vec<(TopicPartition, i64)> = query
+            .iter()
+            .map(|(tp, ts)| Ok((extract_tp(tp)?, *ts)))
+            .collect::<PyResult<_>>()?;
+        let r = blocking_call(py, move || core.list_offsets(&q, ms(timeout_ms), &|| false))?
+            .map_err(FkError)?;
+        Ok(r.into_iter()
+            .map(|(tp, o)| (PyTopicPartition { inner: tp }, o))
+            .collect())
     }
 
     fn ensure_coordinator_ready(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<bool> {
         let core = self.core()?;
-        match blocking_call(py, move || core.ensure_coordinator_ready(ms(timeout_ms), &|| false))? {
+        match blocking_call(py, move || {
+            core.ensure_coordinator_ready(ms(timeout_ms), &|| false)
+        })? {
             Ok(_) => Ok(true),
             Err(Error::Timeout { .. }) => Ok(false),
             Err(e) => Err(FkError(e).into()),
@@ -393,7 +499,12 @@ impl PyConsumer {
     /// Topic -> partition count from the consumer's metadata (all topics
     /// after a pattern subscription); `refresh` waits for a fresh update.
     #[pyo3(signature = (refresh=false, timeout_ms=10_000))]
-    fn topics(&self, py: Python<'_>, refresh: bool, timeout_ms: i64) -> PyResult<(i32, Vec<(String, usize)>)> {
+    fn topics(
+        &self,
+        py: Python<'_>,
+        refresh: bool,
+        timeout_ms: i64,
+    ) -> PyResult<(i32, Vec<(String, usize)>)> {
         let core = self.core()?;
         let md = core.metadata().clone();
         if refresh {
@@ -408,18 +519,32 @@ impl PyConsumer {
             .topics()
             .into_iter()
             .filter(|t| !cluster.internal_topics().contains(*t))
-            .map(|t| (t.to_string(), cluster.partition_count_for_topic(t).unwrap_or(0)))
+            .map(|t| {
+                (
+                    t.to_string(),
+                    cluster.partition_count_for_topic(t).unwrap_or(0),
+                )
+            })
             .collect();
         Ok((md.update_version(), topics))
     }
 
     /// Follow every topic (pattern subscriptions read the full topic list).
     fn watch_all_topics(&self) -> PyResult<()> {
-        self.core()?.metadata().set_subscription(None).map(|_| ()).map_err(|e| FkError(e).into())
+        self.core()?
+            .metadata()
+            .set_subscription(None)
+            .map(|_| ())
+            .map_err(|e| FkError(e).into())
     }
 
     fn metadata(&self, py: Python<'_>) -> PyResult<Py<crate::metadata::PyMetadata>> {
-        Py::new(py, crate::metadata::PyMetadata { inner: self.core()?.metadata().clone() })
+        Py::new(
+            py,
+            crate::metadata::PyMetadata {
+                inner: self.core()?.metadata().clone(),
+            },
+        )
     }
 
     #[pyo3(signature = (timeout_ms=30_000))]
@@ -452,7 +577,10 @@ impl ArrowBatch {
     fn gather(slices: Vec<RecordSlice>) -> ArrowBatch {
         let n: usize = slices.iter().map(|s| s.to - s.from).sum();
         let mut cols = RecordColumns::new();
-        let bytes: usize = slices.iter().map(|s| (s.cols.values.offsets[s.to] - s.cols.values.offsets[s.from]) as usize).sum();
+        let bytes: usize = slices
+            .iter()
+            .map(|s| (s.cols.values.offsets[s.to] - s.cols.values.offsets[s.from]) as usize)
+            .sum();
         cols.reserve_rows(n, bytes);
         let mut topics: Vec<(Arc<str>, usize)> = Vec::new();
         let mut partitions = Vec::with_capacity(n);
@@ -462,7 +590,9 @@ impl ArrowBatch {
             partitions.extend(std::iter::repeat_n(s.tp.partition, s.to - s.from));
         }
         ArrowBatch {
-            parts: Mutex::new(Some(crate::arrow::ExportedBatch::new(cols, &topics, partitions))),
+            parts: Mutex::new(Some(crate::arrow::ExportedBatch::new(
+                cols, &topics, partitions,
+            ))),
             num_rows: n,
         }
     }
@@ -473,7 +603,11 @@ impl ArrowBatch {
     /// Arrow PyCapsule interface: (schema capsule, array capsule) of a
     /// struct array. Single use: the buffers move to the importer.
     #[pyo3(signature = (requested_schema=None))]
-    fn __arrow_c_array__<'py>(&self, py: Python<'py>, requested_schema: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+    fn __arrow_c_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let _ = requested_schema;
         let b = self
             .parts

@@ -39,9 +39,10 @@ impl From<FkError> for PyErr {
         Python::attach(|py| {
             let make = || -> PyResult<PyErr> {
                 let module = py.import("ferrokafka.errors")?;
-                let exc = module
-                    .getattr("_from_core")?
-                    .call1((code, message.clone(), retriable))?;
+                let exc =
+                    module
+                        .getattr("_from_core")?
+                        .call1((code, message.clone(), retriable))?;
                 Ok(PyErr::from_value(exc))
             };
             make().unwrap_or_else(|err| err)

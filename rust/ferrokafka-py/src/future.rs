@@ -40,7 +40,14 @@ pub struct RecordMetadata {
 impl RecordMetadata {
     #[new]
     #[pyo3(signature = (topic, partition, offset, timestamp_ms=-1, serialized_key_size=-1, serialized_value_size=-1))]
-    fn py_new(topic: String, partition: i32, offset: i64, timestamp_ms: i64, serialized_key_size: i32, serialized_value_size: i32) -> Self {
+    fn py_new(
+        topic: String,
+        partition: i32,
+        offset: i64,
+        timestamp_ms: i64,
+        serialized_key_size: i32,
+        serialized_value_size: i32,
+    ) -> Self {
         RecordMetadata {
             topic,
             partition,
@@ -59,7 +66,10 @@ impl RecordMetadata {
     }
 
     fn __eq__(&self, other: &Self) -> bool {
-        self.topic == other.topic && self.partition == other.partition && self.offset == other.offset && self.timestamp_ms == other.timestamp_ms
+        self.topic == other.topic
+            && self.partition == other.partition
+            && self.offset == other.offset
+            && self.timestamp_ms == other.timestamp_ms
     }
 }
 
@@ -107,7 +117,9 @@ impl FutureCell {
             return;
         }
         if let Some(q) = &self.queue {
-            q.lock().unwrap_or_else(|p| p.into_inner()).push((cbs, this.clone()));
+            q.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((cbs, this.clone()));
         }
     }
 
@@ -157,7 +169,11 @@ impl DeliveryFuture {
     /// Callbacks are queued *before* the outcome becomes visible, so a thread
     /// that sees `result()` return and then calls the producer's `poll` always
     /// finds them queued.
-    pub fn resolve(this: Py<DeliveryFuture>, cell: &FutureCell, result: Result<RecordMetadata, Error>) {
+    pub fn resolve(
+        this: Py<DeliveryFuture>,
+        cell: &FutureCell,
+        result: Result<RecordMetadata, Error>,
+    ) {
         let this = Arc::new(this);
         let early = {
             let mut st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -171,7 +187,9 @@ impl DeliveryFuture {
             Ok(m) => Outcome::Done(m),
             Err(e) => Outcome::Failed(e),
         };
-        let Some((late, aws)) = cell.complete(outcome) else { return };
+        let Some((late, aws)) = cell.complete(outcome) else {
+            return;
+        };
         // Callbacks added while the first ones were being queued.
         cell.queue_callbacks(&this, late);
         if !aws.is_empty() {
@@ -193,11 +211,18 @@ fn wake_awaiter(py: Python<'_>, cell: &FutureCell, lp: &Py<PyAny>, afut: &Py<PyA
     let r = (|| -> PyResult<()> {
         let setter = match cell.outcome_to_py(py) {
             Some(Ok(v)) => (afut.getattr(py, "set_result")?, v),
-            Some(Err(e)) => (afut.getattr(py, "set_exception")?, e.into_value(py).into_any()),
+            Some(Err(e)) => (
+                afut.getattr(py, "set_exception")?,
+                e.into_value(py).into_any(),
+            ),
             None => return Ok(()),
         };
         let helper = py.import("ferrokafka._future_helpers")?.getattr("settle")?;
-        lp.call_method1(py, "call_soon_threadsafe", (helper, afut.clone_ref(py), setter.0, setter.1))?;
+        lp.call_method1(
+            py,
+            "call_soon_threadsafe",
+            (helper, afut.clone_ref(py), setter.0, setter.1),
+        )?;
         Ok(())
     })();
     if let Err(e) = r {
@@ -216,7 +241,11 @@ impl DeliveryFuture {
             return r;
         }
         let dur = match timeout {
-            Some(t) if t.is_nan() || t < 0.0 => return Err(pyo3::exceptions::PyValueError::new_err("timeout must be >= 0")),
+            Some(t) if t.is_nan() || t < 0.0 => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "timeout must be >= 0",
+                ))
+            }
             Some(t) => Some(Duration::from_secs_f64(t)),
             None => None,
         };
@@ -226,7 +255,10 @@ impl DeliveryFuture {
             if !matches!(st.outcome, Outcome::Pending) {
                 return Some(());
             }
-            let (st, _) = cell.done.wait_timeout(st, slice).unwrap_or_else(|p| p.into_inner());
+            let (st, _) = cell
+                .done
+                .wait_timeout(st, slice)
+                .unwrap_or_else(|p| p.into_inner());
             (!matches!(st.outcome, Outcome::Pending)).then_some(())
         })?;
         match (finished, self.outcome_to_py(py)) {
@@ -240,7 +272,14 @@ impl DeliveryFuture {
     }
 
     fn done(&self) -> bool {
-        !matches!(self.cell.state.lock().unwrap_or_else(|p| p.into_inner()).outcome, Outcome::Pending)
+        !matches!(
+            self.cell
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .outcome,
+            Outcome::Pending
+        )
     }
 
     /// Delivery cannot be cancelled once handed to the producer.
@@ -257,7 +296,9 @@ impl DeliveryFuture {
     fn exception(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
         match self.result(py, timeout) {
             Ok(_) => Ok(None),
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py) && !self.done() => Err(e),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py) && !self.done() => {
+                Err(e)
+            }
             Err(e) => Ok(Some(e.into_value(py).into_any())),
         }
     }
@@ -286,7 +327,8 @@ impl DeliveryFuture {
             let this = slf.borrow();
             let mut st = this.cell.state.lock().unwrap_or_else(|p| p.into_inner());
             if matches!(st.outcome, Outcome::Pending) {
-                st.awaiters.push((lp.clone().unbind(), afut.clone().unbind()));
+                st.awaiters
+                    .push((lp.clone().unbind(), afut.clone().unbind()));
                 true
             } else {
                 false
@@ -300,7 +342,11 @@ impl DeliveryFuture {
                 Some(Err(e)) => {
                     afut.call_method1("set_exception", (e.into_value(py),))?;
                 }
-                None => return Err(PyRuntimeError::new_err("future state changed while awaiting")),
+                None => {
+                    return Err(PyRuntimeError::new_err(
+                        "future state changed while awaiting",
+                    ))
+                }
             }
         }
         Ok(afut.call_method0("__await__")?.unbind())
@@ -310,7 +356,10 @@ impl DeliveryFuture {
         let st = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
         match &st.outcome {
             Outcome::Pending => "<DeliveryFuture pending>".into(),
-            Outcome::Done(m) => format!("<DeliveryFuture done {}-{}@{}>", m.topic, m.partition, m.offset),
+            Outcome::Done(m) => format!(
+                "<DeliveryFuture done {}-{}@{}>",
+                m.topic, m.partition, m.offset
+            ),
             Outcome::Failed(e) => format!("<DeliveryFuture failed: {e}>"),
         }
     }
@@ -354,7 +403,11 @@ fn test_queue() -> &'static CallbackQueue {
 /// as the producer's sender.
 #[pyfunction]
 #[pyo3(signature = (delay_ms, error_code=None))]
-pub fn _test_future(py: Python<'_>, delay_ms: u64, error_code: Option<i16>) -> PyResult<Py<DeliveryFuture>> {
+pub fn _test_future(
+    py: Python<'_>,
+    delay_ms: u64,
+    error_code: Option<i16>,
+) -> PyResult<Py<DeliveryFuture>> {
     let (fut, cell) = DeliveryFuture::new(Some(test_queue().clone()));
     let obj = Py::new(py, fut)?;
     let handle = obj.clone_ref(py);

@@ -18,7 +18,11 @@ pub const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 ///
 /// `step` must block for at most the slice it is given (e.g. a condvar
 /// wait_timeout or a channel recv_timeout) and must not touch Python objects.
-pub fn wait_detached<T: Send, F>(py: Python<'_>, timeout: Option<Duration>, mut step: F) -> PyResult<Option<T>>
+pub fn wait_detached<T: Send, F>(
+    py: Python<'_>,
+    timeout: Option<Duration>,
+    mut step: F,
+) -> PyResult<Option<T>>
 where
     F: FnMut(Duration) -> Option<T> + Send,
 {
@@ -63,11 +67,15 @@ where
         .spawn(move || {
             let _ = tx.send(f());
         })
-        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+        .map_err(|e| {
+            pyo3::exceptions::PyRuntimeError::new_err(format!("cannot start a thread: {e}"))
+        })?;
     let out = wait_detached(py, None, move |slice| match rx.recv_timeout(slice) {
         Ok(v) => Some(Some(v)),
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Some(None),
     })?;
-    out.flatten().ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("the operation's thread ended without a result"))
+    out.flatten().ok_or_else(|| {
+        pyo3::exceptions::PyRuntimeError::new_err("the operation's thread ended without a result")
+    })
 }

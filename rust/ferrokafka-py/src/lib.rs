@@ -12,14 +12,14 @@ pub mod consumer;
 pub mod errors;
 pub mod future;
 pub mod gil;
-pub mod network;
-pub mod producer;
-pub mod requests;
 pub mod group;
 pub mod metadata;
-pub mod types;
+pub mod network;
+pub mod producer;
 pub mod records;
+pub mod requests;
 pub mod security;
+pub mod types;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -20,7 +20,10 @@ use crate::gil::wait_detached;
 use crate::types::{extract_tp, PyCluster, PyMetadataResponse, PyNode, PyTopicPartition};
 
 fn wall_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 fn now_or_wall(now_ms: Option<i64>) -> i64 {
@@ -46,7 +49,9 @@ fn collect_options(
     let mut out: HashMap<&'static str, i64> = HashMap::new();
     for source in [config, kwargs].into_iter().flatten() {
         for (k, v) in source.iter() {
-            let key: String = k.extract().map_err(|_| PyValueError::new_err("option names must be strings"))?;
+            let key: String = k
+                .extract()
+                .map_err(|_| PyValueError::new_err("option names must be strings"))?;
             let canon = OPTIONS
                 .iter()
                 .find(|(c, d, _)| (*c == key || *d == key) && allowed.contains(c))
@@ -65,7 +70,11 @@ fn collect_options(
             if v.is_none() {
                 continue;
             }
-            let bad = || PyValueError::new_err(format!("invalid value for {canon}: {v}; expected an integer >= 0 (ms)"));
+            let bad = || {
+                PyValueError::new_err(format!(
+                    "invalid value for {canon}: {v}; expected an integer >= 0 (ms)"
+                ))
+            };
             if v.is_instance_of::<pyo3::types::PyBool>() {
                 return Err(bad());
             }
@@ -80,9 +89,13 @@ fn collect_options(
 }
 
 fn get(opts: &HashMap<&'static str, i64>, key: &str) -> i64 {
-    opts.get(key)
-        .copied()
-        .unwrap_or_else(|| OPTIONS.iter().find(|(c, _, _)| *c == key).map(|o| o.2).unwrap_or(0))
+    opts.get(key).copied().unwrap_or_else(|| {
+        OPTIONS
+            .iter()
+            .find(|(c, _, _)| *c == key)
+            .map(|o| o.2)
+            .unwrap_or(0)
+    })
 }
 
 fn build_config(opts: &HashMap<&'static str, i64>) -> MetadataConfig {
@@ -142,14 +155,27 @@ impl PyMetadata {
     ) -> PyResult<Self> {
         // Metadata({"retry.backoff.ms": ...}) works like config=.
         let (first, config) = split_dict_arg(refresh_backoff_ms, config)?;
-        let kw = merge_kw(py, kwargs, &[("refresh_backoff_ms", first), ("metadata_expire_ms", metadata_expire_ms)])?;
+        let kw = merge_kw(
+            py,
+            kwargs,
+            &[
+                ("refresh_backoff_ms", first),
+                ("metadata_expire_ms", metadata_expire_ms),
+            ],
+        )?;
         let opts = collect_options(
             config.as_ref(),
             Some(&kw),
-            &["refresh_backoff_ms", "refresh_backoff_max_ms", "metadata_expire_ms"],
+            &[
+                "refresh_backoff_ms",
+                "refresh_backoff_max_ms",
+                "metadata_expire_ms",
+            ],
         )?;
         let md = Metadata::new(build_config(&opts)).map_err(FkError)?;
-        Ok(PyMetadata { inner: Arc::new(md) })
+        Ok(PyMetadata {
+            inner: Arc::new(md),
+        })
     }
 
     /// SEMANTICS 3.1: seed brokers ("host:port" strings, or one
@@ -211,7 +237,8 @@ impl PyMetadata {
     /// SEMANTICS 3.9 (base Metadata keeps every topic: always True).
     #[pyo3(signature = (topic, is_internal=false, now_ms=None))]
     fn retain_topic(&self, topic: &str, is_internal: bool, now_ms: Option<i64>) -> bool {
-        self.inner.retain_topic(topic, is_internal, now_or_wall(now_ms))
+        self.inner
+            .retain_topic(topic, is_internal, now_or_wall(now_ms))
     }
 
     /// Ask for (and keep) only these topics; None = all topics (default).
@@ -224,7 +251,10 @@ impl PyMetadata {
     /// The topics set with set_subscription (None = all topics).
     #[getter]
     fn subscription<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PySet>>> {
-        self.inner.subscription().map(|s| PySet::new(py, s)).transpose()
+        self.inner
+            .subscription()
+            .map(|s| PySet::new(py, s))
+            .transpose()
     }
 
     /// SEMANTICS 3.6: the current snapshot, without blocking.
@@ -257,11 +287,19 @@ impl PyMetadata {
     /// the topic error (invalid / unauthorized) of the new answer: for
     /// `topic` only when given, else for any topic in use.
     #[pyo3(signature = (last_version, timeout_ms=None, topic=None))]
-    fn await_update(&self, py: Python<'_>, last_version: i32, timeout_ms: Option<i64>, topic: Option<String>) -> PyResult<()> {
+    fn await_update(
+        &self,
+        py: Python<'_>,
+        last_version: i32,
+        timeout_ms: Option<i64>,
+        topic: Option<String>,
+    ) -> PyResult<()> {
         let timeout = timeout_ms.map(|t| Duration::from_millis(t.max(0) as u64));
         let md = self.inner.clone();
         let topic = topic.as_deref();
-        let r = wait_detached(py, timeout, |slice| md.await_update_step(last_version, topic, slice))?;
+        let r = wait_detached(py, timeout, |slice| {
+            md.await_update_step(last_version, topic, slice)
+        })?;
         match r {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => Err(FkError(e).into()),
@@ -326,20 +364,31 @@ impl PyMetadata {
         }
         let nodes: Vec<_> = leader_nodes.into_iter().map(|n| n.inner).collect();
         let applied = self.inner.update_partition_leadership(&updates, &nodes);
-        PySet::new(py, applied.into_iter().map(|tp| PyTopicPartition { inner: tp }))
+        PySet::new(
+            py,
+            applied.into_iter().map(|tp| PyTopicPartition { inner: tp }),
+        )
     }
 
     /// Any request's partition error code: True when it was a metadata error
     /// (leader marked unknown and/or update requested).
     fn handle_partition_error(&self, tp: &Bound<'_, PyAny>, error_code: i16) -> PyResult<bool> {
         let tp = extract_tp(tp)?;
-        Ok(self.inner.handle_partition_error(&tp.topic, tp.partition, error_code))
+        Ok(self
+            .inner
+            .handle_partition_error(&tp.topic, tp.partition, error_code))
     }
 
     /// Record a leader epoch seen elsewhere; True if newer than known.
-    fn update_last_seen_epoch_if_newer(&self, tp: &Bound<'_, PyAny>, leader_epoch: i32) -> PyResult<bool> {
+    fn update_last_seen_epoch_if_newer(
+        &self,
+        tp: &Bound<'_, PyAny>,
+        leader_epoch: i32,
+    ) -> PyResult<bool> {
         let tp = extract_tp(tp)?;
-        Ok(self.inner.update_last_seen_epoch_if_newer(&tp, leader_epoch))
+        Ok(self
+            .inner
+            .update_last_seen_epoch_if_newer(&tp, leader_epoch))
     }
 
     fn last_seen_leader_epoch(&self, tp: &Bound<'_, PyAny>) -> PyResult<Option<i32>> {
@@ -424,7 +473,10 @@ fn py_bool(b: bool) -> &'static str {
 type FirstAndConfig<'py> = (Option<Bound<'py, PyAny>>, Option<Bound<'py, PyDict>>);
 
 /// `Metadata({...})`: a dict in the first positional slot is the config dict.
-fn split_dict_arg<'py>(first: Option<Bound<'py, PyAny>>, config: Option<Bound<'py, PyDict>>) -> PyResult<FirstAndConfig<'py>> {
+fn split_dict_arg<'py>(
+    first: Option<Bound<'py, PyAny>>,
+    config: Option<Bound<'py, PyDict>>,
+) -> PyResult<FirstAndConfig<'py>> {
     match first {
         Some(f) if f.is_instance_of::<PyDict>() => {
             if config.is_some() {
@@ -448,7 +500,8 @@ pub struct PyProducerMetadata {
 impl PyProducerMetadata {
     /// A Python view of a producer's live metadata (`Producer.metadata`).
     pub fn wrap(py: Python<'_>, md: Arc<Metadata>) -> PyResult<Py<PyProducerMetadata>> {
-        let init = PyClassInitializer::from(PyMetadata { inner: md.clone() }).add_subclass(PyProducerMetadata { inner: md });
+        let init = PyClassInitializer::from(PyMetadata { inner: md.clone() })
+            .add_subclass(PyProducerMetadata { inner: md });
         Py::new(py, init)
     }
 }
@@ -481,10 +534,19 @@ impl PyProducerMetadata {
         let opts = collect_options(
             config.as_ref(),
             Some(&kw),
-            &["refresh_backoff_ms", "refresh_backoff_max_ms", "metadata_expire_ms", "metadata_idle_ms"],
+            &[
+                "refresh_backoff_ms",
+                "refresh_backoff_max_ms",
+                "metadata_expire_ms",
+                "metadata_idle_ms",
+            ],
         )?;
-        let md = Arc::new(Metadata::new_producer(build_config(&opts), get(&opts, "metadata_idle_ms")).map_err(FkError)?);
-        Ok(PyClassInitializer::from(PyMetadata { inner: md.clone() }).add_subclass(PyProducerMetadata { inner: md }))
+        let md = Arc::new(
+            Metadata::new_producer(build_config(&opts), get(&opts, "metadata_idle_ms"))
+                .map_err(FkError)?,
+        );
+        Ok(PyClassInitializer::from(PyMetadata { inner: md.clone() })
+            .add_subclass(PyProducerMetadata { inner: md }))
     }
 
     /// SEMANTICS 3.8: use `topic` (new: partial update requested; known:

@@ -21,19 +21,31 @@ use crate::requests::{response_to_py, RawRequest};
 
 fn parse_bootstrap(servers: &[String]) -> PyResult<Vec<Node>> {
     let mut out = Vec::new();
-    for (i, s) in servers.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|s| !s.is_empty()).enumerate() {
-        let (host, port) = s
-            .rsplit_once(':')
-            .ok_or_else(|| PyValueError::new_err(format!("invalid value for bootstrap_servers: {s:?} is not host:port")))?;
-        let port: u16 = port
-            .parse()
-            .map_err(|_| PyValueError::new_err(format!("invalid value for bootstrap_servers: bad port in {s:?}")))?;
+    for (i, s) in servers
+        .iter()
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .enumerate()
+    {
+        let (host, port) = s.rsplit_once(':').ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "invalid value for bootstrap_servers: {s:?} is not host:port"
+            ))
+        })?;
+        let port: u16 = port.parse().map_err(|_| {
+            PyValueError::new_err(format!(
+                "invalid value for bootstrap_servers: bad port in {s:?}"
+            ))
+        })?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         // Bootstrap nodes get ids -1, -2, ... (never collide with real ids).
         out.push(Node::new(-(i as i32) - 1, host, port, None));
     }
     if out.is_empty() {
-        return Err(PyValueError::new_err("invalid value for bootstrap_servers: no address given"));
+        return Err(PyValueError::new_err(
+            "invalid value for bootstrap_servers: no address given",
+        ));
     }
     Ok(out)
 }
@@ -67,7 +79,11 @@ impl PyClientRequest {
             self.destination,
             self.api_key,
             self.correlation_id,
-            if self.expect_response { "True" } else { "False" }
+            if self.expect_response {
+                "True"
+            } else {
+                "False"
+            }
         )
     }
 }
@@ -198,14 +214,21 @@ impl PyNetworkClient {
         max_response_size: i64,
         security: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let bad = |k: &str, d: &str| -> PyErr { FkError(Error::Config { key: k.into(), detail: d.into() }).into() };
+        let bad = |k: &str, d: &str| -> PyErr {
+            FkError(Error::Config {
+                key: k.into(),
+                detail: d.into(),
+            })
+            .into()
+        };
         if max_in_flight_requests_per_connection < 1 {
             return Err(bad("max_in_flight_requests_per_connection", "must be >= 1"));
         }
         if max_response_size < 1024 {
             return Err(bad("max_response_size", "must be >= 1024"));
         }
-        let nodes = parse_bootstrap(&bootstrap_servers).map_err(|e| bad("bootstrap_servers", &e.to_string()))?;
+        let nodes = parse_bootstrap(&bootstrap_servers)
+            .map_err(|e| bad("bootstrap_servers", &e.to_string()))?;
         let cfg = ClientConfig {
             client_id,
             max_in_flight_requests_per_connection: max_in_flight_requests_per_connection as usize,
@@ -222,18 +245,29 @@ impl PyNetworkClient {
                 None => ferrokafka_net::security::Security::plaintext(),
             },
         };
-        let inner = NetworkClient::new(cfg, Box::new(SimpleUpdater::new(nodes))).map_err(FkError)?;
-        Ok(PyNetworkClient { inner: Arc::new(inner) })
+        let inner =
+            NetworkClient::new(cfg, Box::new(SimpleUpdater::new(nodes))).map_err(FkError)?;
+        Ok(PyNetworkClient {
+            inner: Arc::new(inner),
+        })
     }
 
     #[pyo3(signature = (now_ms=None))]
     fn least_loaded_node(&self, now_ms: Option<i64>) -> Option<(i32, String, u16, Option<String>)> {
-        self.inner.least_loaded_node(now_ms.unwrap_or_else(self::now_ms)).as_ref().map(node_tuple)
+        self.inner
+            .least_loaded_node(now_ms.unwrap_or_else(self::now_ms))
+            .as_ref()
+            .map(node_tuple)
     }
 
     /// Nodes the client chooses among (bootstrap, then the latest brokers).
     fn nodes(&self) -> Vec<(i32, String, u16, Option<String>)> {
-        self.inner.core().known_nodes().iter().map(node_tuple).collect()
+        self.inner
+            .core()
+            .known_nodes()
+            .iter()
+            .map(node_tuple)
+            .collect()
     }
 
     fn node_by_id(&self, node_id: i32) -> Option<(i32, String, u16, Option<String>)> {
@@ -241,13 +275,24 @@ impl PyNetworkClient {
     }
 
     #[pyo3(signature = (node_id, host, port, rack=None, now_ms=None))]
-    fn ready(&self, node_id: i32, host: String, port: u16, rack: Option<String>, now_ms: Option<i64>) -> bool {
-        self.inner.ready(&Node::new(node_id, host, port, rack), now_ms.unwrap_or_else(self::now_ms))
+    fn ready(
+        &self,
+        node_id: i32,
+        host: String,
+        port: u16,
+        rack: Option<String>,
+        now_ms: Option<i64>,
+    ) -> bool {
+        self.inner.ready(
+            &Node::new(node_id, host, port, rack),
+            now_ms.unwrap_or_else(self::now_ms),
+        )
     }
 
     #[pyo3(signature = (node_id, now_ms=None))]
     fn is_ready(&self, node_id: i32, now_ms: Option<i64>) -> bool {
-        self.inner.is_ready(node_id, now_ms.unwrap_or_else(self::now_ms))
+        self.inner
+            .is_ready(node_id, now_ms.unwrap_or_else(self::now_ms))
     }
 
     fn connection_state(&self, node_id: i32) -> &'static str {
@@ -256,12 +301,19 @@ impl PyNetworkClient {
 
     #[pyo3(signature = (node_id, now_ms=None))]
     fn connection_delay(&self, node_id: i32, now_ms: Option<i64>) -> i64 {
-        self.inner.core().connection_delay(node_id, now_ms.unwrap_or_else(self::now_ms))
+        self.inner
+            .core()
+            .connection_delay(node_id, now_ms.unwrap_or_else(self::now_ms))
     }
 
     fn api_versions<'py>(&self, py: Python<'py>, node_id: i32) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        let mut v: Vec<_> = self.inner.core().api_versions(node_id).into_iter().collect();
+        let mut v: Vec<_> = self
+            .inner
+            .core()
+            .api_versions(node_id)
+            .into_iter()
+            .collect();
         v.sort();
         for (k, r) in v {
             d.set_item(k, r)?;
@@ -270,9 +322,21 @@ impl PyNetworkClient {
     }
 
     #[pyo3(signature = (node_id, request, expect_response=true, now_ms=None))]
-    fn new_client_request(&self, node_id: i32, request: &RawRequest, expect_response: bool, now_ms: Option<i64>) -> PyClientRequest {
+    fn new_client_request(
+        &self,
+        node_id: i32,
+        request: &RawRequest,
+        expect_response: bool,
+        now_ms: Option<i64>,
+    ) -> PyClientRequest {
         let now = now_ms.unwrap_or_else(self::now_ms);
-        let mut r = self.inner.new_client_request(node_id, request.body.clone(), expect_response, None, now);
+        let mut r = self.inner.new_client_request(
+            node_id,
+            request.body.clone(),
+            expect_response,
+            None,
+            now,
+        );
         r.max_version = request.max_version;
         PyClientRequest {
             destination: r.destination,
@@ -291,7 +355,11 @@ impl PyNetworkClient {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
-            .ok_or_else(|| FkError(Error::State { detail: "this ClientRequest was already sent".into() }))?;
+            .ok_or_else(|| {
+                FkError(Error::State {
+                    detail: "this ClientRequest was already sent".into(),
+                })
+            })?;
         self.inner.send(r, now_ms.unwrap_or_else(self::now_ms))?;
         Ok(())
     }
@@ -299,7 +367,12 @@ impl PyNetworkClient {
     /// Waits (GIL released, Ctrl-C honoured) until something happens or
     /// `timeout_ms` passes; returns the completed responses.
     #[pyo3(signature = (timeout_ms, now_ms=None))]
-    fn poll(&self, py: Python<'_>, timeout_ms: i64, now_ms: Option<i64>) -> PyResult<Vec<PyClientResponse>> {
+    fn poll(
+        &self,
+        py: Python<'_>,
+        timeout_ms: i64,
+        now_ms: Option<i64>,
+    ) -> PyResult<Vec<PyClientResponse>> {
         let inner = self.inner.clone();
         let fixed = now_ms;
         let now = move || fixed.unwrap_or_else(self::now_ms);
@@ -312,7 +385,10 @@ impl PyNetworkClient {
                 None
             }
         })?;
-        got.unwrap_or_default().into_iter().map(|r| convert(py, r)).collect()
+        got.unwrap_or_default()
+            .into_iter()
+            .map(|r| convert(py, r))
+            .collect()
     }
 
     #[pyo3(signature = (node_id=None))]

@@ -22,8 +22,14 @@ use crate::gil::wait_detached;
 /// Completes a Python `DeliveryFuture` from the sender thread, or one
 /// record's slot of a `send_batch` call.
 enum PyCompletion {
-    One { fut: Py<DeliveryFuture>, cell: Arc<FutureCell> },
-    Batch { batch: Arc<BatchState>, index: usize },
+    One {
+        fut: Py<DeliveryFuture>,
+        cell: Arc<FutureCell>,
+    },
+    Batch {
+        batch: Arc<BatchState>,
+        index: usize,
+    },
 }
 
 fn to_metadata(d: DeliveredRecord) -> RecordMetadata {
@@ -40,7 +46,9 @@ fn to_metadata(d: DeliveredRecord) -> RecordMetadata {
 impl Completion for PyCompletion {
     fn complete(self, result: Result<DeliveredRecord, Error>) {
         match self {
-            PyCompletion::One { fut, cell } => DeliveryFuture::resolve(fut, &cell, result.map(to_metadata)),
+            PyCompletion::One { fut, cell } => {
+                DeliveryFuture::resolve(fut, &cell, result.map(to_metadata))
+            }
             PyCompletion::Batch { batch, index } => batch.complete(index, result),
         }
     }
@@ -103,7 +111,12 @@ impl PyBatchResult {
     /// One entry per record, in input order: RecordMetadata, the KafkaError
     /// instance it failed with, or None while still pending.
     fn outcomes(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
-        let slots = self.state.slots.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let slots = self
+            .state
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         slots
             .into_iter()
             .map(|s| match s {
@@ -131,7 +144,11 @@ impl PyBatchResult {
     }
 
     fn __len__(&self) -> usize {
-        self.state.slots.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.state
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 }
 
@@ -186,7 +203,12 @@ impl PyProducer {
             partitioner_adaptive: true,
         };
         pcfg.validate(max_in_flight).map_err(FkError)?;
-        let (md, net) = crate::config::metadata_and_network(cfg, crate::config::MetadataKind::Producer, pcfg.request_timeout_ms, max_in_flight)?;
+        let (md, net) = crate::config::metadata_and_network(
+            cfg,
+            crate::config::MetadataKind::Producer,
+            pcfg.request_timeout_ms,
+            max_in_flight,
+        )?;
         let producer = Producer::new(
             pcfg,
             md,
@@ -223,8 +245,17 @@ impl PyProducer {
         };
         let headers = headers.unwrap_or_default();
         let result = py.detach(|| {
-            let hs: Vec<(&str, Option<&[u8]>)> = headers.iter().map(|(k, v)| (&**k, v.as_deref())).collect();
-            core.send(&topic, partition, key.as_deref(), value.as_deref(), &hs, timestamp_ms, completion)
+            let hs: Vec<(&str, Option<&[u8]>)> =
+                headers.iter().map(|(k, v)| (&**k, v.as_deref())).collect();
+            core.send(
+                &topic,
+                partition,
+                key.as_deref(),
+                value.as_deref(),
+                &hs,
+                timestamp_ms,
+                completion,
+            )
         });
         if let Err((e, completion)) = result {
             if let Error::Config { .. } = e {
@@ -249,7 +280,10 @@ impl PyProducer {
     ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
         check_key_count(keys.as_ref().map(Vec::len), values.len())?;
         self.send_each(py, &topic, partition, values.len(), |i| {
-            (keys.as_ref().and_then(|k| k[i].as_deref()), values[i].as_deref())
+            (
+                keys.as_ref().and_then(|k| k[i].as_deref()),
+                values[i].as_deref(),
+            )
         })
     }
 
@@ -265,9 +299,13 @@ impl PyProducer {
         partition: Option<i32>,
     ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
         let values = crate::arrow::BinaryColumn::from_pycapsule(values, "values")?;
-        let keys = keys.map(|k| crate::arrow::BinaryColumn::from_pycapsule(k, "keys")).transpose()?;
+        let keys = keys
+            .map(|k| crate::arrow::BinaryColumn::from_pycapsule(k, "keys"))
+            .transpose()?;
         check_key_count(keys.as_ref().map(|k| k.len()), values.len())?;
-        self.send_each(py, &topic, partition, values.len(), |i| (keys.as_ref().and_then(|k| k.get(i)), values.get(i)))
+        self.send_each(py, &topic, partition, values.len(), |i| {
+            (keys.as_ref().and_then(|k| k.get(i)), values.get(i))
+        })
     }
 
     /// Run delivery callbacks that are due; waits up to `timeout` seconds for
@@ -307,7 +345,8 @@ impl PyProducer {
 
     fn partitions_for(&self, py: Python<'_>, topic: PyBackedStr) -> PyResult<Vec<i32>> {
         let core = self.core()?;
-        py.detach(|| core.partitions_for(&topic)).map_err(|e| FkError(e).into())
+        py.detach(|| core.partitions_for(&topic))
+            .map_err(|e| FkError(e).into())
     }
 
     /// The producer's live `ProducerMetadata` (shared with its sender).
@@ -362,7 +401,10 @@ impl PyProducer {
             state.resolve_done();
         }
         let failed = py.detach(|| {
-            core.send_many(topic, partition, n, &record, |index| PyCompletion::Batch { batch: state.clone(), index })
+            core.send_many(topic, partition, n, &record, |index| PyCompletion::Batch {
+                batch: state.clone(),
+                index,
+            })
         });
         if let Some((Error::Config { .. }, _)) = failed.first() {
             let (e, _) = failed.into_iter().next().expect("checked non-empty");

@@ -8,7 +8,8 @@ use crate::errors::FkError;
 use crate::gil::detached;
 use ferrokafka_protocol::compression::Compression;
 use ferrokafka_protocol::record::{
-    Batch, Batches, BatchHeader, DecodeOptions, Header, OwnedRecord, RecordBatch, RecordBatchBuilder,
+    Batch, BatchHeader, Batches, DecodeOptions, Header, OwnedRecord, RecordBatch,
+    RecordBatchBuilder,
 };
 use ferrokafka_protocol::ProtocolError;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -112,8 +113,15 @@ impl BatchMeta {
 }
 
 enum Decoded<'a> {
-    V2 { batch: RecordBatch<'a>, payload: Cow<'a, [u8]> },
-    Legacy { magic: i8, compression: &'static str, records: Vec<OwnedRecord> },
+    V2 {
+        batch: RecordBatch<'a>,
+        payload: Cow<'a, [u8]>,
+    },
+    Legacy {
+        magic: i8,
+        compression: &'static str,
+        records: Vec<OwnedRecord>,
+    },
 }
 
 /// Decode every batch (v2 or legacy v0/v1) in `data`, e.g. a Fetch
@@ -129,7 +137,10 @@ pub fn decode_record_batch<'py>(
     include_control: bool,
     max_decompressed: usize,
 ) -> PyResult<Bound<'py, PyList>> {
-    let opts = DecodeOptions { verify_crc, max_decompressed };
+    let opts = DecodeOptions {
+        verify_crc,
+        max_decompressed,
+    };
     // Heavy part (CRC, decompression) without the GIL.
     let decoded: Vec<Decoded<'_>> = detached(py, || -> Result<_, ProtocolError> {
         let mut out = Vec::new();
@@ -146,7 +157,11 @@ pub fn decode_record_batch<'py>(
                     let mut records = Vec::new();
                     m.decode_into(&opts, &mut records)?;
                     let compression = m.compression()?.name();
-                    out.push(Decoded::Legacy { magic: m.magic, compression, records });
+                    out.push(Decoded::Legacy {
+                        magic: m.magic,
+                        compression,
+                        records,
+                    });
                 }
             }
         }
@@ -185,7 +200,11 @@ pub fn decode_record_batch<'py>(
                     list.append(Py::new(py, r)?)?;
                 }
             }
-            Decoded::Legacy { magic, compression, records } => {
+            Decoded::Legacy {
+                magic,
+                compression,
+                records,
+            } => {
                 for rec in records {
                     let r = PyRecord {
                         offset: rec.offset,
@@ -240,30 +259,46 @@ struct InRecord {
 }
 
 /// key, value, headers, timestamp_ms as given (headers/timestamp may be absent).
-type RawFields<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Option<Bound<'py, PyAny>>, Option<Bound<'py, PyAny>>);
+type RawFields<'py> = (
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    Option<Bound<'py, PyAny>>,
+    Option<Bound<'py, PyAny>>,
+);
 
 fn parse_record(obj: &Bound<'_, PyAny>) -> PyResult<InRecord> {
-    let (key, value, headers, ts): RawFields<'_> =
-        if let Ok(t) = obj.cast::<PyTuple>() {
-            let n = t.len();
-            if !(2..=4).contains(&n) {
-                return Err(PyValueError::new_err(
-                    "a record tuple is (key, value[, headers[, timestamp_ms]])",
-                ));
-            }
-            (t.get_item(0)?, t.get_item(1)?, t.get_item(2).ok(), t.get_item(3).ok())
-        } else if let Ok(d) = obj.cast::<PyDict>() {
-            let py = obj.py();
-            let get = |k: &str| -> PyResult<Bound<PyAny>> { Ok(d.get_item(k)?.unwrap_or_else(|| py.None().into_bound(py))) };
-            (get("key")?, get("value")?, d.get_item("headers")?, d.get_item("timestamp_ms")?)
-        } else {
-            (
-                obj.getattr("key")?,
-                obj.getattr("value")?,
-                obj.getattr("headers").ok(),
-                obj.getattr("timestamp_ms").ok(),
-            )
+    let (key, value, headers, ts): RawFields<'_> = if let Ok(t) = obj.cast::<PyTuple>() {
+        let n = t.len();
+        if !(2..=4).contains(&n) {
+            return Err(PyValueError::new_err(
+                "a record tuple is (key, value[, headers[, timestamp_ms]])",
+            ));
+        }
+        (
+            t.get_item(0)?,
+            t.get_item(1)?,
+            t.get_item(2).ok(),
+            t.get_item(3).ok(),
+        )
+    } else if let Ok(d) = obj.cast::<PyDict>() {
+        let py = obj.py();
+        let get = |k: &str| -> PyResult<Bound<PyAny>> {
+            Ok(d.get_item(k)?.unwrap_or_else(|| py.None().into_bound(py)))
         };
+        (
+            get("key")?,
+            get("value")?,
+            d.get_item("headers")?,
+            d.get_item("timestamp_ms")?,
+        )
+    } else {
+        (
+            obj.getattr("key")?,
+            obj.getattr("value")?,
+            obj.getattr("headers").ok(),
+            obj.getattr("timestamp_ms").ok(),
+        )
+    };
     let mut hs = Vec::new();
     if let Some(h) = headers.filter(|h| !h.is_none()) {
         // Accept a dict or any iterable of (str, bytes|None) pairs.
@@ -280,11 +315,19 @@ fn parse_record(obj: &Bound<'_, PyAny>) -> PyResult<InRecord> {
         Some(t) => Some(t.extract::<i64>()?),
         None => None,
     };
-    Ok(InRecord { key: field(&key, "key")?, value: field(&value, "value")?, headers: hs, timestamp })
+    Ok(InRecord {
+        key: field(&key, "key")?,
+        value: field(&value, "value")?,
+        headers: hs,
+        timestamp,
+    })
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// Encode records into one RecordBatch v2. `records` are `(key, value[,
@@ -332,8 +375,16 @@ pub fn encode_record_batch<'py>(
         let mut headers = Vec::new();
         for r in &parsed {
             headers.clear();
-            headers.extend(r.headers.iter().map(|(k, v)| Header { key: k, value: v.as_deref() }));
-            b.append(r.timestamp.unwrap_or(default_ts), r.key.as_deref(), r.value.as_deref(), &headers)?;
+            headers.extend(r.headers.iter().map(|(k, v)| Header {
+                key: k,
+                value: v.as_deref(),
+            }));
+            b.append(
+                r.timestamp.unwrap_or(default_ts),
+                r.key.as_deref(),
+                r.value.as_deref(),
+                &headers,
+            )?;
         }
         b.finish()
     })

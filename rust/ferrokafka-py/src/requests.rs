@@ -9,10 +9,12 @@
 use bytes::Bytes;
 use ferrokafka_net::protocol::kafka_protocol::messages::{
     create_topics_request::CreatableTopic, fetch_request::FetchPartition,
-    fetch_request::FetchTopic, list_offsets_request::ListOffsetsPartition, list_offsets_request::ListOffsetsTopic,
-    metadata_request::MetadataRequestTopic, produce_request::PartitionProduceData, produce_request::TopicProduceData, ApiVersionsRequest,
-    BrokerId, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, FindCoordinatorRequest, ListOffsetsRequest, MetadataRequest,
-    ProduceRequest, RequestKind, ResponseKind, TopicName, TransactionalId,
+    fetch_request::FetchTopic, list_offsets_request::ListOffsetsPartition,
+    list_offsets_request::ListOffsetsTopic, metadata_request::MetadataRequestTopic,
+    produce_request::PartitionProduceData, produce_request::TopicProduceData, ApiVersionsRequest,
+    BrokerId, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, FindCoordinatorRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestKind, ResponseKind, TopicName,
+    TransactionalId,
 };
 use ferrokafka_net::protocol::kafka_protocol::protocol::StrBytes;
 use pyo3::prelude::*;
@@ -40,7 +42,11 @@ impl RawRequest {
         self.max_version
     }
     fn __repr__(&self) -> String {
-        format!("RawRequest(api_key={}, max_version={:?})", self.api_key(), self.max_version)
+        format!(
+            "RawRequest(api_key={}, max_version={:?})",
+            self.api_key(),
+            self.max_version
+        )
     }
 }
 
@@ -58,10 +64,21 @@ fn raw(body: RequestKind, max_version: Option<i16>) -> RawRequest {
 
 #[pyfunction]
 #[pyo3(signature = (topics, allow_auto_topic_creation))]
-pub fn _metadata_request(topics: Option<Vec<String>>, allow_auto_topic_creation: bool) -> RawRequest {
-    let topics = topics.map(|ts| ts.iter().map(|t| MetadataRequestTopic::default().with_name(Some(topic(t)))).collect());
+pub fn _metadata_request(
+    topics: Option<Vec<String>>,
+    allow_auto_topic_creation: bool,
+) -> RawRequest {
+    let topics = topics.map(|ts| {
+        ts.iter()
+            .map(|t| MetadataRequestTopic::default().with_name(Some(topic(t))))
+            .collect()
+    });
     raw(
-        RequestKind::Metadata(MetadataRequest::default().with_topics(topics).with_allow_auto_topic_creation(allow_auto_topic_creation)),
+        RequestKind::Metadata(
+            MetadataRequest::default()
+                .with_topics(topics)
+                .with_allow_auto_topic_creation(allow_auto_topic_creation),
+        ),
         None,
     )
 }
@@ -91,20 +108,34 @@ pub fn _find_coordinator_request(key: String, key_type: i8) -> RawRequest {
 /// topics: [(topic, [(partition, timestamp)])]
 #[pyfunction]
 #[pyo3(signature = (topics, isolation_level, replica_id))]
-pub fn _list_offsets_request(topics: Vec<(String, Vec<(i32, i64)>)>, isolation_level: i8, replica_id: i32) -> RawRequest {
+pub fn _list_offsets_request(
+    topics: Vec<(String, Vec<(i32, i64)>)>,
+    isolation_level: i8,
+    replica_id: i32,
+) -> RawRequest {
     let topics = topics
         .iter()
         .map(|(t, ps)| {
-            ListOffsetsTopic::default().with_name(topic(t)).with_partitions(
-                ps.iter()
-                    .map(|(p, ts)| ListOffsetsPartition::default().with_partition_index(*p).with_timestamp(*ts).with_current_leader_epoch(-1))
-                    .collect(),
-            )
+            ListOffsetsTopic::default()
+                .with_name(topic(t))
+                .with_partitions(
+                    ps.iter()
+                        .map(|(p, ts)| {
+                            ListOffsetsPartition::default()
+                                .with_partition_index(*p)
+                                .with_timestamp(*ts)
+                                .with_current_leader_epoch(-1)
+                        })
+                        .collect(),
+                )
         })
         .collect();
     raw(
         RequestKind::ListOffsets(
-            ListOffsetsRequest::default().with_replica_id(BrokerId(replica_id)).with_isolation_level(isolation_level).with_topics(topics),
+            ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(replica_id))
+                .with_isolation_level(isolation_level)
+                .with_topics(topics),
         ),
         None,
     )
@@ -112,13 +143,27 @@ pub fn _list_offsets_request(topics: Vec<(String, Vec<(i32, i64)>)>, isolation_l
 
 /// topics: [(name, num_partitions, replication_factor)]
 #[pyfunction]
-pub fn _create_topics_request(topics: Vec<(String, i32, i16)>, timeout_ms: i32, validate_only: bool) -> RawRequest {
+pub fn _create_topics_request(
+    topics: Vec<(String, i32, i16)>,
+    timeout_ms: i32,
+    validate_only: bool,
+) -> RawRequest {
     let topics = topics
         .iter()
-        .map(|(n, p, r)| CreatableTopic::default().with_name(topic(n)).with_num_partitions(*p).with_replication_factor(*r))
+        .map(|(n, p, r)| {
+            CreatableTopic::default()
+                .with_name(topic(n))
+                .with_num_partitions(*p)
+                .with_replication_factor(*r)
+        })
         .collect();
     raw(
-        RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(topics).with_timeout_ms(timeout_ms).with_validate_only(validate_only)),
+        RequestKind::CreateTopics(
+            CreateTopicsRequest::default()
+                .with_topics(topics)
+                .with_timeout_ms(timeout_ms)
+                .with_validate_only(validate_only),
+        ),
         None,
     )
 }
@@ -128,7 +173,14 @@ pub fn _delete_topics_request(topics: Vec<String>, timeout_ms: i32) -> RawReques
     // v0-5 carry names in `topic_names`, v6+ in `topics`; we cap at v5 so
     // the plain name list is always what is sent.
     let names = topics.iter().map(|t| topic(t)).collect();
-    raw(RequestKind::DeleteTopics(DeleteTopicsRequest::default().with_topic_names(names).with_timeout_ms(timeout_ms)), Some(5))
+    raw(
+        RequestKind::DeleteTopics(
+            DeleteTopicsRequest::default()
+                .with_topic_names(names)
+                .with_timeout_ms(timeout_ms),
+        ),
+        Some(5),
+    )
 }
 
 /// topics: [(topic, [(partition, fetch_offset, partition_max_bytes)])]
@@ -176,15 +228,26 @@ pub fn _fetch_request(
 /// topic_data: [(topic, [(partition, records)])], records = an encoded RecordBatch.
 #[pyfunction]
 #[pyo3(signature = (topic_data, acks, timeout_ms, transactional_id))]
-pub fn _produce_request(topic_data: ProduceTopics, acks: i16, timeout_ms: i32, transactional_id: Option<String>) -> RawRequest {
+pub fn _produce_request(
+    topic_data: ProduceTopics,
+    acks: i16,
+    timeout_ms: i32,
+    transactional_id: Option<String>,
+) -> RawRequest {
     let topic_data = topic_data
         .into_iter()
         .map(|(t, ps)| {
-            TopicProduceData::default().with_name(topic(&t)).with_partition_data(
-                ps.into_iter()
-                    .map(|(p, rec)| PartitionProduceData::default().with_index(p).with_records(Some(Bytes::from(rec))))
-                    .collect(),
-            )
+            TopicProduceData::default()
+                .with_name(topic(&t))
+                .with_partition_data(
+                    ps.into_iter()
+                        .map(|(p, rec)| {
+                            PartitionProduceData::default()
+                                .with_index(p)
+                                .with_records(Some(Bytes::from(rec)))
+                        })
+                        .collect(),
+                )
         })
         .collect();
     raw(
@@ -224,7 +287,11 @@ struct Obj<'py> {
 
 impl<'py> Obj<'py> {
     fn new(py: Python<'py>, name: &'static str) -> Self {
-        Obj { py, name, d: PyDict::new(py) }
+        Obj {
+            py,
+            name,
+            d: PyDict::new(py),
+        }
     }
     fn f<T: IntoPyObject<'py>>(self, k: &str, v: T) -> PyResult<Self> {
         self.d.set_item(k, v)?;
@@ -240,7 +307,11 @@ fn opt_str(v: &Option<StrBytes>) -> Option<String> {
     v.as_ref().map(|x| x.as_str().to_owned())
 }
 
-fn list<'py, T>(py: Python<'py>, items: &[T], f: impl Fn(&T) -> PyResult<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyList>> {
+fn list<'py, T>(
+    py: Python<'py>,
+    items: &[T],
+    f: impl Fn(&T) -> PyResult<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for i in items {
         out.append(f(i)?)?;
@@ -287,9 +358,18 @@ pub fn response_to_py<'py>(py: Python<'py>, r: &ResponseKind) -> PyResult<Bound<
                                     .f("partition_index", p.partition_index)?
                                     .f("leader_id", p.leader_id.0)?
                                     .f("leader_epoch", p.leader_epoch)?
-                                    .f("replica_nodes", p.replica_nodes.iter().map(|b| b.0).collect::<Vec<_>>())?
-                                    .f("isr_nodes", p.isr_nodes.iter().map(|b| b.0).collect::<Vec<_>>())?
-                                    .f("offline_replicas", p.offline_replicas.iter().map(|b| b.0).collect::<Vec<_>>())?
+                                    .f(
+                                        "replica_nodes",
+                                        p.replica_nodes.iter().map(|b| b.0).collect::<Vec<_>>(),
+                                    )?
+                                    .f(
+                                        "isr_nodes",
+                                        p.isr_nodes.iter().map(|b| b.0).collect::<Vec<_>>(),
+                                    )?
+                                    .f(
+                                        "offline_replicas",
+                                        p.offline_replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
+                                    )?
                                     .done()
                             })?,
                         )?
@@ -302,7 +382,11 @@ pub fn response_to_py<'py>(py: Python<'py>, r: &ResponseKind) -> PyResult<Bound<
             .f(
                 "api_keys",
                 list(py, &a.api_keys, |k| {
-                    Obj::new(py, "ApiVersion").f("api_key", k.api_key)?.f("min_version", k.min_version)?.f("max_version", k.max_version)?.done()
+                    Obj::new(py, "ApiVersion")
+                        .f("api_key", k.api_key)?
+                        .f("min_version", k.min_version)?
+                        .f("max_version", k.max_version)?
+                        .done()
                 })?,
             )?
             .f("throttle_time_ms", a.throttle_time_ms)?
@@ -433,6 +517,8 @@ pub fn response_to_py<'py>(py: Python<'py>, r: &ResponseKind) -> PyResult<Bound<
                 })?,
             )?
             .done(),
-        other => Obj::new(py, "Response").f("repr", format!("{other:?}"))?.done(),
+        other => Obj::new(py, "Response")
+            .f("repr", format!("{other:?}"))?
+            .done(),
     }
 }

@@ -53,7 +53,8 @@ pub fn from_cfg(cfg: &Bound<'_, PyDict>) -> PyResult<Security> {
             let p: ferrokafka_net::security::TokenProvider = Arc::new(move || {
                 Python::attach(|py| {
                     let r = f.call0(py).map_err(|e| format!("{e}"))?;
-                    r.extract::<String>(py).map_err(|_| "the token provider must return a str".to_string())
+                    r.extract::<String>(py)
+                        .map_err(|_| "the token provider must return a str".to_string())
                 })
             });
             p

@@ -30,25 +30,48 @@ fn py_str_repr(s: &str) -> String {
 }
 
 fn opt_repr(s: &Option<String>) -> String {
-    s.as_deref().map(py_str_repr).unwrap_or_else(|| "None".into())
+    s.as_deref()
+        .map(py_str_repr)
+        .unwrap_or_else(|| "None".into())
 }
 
 fn list_repr<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
-    format!("[{}]", names.into_iter().map(py_str_repr).collect::<Vec<_>>().join(", "))
+    format!(
+        "[{}]",
+        names
+            .into_iter()
+            .map(py_str_repr)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 fn ints_repr(v: &[i32]) -> String {
     match v.len() {
         0 => "()".into(),
         1 => format!("({},)", v[0]),
-        _ => format!("({})", v.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "({})",
+            v.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
 // ----- TopicPartition ----------------------------------------------------------
 
 /// `TopicPartition(topic, partition)`: hashable, ordered by (topic, partition).
-#[pyclass(name = "TopicPartition", module = "ferrokafka", frozen, eq, ord, hash, from_py_object)]
+#[pyclass(
+    name = "TopicPartition",
+    module = "ferrokafka",
+    frozen,
+    eq,
+    ord,
+    hash,
+    from_py_object
+)]
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PyTopicPartition {
     pub inner: TopicPartition,
@@ -71,7 +94,11 @@ impl PyTopicPartition {
         self.inner.partition
     }
     fn __repr__(&self) -> String {
-        format!("TopicPartition(topic={}, partition={})", py_str_repr(&self.inner.topic), self.inner.partition)
+        format!(
+            "TopicPartition(topic={}, partition={})",
+            py_str_repr(&self.inner.topic),
+            self.inner.partition
+        )
     }
     /// `match tp: case TopicPartition(topic, partition): ...`
     #[classattr]
@@ -90,14 +117,24 @@ pub fn extract_tp(obj: &Bound<'_, PyAny>) -> PyResult<TopicPartition> {
     }
     match obj.extract::<(String, i32)>() {
         Ok((t, p)) => Ok(TopicPartition::new(t, p)),
-        Err(_) => Err(PyTypeError::new_err("expected a TopicPartition or a (topic, partition) tuple")),
+        Err(_) => Err(PyTypeError::new_err(
+            "expected a TopicPartition or a (topic, partition) tuple",
+        )),
     }
 }
 
 // ----- Node ----------------------------------------------------------------------
 
 /// `Node(id, host, port, rack=None)`: a broker. Bootstrap nodes have ids < 0.
-#[pyclass(name = "Node", module = "ferrokafka", frozen, eq, ord, hash, from_py_object)]
+#[pyclass(
+    name = "Node",
+    module = "ferrokafka",
+    frozen,
+    eq,
+    ord,
+    hash,
+    from_py_object
+)]
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PyNode {
     pub inner: Node,
@@ -153,7 +190,12 @@ impl PyNode {
         ("id", "host", "port", "rack")
     }
     fn __getnewargs__(&self) -> (i32, String, u16, Option<String>) {
-        (self.inner.id, self.inner.host.clone(), self.inner.port, self.inner.rack.clone())
+        (
+            self.inner.id,
+            self.inner.host.clone(),
+            self.inner.port,
+            self.inner.rack.clone(),
+        )
     }
 }
 
@@ -161,7 +203,14 @@ impl PyNode {
 
 /// One partition of a metadata answer. `leader_id` -1 = no leader,
 /// `leader_epoch` -1 = unknown.
-#[pyclass(name = "PartitionMetadata", module = "ferrokafka", frozen, eq, hash, from_py_object)]
+#[pyclass(
+    name = "PartitionMetadata",
+    module = "ferrokafka",
+    frozen,
+    eq,
+    hash,
+    from_py_object
+)]
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PyPartitionMetadata {
     pub inner: PartitionMetadata,
@@ -262,7 +311,14 @@ impl PyPartitionMetadata {
 
 // ----- TopicMetadata -------------------------------------------------------------
 
-#[pyclass(name = "TopicMetadata", module = "ferrokafka", frozen, eq, hash, from_py_object)]
+#[pyclass(
+    name = "TopicMetadata",
+    module = "ferrokafka",
+    frozen,
+    eq,
+    hash,
+    from_py_object
+)]
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PyTopicMetadata {
     pub inner: TopicMetadata,
@@ -271,9 +327,9 @@ pub struct PyTopicMetadata {
 fn topic_id_from(py_id: Option<Vec<u8>>) -> PyResult<Option<[u8; 16]>> {
     match py_id {
         None => Ok(None),
-        Some(v) => <[u8; 16]>::try_from(v.as_slice())
-            .map(Some)
-            .map_err(|_| pyo3::exceptions::PyValueError::new_err("invalid value for topic_id: expected 16 bytes")),
+        Some(v) => <[u8; 16]>::try_from(v.as_slice()).map(Some).map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err("invalid value for topic_id: expected 16 bytes")
+        }),
     }
 }
 
@@ -309,7 +365,10 @@ impl PyTopicMetadata {
     }
     #[getter]
     fn partitions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.inner.partitions.iter().map(PyPartitionMetadata::from))
+        PyTuple::new(
+            py,
+            self.inner.partitions.iter().map(PyPartitionMetadata::from),
+        )
     }
     #[getter]
     fn error_code(&self) -> i16 {
@@ -329,7 +388,11 @@ impl PyTopicMetadata {
             py_str_repr(&self.inner.name),
             self.inner.partitions.len(),
             self.inner.error_code,
-            if self.inner.is_internal { "True" } else { "False" }
+            if self.inner.is_internal {
+                "True"
+            } else {
+                "False"
+            }
         )
     }
 }
@@ -337,7 +400,14 @@ impl PyTopicMetadata {
 // ----- MetadataResponse ----------------------------------------------------------
 
 /// A Metadata answer, wire-version independent. Constructible for tests.
-#[pyclass(name = "MetadataResponse", module = "ferrokafka", frozen, eq, hash, from_py_object)]
+#[pyclass(
+    name = "MetadataResponse",
+    module = "ferrokafka",
+    frozen,
+    eq,
+    hash,
+    from_py_object
+)]
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PyMetadataResponse {
     pub inner: MetadataResponse,
@@ -350,7 +420,12 @@ impl PyMetadataResponse {
         signature = (brokers, topics, cluster_id=None, controller_id=-1),
         text_signature = "(brokers, topics, cluster_id=None, controller_id=-1)"
     )]
-    fn new(brokers: Vec<PyNode>, topics: Vec<PyTopicMetadata>, cluster_id: Option<String>, controller_id: i32) -> Self {
+    fn new(
+        brokers: Vec<PyNode>,
+        topics: Vec<PyTopicMetadata>,
+        cluster_id: Option<String>,
+        controller_id: i32,
+    ) -> Self {
         PyMetadataResponse {
             inner: MetadataResponse {
                 brokers: brokers.into_iter().map(|b| b.inner).collect(),
@@ -366,7 +441,13 @@ impl PyMetadataResponse {
     }
     #[getter]
     fn topics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.inner.topics.iter().map(|t| PyTopicMetadata { inner: t.clone() }))
+        PyTuple::new(
+            py,
+            self.inner
+                .topics
+                .iter()
+                .map(|t| PyTopicMetadata { inner: t.clone() }),
+        )
     }
     #[getter]
     fn cluster_id(&self) -> Option<&str> {
@@ -419,7 +500,12 @@ impl PyCluster {
         Ok(nodes.get(&id).map(|n| n.clone_ref(py)))
     }
 
-    fn leader_node(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<Option<Py<PyNode>>> {
+    fn leader_node(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+    ) -> PyResult<Option<Py<PyNode>>> {
         match self.inner.leader_for(topic, partition) {
             Some(n) => self.py_node(py, n.id),
             None => Ok(None),
@@ -427,7 +513,10 @@ impl PyCluster {
     }
 }
 
-fn frozenset_of<'py, 'a>(py: Python<'py>, it: impl IntoIterator<Item = &'a String>) -> PyResult<Bound<'py, PyFrozenSet>> {
+fn frozenset_of<'py, 'a>(
+    py: Python<'py>,
+    it: impl IntoIterator<Item = &'a String>,
+) -> PyResult<Bound<'py, PyFrozenSet>> {
     PyFrozenSet::new(py, it.into_iter().map(String::as_str))
 }
 
@@ -438,7 +527,10 @@ impl PyCluster {
         self.inner
             .nodes()
             .iter()
-            .map(|n| self.py_node(py, n.id).map(|o| o.expect("node of this snapshot")))
+            .map(|n| {
+                self.py_node(py, n.id)
+                    .map(|o| o.expect("node of this snapshot"))
+            })
             .collect()
     }
     fn node_by_id(&self, py: Python<'_>, id: i32) -> PyResult<Option<Py<PyNode>>> {
@@ -449,7 +541,11 @@ impl PyCluster {
         PyFrozenSet::new(py, self.inner.topics())
     }
     fn partitions_for_topic(&self, topic: &str) -> Vec<PyPartitionMetadata> {
-        self.inner.partitions_for_topic(topic).iter().map(PyPartitionMetadata::from).collect()
+        self.inner
+            .partitions_for_topic(topic)
+            .iter()
+            .map(PyPartitionMetadata::from)
+            .collect()
     }
     fn available_partitions_for_topic(&self, topic: &str) -> Vec<PyPartitionMetadata> {
         self.inner
@@ -465,7 +561,10 @@ impl PyCluster {
     /// a (topic, partition) tuple.
     fn partition(&self, tp: &Bound<'_, PyAny>) -> PyResult<Option<PyPartitionMetadata>> {
         let tp = extract_tp(tp)?;
-        Ok(self.inner.partition(&tp.topic, tp.partition).map(PyPartitionMetadata::from))
+        Ok(self
+            .inner
+            .partition(&tp.topic, tp.partition)
+            .map(PyPartitionMetadata::from))
     }
     /// The leader Node, None when unknown.
     fn leader_for(&self, tp: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyNode>>> {
@@ -520,10 +619,17 @@ impl PyCluster {
         topics.sort();
         format!(
             "Cluster(cluster_id={}, nodes={:?}, topics={}{})",
-            self.inner.cluster_id().map(py_str_repr).unwrap_or_else(|| "None".into()),
+            self.inner
+                .cluster_id()
+                .map(py_str_repr)
+                .unwrap_or_else(|| "None".into()),
             self.inner.nodes().iter().map(|n| n.id).collect::<Vec<_>>(),
             list_repr(topics),
-            if self.inner.is_bootstrap_configured() { ", bootstrap" } else { "" }
+            if self.inner.is_bootstrap_configured() {
+                ", bootstrap"
+            } else {
+                ""
+            }
         )
     }
 }

@@ -1,12 +1,16 @@
 //! Admin request builders and answer parsers (CreateTopics, DeleteTopics,
 //! ListGroups), version-aware like the group builders.
 
-use ferrokafka_protocol::kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use ferrokafka_protocol::kafka_protocol::messages::create_topics_request::{
+    CreatableTopic, CreatableTopicConfig,
+};
 use ferrokafka_protocol::kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
 use ferrokafka_protocol::kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use ferrokafka_protocol::kafka_protocol::messages::delete_topics_response::DeleteTopicsResponse;
 use ferrokafka_protocol::kafka_protocol::messages::list_groups_response::ListGroupsResponse;
-use ferrokafka_protocol::kafka_protocol::messages::{CreateTopicsRequest, DeleteTopicsRequest, ListGroupsRequest, TopicName};
+use ferrokafka_protocol::kafka_protocol::messages::{
+    CreateTopicsRequest, DeleteTopicsRequest, ListGroupsRequest, TopicName,
+};
 use ferrokafka_protocol::kafka_protocol::protocol::StrBytes;
 
 pub mod client;
@@ -25,7 +29,11 @@ pub struct NewTopic {
     pub config: Vec<(String, String)>,
 }
 
-pub fn create_topics(topics: &[NewTopic], timeout_ms: i32, validate_only: bool) -> CreateTopicsRequest {
+pub fn create_topics(
+    topics: &[NewTopic],
+    timeout_ms: i32,
+    validate_only: bool,
+) -> CreateTopicsRequest {
     CreateTopicsRequest::default()
         .with_timeout_ms(timeout_ms)
         .with_validate_only(validate_only)
@@ -37,7 +45,16 @@ pub fn create_topics(topics: &[NewTopic], timeout_ms: i32, validate_only: bool) 
                         .with_name(TopicName(s(&t.name)))
                         .with_num_partitions(t.num_partitions)
                         .with_replication_factor(t.replication_factor)
-                        .with_configs(t.config.iter().map(|(k, v)| CreatableTopicConfig::default().with_name(s(k)).with_value(Some(s(v)))).collect())
+                        .with_configs(
+                            t.config
+                                .iter()
+                                .map(|(k, v)| {
+                                    CreatableTopicConfig::default()
+                                        .with_name(s(k))
+                                        .with_value(Some(s(v)))
+                                })
+                                .collect(),
+                        )
                 })
                 .collect(),
         )
@@ -47,14 +64,25 @@ pub fn create_topics(topics: &[NewTopic], timeout_ms: i32, validate_only: bool) 
 pub fn parse_create_topics(resp: &CreateTopicsResponse) -> Vec<(String, i16, Option<String>)> {
     resp.topics
         .iter()
-        .map(|t| (t.name.0.to_string(), t.error_code, t.error_message.as_ref().map(|m| m.to_string())))
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.error_code,
+                t.error_message.as_ref().map(|m| m.to_string()),
+            )
+        })
         .collect()
 }
 
 pub fn delete_topics(names: &[String], timeout_ms: i32, version: i16) -> DeleteTopicsRequest {
     let r = DeleteTopicsRequest::default().with_timeout_ms(timeout_ms);
     if version >= 6 {
-        r.with_topics(names.iter().map(|n| DeleteTopicState::default().with_name(Some(TopicName(s(n))))).collect())
+        r.with_topics(
+            names
+                .iter()
+                .map(|n| DeleteTopicState::default().with_name(Some(TopicName(s(n)))))
+                .collect(),
+        )
     } else {
         r.with_topic_names(names.iter().map(|n| TopicName(s(n))).collect())
     }
@@ -83,7 +111,13 @@ pub fn parse_list_groups(resp: &ListGroupsResponse) -> (i16, Vec<(String, String
         resp.error_code,
         resp.groups
             .iter()
-            .map(|g| (g.group_id.0.to_string(), g.protocol_type.to_string(), g.group_state.to_string()))
+            .map(|g| {
+                (
+                    g.group_id.0.to_string(),
+                    g.protocol_type.to_string(),
+                    g.group_state.to_string(),
+                )
+            })
             .collect(),
     )
 }
@@ -96,12 +130,21 @@ mod tests {
 
     #[test]
     fn encode_every_version() {
-        let t = NewTopic { name: "t".into(), num_partitions: 3, replication_factor: 1, config: vec![("retention.ms".into(), "1000".into())] };
+        let t = NewTopic {
+            name: "t".into(),
+            num_partitions: 3,
+            replication_factor: 1,
+            config: vec![("retention.ms".into(), "1000".into())],
+        };
         for v in 2..=7 {
-            create_topics(std::slice::from_ref(&t), 1000, false).encode(&mut BytesMut::new(), v).unwrap();
+            create_topics(std::slice::from_ref(&t), 1000, false)
+                .encode(&mut BytesMut::new(), v)
+                .unwrap();
         }
         for v in 1..=6 {
-            delete_topics(&["t".into()], 1000, v).encode(&mut BytesMut::new(), v).unwrap();
+            delete_topics(&["t".into()], 1000, v)
+                .encode(&mut BytesMut::new(), v)
+                .unwrap();
         }
         for v in 0..=5 {
             list_groups().encode(&mut BytesMut::new(), v).unwrap();

@@ -15,7 +15,11 @@ enum Op {
 /// Records operations; every write is `Queued` (so tests drive `SendDone`),
 /// numbered per connection.
 #[derive(Clone, Default)]
-struct Fake(Arc<Mutex<Vec<Op>>>, Arc<Mutex<std::collections::HashMap<u64, u64>>>, Arc<std::sync::atomic::AtomicBool>);
+struct Fake(
+    Arc<Mutex<Vec<Op>>>,
+    Arc<Mutex<std::collections::HashMap<u64, u64>>>,
+    Arc<std::sync::atomic::AtomicBool>,
+);
 
 impl Transport for Fake {
     fn connect(&mut self, node: &Node, conn: u64) {
@@ -42,7 +46,11 @@ impl Fake {
     /// "Everything written so far on `conn` is out."
     fn sent(&self, node: i32, conn: u64) -> Event {
         let written = self.1.lock().unwrap().get(&conn).copied().unwrap_or(0);
-        Event::SendDone { node, conn, written }
+        Event::SendDone {
+            node,
+            conn,
+            written,
+        }
     }
     fn take(&self) -> Vec<Op> {
         std::mem::take(&mut *self.0.lock().unwrap())
@@ -91,11 +99,19 @@ struct H {
 
 fn harness(n: i32, cfg: ClientConfig) -> H {
     let t = Fake::default();
-    let up = TestUpdater { nodes: nodes(n), ..Default::default() };
+    let up = TestUpdater {
+        nodes: nodes(n),
+        ..Default::default()
+    };
     let (d, u) = (up.disconnects.clone(), up.update_requests.clone());
     let mut core = ClientCore::new(cfg, Box::new(up), Box::new(t.clone()), 7).unwrap();
     core.states_mut().set_jitter(0.0);
-    H { core, t, disconnects: d, update_requests: u }
+    H {
+        core,
+        t,
+        disconnects: d,
+        update_requests: u,
+    }
 }
 
 /// ApiVersions v0..v3 answer (response header v0 always). `keys`: (key, min, max).
@@ -139,14 +155,32 @@ const KEYS: &[(i16, i16, i16)] = &[(18, 0, 3), (12, 0, 0), (3, 0, 12)];
 fn bring_up(h: &mut H, id: i32, now: i64) -> u64 {
     assert!(!h.core.ready(&Node::new(id, "h", 9092, None), now));
     let ops = h.t.take();
-    let Some(Op::Connect(_, conn)) = ops.last().cloned() else { panic!("{ops:?}") };
+    let Some(Op::Connect(_, conn)) = ops.last().cloned() else {
+        panic!("{ops:?}")
+    };
     assert_eq!(h.core.connection_state(id), ConnectionState::Connecting);
-    h.core.handle_events(vec![Event::Connected { node: id, conn }], now);
-    assert_eq!(h.core.connection_state(id), ConnectionState::CheckingApiVersions);
+    h.core
+        .handle_events(vec![Event::Connected { node: id, conn }], now);
+    assert_eq!(
+        h.core.connection_state(id),
+        ConnectionState::CheckingApiVersions
+    );
     let ops = h.t.take();
-    let Some(Op::Write(_, _, hdr)) = ops.last().cloned() else { panic!("{ops:?}") };
+    let Some(Op::Write(_, _, hdr)) = ops.last().cloned() else {
+        panic!("{ops:?}")
+    };
     assert_eq!((hdr.api_key, hdr.api_version), (18, 3));
-    h.core.handle_events(vec![h.t.sent(id, conn), Event::Frame { node: id, conn, frame: api_versions_frame(hdr.correlation_id, 3, 0, KEYS) }], now);
+    h.core.handle_events(
+        vec![
+            h.t.sent(id, conn),
+            Event::Frame {
+                node: id,
+                conn,
+                frame: api_versions_frame(hdr.correlation_id, 3, 0, KEYS),
+            },
+        ],
+        now,
+    );
     assert_eq!(h.core.connection_state(id), ConnectionState::Ready);
     assert!(h.core.ready(&Node::new(id, "h", 9092, None), now));
     conn
@@ -166,10 +200,26 @@ fn connect_negotiate_send_receive() {
     let req = h.core.new_client_request(0, heartbeat(), true, None, 5);
     let cid = req.correlation_id;
     h.core.send(req, 5).unwrap();
-    let Op::Write(_, _, hdr) = h.t.take().pop().unwrap() else { panic!() };
-    assert_eq!((hdr.api_key, hdr.api_version, hdr.correlation_id), (12, 0, cid), "highest common version");
+    let Op::Write(_, _, hdr) = h.t.take().pop().unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (hdr.api_key, hdr.api_version, hdr.correlation_id),
+        (12, 0, cid),
+        "highest common version"
+    );
     assert_eq!(h.core.in_flight_count(Some(0)), 1);
-    let rs = h.core.handle_events(vec![h.t.sent(0, conn), Event::Frame { node: 0, conn, frame: heartbeat_frame(cid) }], 12);
+    let rs = h.core.handle_events(
+        vec![
+            h.t.sent(0, conn),
+            Event::Frame {
+                node: 0,
+                conn,
+                frame: heartbeat_frame(cid),
+            },
+        ],
+        12,
+    );
     assert_eq!(rs.len(), 1);
     assert!(!rs[0].disconnected);
     assert!(matches!(rs[0].body, Some(ResponseKind::Heartbeat(_))));
@@ -179,7 +229,10 @@ fn connect_negotiate_send_receive() {
 
 #[test]
 fn in_flight_cap_and_oldest_first() {
-    let cfg = ClientConfig { max_in_flight_requests_per_connection: 3, ..Default::default() };
+    let cfg = ClientConfig {
+        max_in_flight_requests_per_connection: 3,
+        ..Default::default()
+    };
     let mut h = harness(1, cfg);
     let conn = bring_up(&mut h, 0, 0);
     let mut cids = vec![];
@@ -194,7 +247,14 @@ fn in_flight_cap_and_oldest_first() {
     assert!(!h.core.is_ready(0, 1), "cap reached");
     let r = h.core.new_client_request(0, heartbeat(), true, None, 1);
     assert!(matches!(h.core.send(r, 1), Err(Error::State { .. })));
-    let frames = cids.iter().map(|c| Event::Frame { node: 0, conn, frame: heartbeat_frame(*c) }).collect();
+    let frames = cids
+        .iter()
+        .map(|c| Event::Frame {
+            node: 0,
+            conn,
+            frame: heartbeat_frame(*c),
+        })
+        .collect();
     let rs = h.core.handle_events(frames, 2);
     let got: Vec<i32> = rs.iter().map(|r| r.request_header.correlation_id).collect();
     assert_eq!(got, cids);
@@ -213,16 +273,35 @@ fn wrong_correlation_id_poisons_the_connection() {
         h.core.handle_events(vec![h.t.sent(0, conn)], 1);
     }
     h.t.take();
-    let rs = h.core.handle_events(vec![Event::Frame { node: 0, conn, frame: heartbeat_frame(cids[1]) }], 2);
+    let rs = h.core.handle_events(
+        vec![Event::Frame {
+            node: 0,
+            conn,
+            frame: heartbeat_frame(cids[1]),
+        }],
+        2,
+    );
     assert_eq!(rs.len(), 2);
     assert!(rs.iter().all(|r| r.disconnected));
-    assert!(matches!(rs[0].error, Some(Error::Protocol(ferrokafka_protocol::ProtocolError::CorrelationMismatch { .. }))));
+    assert!(matches!(
+        rs[0].error,
+        Some(Error::Protocol(
+            ferrokafka_protocol::ProtocolError::CorrelationMismatch { .. }
+        ))
+    ));
     assert_eq!(h.core.connection_state(0), ConnectionState::Disconnected);
     assert_eq!(h.t.take(), vec![Op::Close(0, conn)]);
     assert_eq!(*h.update_requests.lock().unwrap(), 1);
     assert_eq!(*h.disconnects.lock().unwrap(), vec![0]);
     // Stale events of the dead connection are ignored.
-    let rs = h.core.handle_events(vec![Event::Frame { node: 0, conn, frame: heartbeat_frame(cids[0]) }], 3);
+    let rs = h.core.handle_events(
+        vec![Event::Frame {
+            node: 0,
+            conn,
+            frame: heartbeat_frame(cids[0]),
+        }],
+        3,
+    );
     assert!(rs.is_empty());
 }
 
@@ -232,7 +311,13 @@ fn unsupported_version_completes_locally_without_io() {
     bring_up(&mut h, 0, 0);
     h.t.take();
     // FindCoordinator (10) is not in the broker's list.
-    let r = h.core.new_client_request(0, RequestKind::FindCoordinator(Default::default()), true, None, 1);
+    let r = h.core.new_client_request(
+        0,
+        RequestKind::FindCoordinator(Default::default()),
+        true,
+        None,
+        1,
+    );
     h.core.send(r, 1).unwrap();
     assert!(h.t.take().is_empty(), "socket untouched");
     assert_eq!(h.core.in_flight_count(None), 0);
@@ -245,13 +330,20 @@ fn unsupported_version_completes_locally_without_io() {
 
 #[test]
 fn request_timeout_closes_the_connection() {
-    let cfg = ClientConfig { request_timeout_ms: 100, ..Default::default() };
+    let cfg = ClientConfig {
+        request_timeout_ms: 100,
+        ..Default::default()
+    };
     let mut h = harness(1, cfg);
     let conn = bring_up(&mut h, 0, 0);
     let r = h.core.new_client_request(0, heartbeat(), true, None, 10);
     h.core.send(r, 10).unwrap();
     h.core.handle_events(vec![h.t.sent(0, conn)], 10);
-    assert_eq!(h.core.maybe_update(10), 100, "sleep at most until the deadline");
+    assert_eq!(
+        h.core.maybe_update(10),
+        100,
+        "sleep at most until the deadline"
+    );
     assert!(h.core.handle_events(vec![], 110).is_empty());
     let rs = h.core.handle_events(vec![], 111);
     assert_eq!(rs.len(), 1);
@@ -276,32 +368,78 @@ fn acks0_completes_on_send() {
 fn api_versions_unsupported_retries_at_broker_version() {
     let mut h = harness(1, ClientConfig::default());
     h.core.ready(&Node::new(0, "h", 1, None), 0);
-    let Op::Connect(_, conn) = h.t.take().pop().unwrap() else { panic!() };
-    h.core.handle_events(vec![Event::Connected { node: 0, conn }], 0);
-    let Op::Write(_, _, hdr) = h.t.take().pop().unwrap() else { panic!() };
+    let Op::Connect(_, conn) = h.t.take().pop().unwrap() else {
+        panic!()
+    };
+    h.core
+        .handle_events(vec![Event::Connected { node: 0, conn }], 0);
+    let Op::Write(_, _, hdr) = h.t.take().pop().unwrap() else {
+        panic!()
+    };
     // v0-format error answer naming ApiVersions 0..=2.
-    h.core.handle_events(vec![h.t.sent(0, conn), Event::Frame { node: 0, conn, frame: api_versions_frame(hdr.correlation_id, 0, 35, &[(18, 0, 2)]) }], 1);
-    assert_eq!(h.core.connection_state(0), ConnectionState::CheckingApiVersions);
+    h.core.handle_events(
+        vec![
+            h.t.sent(0, conn),
+            Event::Frame {
+                node: 0,
+                conn,
+                frame: api_versions_frame(hdr.correlation_id, 0, 35, &[(18, 0, 2)]),
+            },
+        ],
+        1,
+    );
+    assert_eq!(
+        h.core.connection_state(0),
+        ConnectionState::CheckingApiVersions
+    );
     h.core.handle_events(vec![], 1);
-    let Op::Write(_, _, hdr2) = h.t.take().pop().unwrap() else { panic!() };
+    let Op::Write(_, _, hdr2) = h.t.take().pop().unwrap() else {
+        panic!()
+    };
     assert_eq!((hdr2.api_key, hdr2.api_version), (18, 2));
-    h.core.handle_events(vec![h.t.sent(0, conn), Event::Frame { node: 0, conn, frame: api_versions_frame(hdr2.correlation_id, 2, 0, KEYS) }], 2);
+    h.core.handle_events(
+        vec![
+            h.t.sent(0, conn),
+            Event::Frame {
+                node: 0,
+                conn,
+                frame: api_versions_frame(hdr2.correlation_id, 2, 0, KEYS),
+            },
+        ],
+        2,
+    );
     assert_eq!(h.core.connection_state(0), ConnectionState::Ready);
 }
 
 #[test]
 fn connect_failure_backs_off_exponentially_and_resets() {
-    let cfg = ClientConfig { reconnect_backoff_ms: 100, reconnect_backoff_max_ms: 1000, ..Default::default() };
+    let cfg = ClientConfig {
+        reconnect_backoff_ms: 100,
+        reconnect_backoff_max_ms: 1000,
+        ..Default::default()
+    };
     let mut h = harness(1, cfg);
     let n = Node::new(0, "h", 1, None);
     let mut now = 0;
     for expected in [100, 200, 400] {
         h.core.ready(&n, now);
-        let Op::Connect(_, conn) = h.t.take().pop().unwrap() else { panic!() };
-        h.core.handle_events(vec![Event::Disconnected { node: 0, conn, error: Error::Disconnected { node_id: 0 } }], now);
+        let Op::Connect(_, conn) = h.t.take().pop().unwrap() else {
+            panic!()
+        };
+        h.core.handle_events(
+            vec![Event::Disconnected {
+                node: 0,
+                conn,
+                error: Error::Disconnected { node_id: 0 },
+            }],
+            now,
+        );
         assert_eq!(h.core.connection_state(0), ConnectionState::Disconnected);
         assert!(!h.core.ready(&n, now + expected - 1));
-        assert!(!h.t.take().iter().any(|o| matches!(o, Op::Connect(..))), "no attempt inside the backoff");
+        assert!(
+            !h.t.take().iter().any(|o| matches!(o, Op::Connect(..))),
+            "no attempt inside the backoff"
+        );
         now += expected;
     }
     bring_up(&mut h, 0, now);
@@ -335,15 +473,28 @@ fn least_loaded_rules() {
     let mut h = harness(2, ClientConfig::default());
     for id in 0..2 {
         h.core.ready(&Node::new(id, "h", 1, None), 0);
-        let Op::Connect(_, conn) = h.t.take().pop().unwrap() else { panic!() };
+        let Op::Connect(_, conn) = h.t.take().pop().unwrap() else {
+            panic!()
+        };
         // Connecting beats can-connect.
-        h.core.handle_events(vec![Event::Disconnected { node: id, conn, error: Error::Disconnected { node_id: id } }], 0);
+        h.core.handle_events(
+            vec![Event::Disconnected {
+                node: id,
+                conn,
+                error: Error::Disconnected { node_id: id },
+            }],
+            0,
+        );
     }
     assert!(h.core.least_loaded_node(10).is_none());
     assert!(h.core.least_loaded_node(50).is_some(), "backoff elapsed");
     h.core.ready(&Node::new(0, "h", 1, None), 50);
     for _ in 0..20 {
-        assert_eq!(h.core.least_loaded_node(50).unwrap().id, 0, "connecting beats backoff-elapsed");
+        assert_eq!(
+            h.core.least_loaded_node(50).unwrap().id,
+            0,
+            "connecting beats backoff-elapsed"
+        );
     }
 }
 
@@ -351,19 +502,31 @@ fn least_loaded_rules() {
 fn correlation_ids_wrap() {
     let mut h = harness(1, ClientConfig::default());
     h.core.next_correlation_id = i32::MAX;
-    let a = h.core.new_client_request(0, heartbeat(), true, None, 0).correlation_id;
-    let b = h.core.new_client_request(0, heartbeat(), true, None, 0).correlation_id;
+    let a = h
+        .core
+        .new_client_request(0, heartbeat(), true, None, 0)
+        .correlation_id;
+    let b = h
+        .core
+        .new_client_request(0, heartbeat(), true, None, 0)
+        .correlation_id;
     assert_eq!((a, b), (i32::MAX, i32::MIN));
 }
 
 #[test]
 fn buffered_sends_count_as_sent_at_once() {
-    let cfg = ClientConfig { max_in_flight_requests_per_connection: 3, ..Default::default() };
+    let cfg = ClientConfig {
+        max_in_flight_requests_per_connection: 3,
+        ..Default::default()
+    };
     let mut h = harness(1, cfg);
     let conn = bring_up(&mut h, 0, 0);
     h.t.2.store(true, std::sync::atomic::Ordering::SeqCst);
     for _ in 0..3 {
-        assert!(h.core.is_ready(0, 1), "no SendDone round trip needed between buffered sends");
+        assert!(
+            h.core.is_ready(0, 1),
+            "no SendDone round trip needed between buffered sends"
+        );
         let r = h.core.new_client_request(0, heartbeat(), true, None, 1);
         h.core.send(r, 1).unwrap();
     }

@@ -44,8 +44,14 @@ fn member_order(a: &MemberSubscription, b: &MemberSubscription) -> std::cmp::Ord
 }
 
 /// Range (Java `RangeAssignor`, without rack awareness).
-pub fn range(members: &[MemberSubscription], partitions_per_topic: &HashMap<String, i32>) -> Assignment {
-    let mut out: Assignment = members.iter().map(|m| (m.member_id.clone(), Vec::new())).collect();
+pub fn range(
+    members: &[MemberSubscription],
+    partitions_per_topic: &HashMap<String, i32>,
+) -> Assignment {
+    let mut out: Assignment = members
+        .iter()
+        .map(|m| (m.member_id.clone(), Vec::new()))
+        .collect();
     let mut ordered: Vec<&MemberSubscription> = members.iter().collect();
     ordered.sort_by(|a, b| member_order(a, b));
     let mut consumers_per_topic: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -58,7 +64,9 @@ pub fn range(members: &[MemberSubscription], partitions_per_topic: &HashMap<Stri
         }
     }
     for (topic, consumers) in consumers_per_topic {
-        let Some(&n) = partitions_per_topic.get(topic) else { continue };
+        let Some(&n) = partitions_per_topic.get(topic) else {
+            continue;
+        };
         let n = n.max(0) as usize;
         let per = n / consumers.len();
         let extra = n % consumers.len();
@@ -73,21 +81,34 @@ pub fn range(members: &[MemberSubscription], partitions_per_topic: &HashMap<Stri
 }
 
 /// Round robin (Java `RoundRobinAssignor`).
-pub fn round_robin(members: &[MemberSubscription], partitions_per_topic: &HashMap<String, i32>) -> Assignment {
-    let mut out: Assignment = members.iter().map(|m| (m.member_id.clone(), Vec::new())).collect();
+pub fn round_robin(
+    members: &[MemberSubscription],
+    partitions_per_topic: &HashMap<String, i32>,
+) -> Assignment {
+    let mut out: Assignment = members
+        .iter()
+        .map(|m| (m.member_id.clone(), Vec::new()))
+        .collect();
     let mut sorted: Vec<&MemberSubscription> = members.iter().collect();
     sorted.sort_by(|a, b| member_order(a, b));
-    let topics: BTreeSet<&str> = members.iter().flat_map(|m| m.topics.iter().map(String::as_str)).collect();
+    let topics: BTreeSet<&str> = members
+        .iter()
+        .flat_map(|m| m.topics.iter().map(String::as_str))
+        .collect();
     let mut cursor = 0usize;
     for topic in topics {
-        let Some(&n) = partitions_per_topic.get(topic) else { continue };
+        let Some(&n) = partitions_per_topic.get(topic) else {
+            continue;
+        };
         for p in 0..n.max(0) {
             // Next member in the circle that subscribes to this topic.
             for _ in 0..sorted.len() {
                 let m = sorted[cursor % sorted.len()];
                 cursor += 1;
                 if m.topics.iter().any(|t| t == topic) {
-                    out.get_mut(&m.member_id).expect("member listed").push(TopicPartition::new(topic, p));
+                    out.get_mut(&m.member_id)
+                        .expect("member listed")
+                        .push(TopicPartition::new(topic, p));
                     break;
                 }
             }
@@ -99,7 +120,10 @@ pub fn round_robin(members: &[MemberSubscription], partitions_per_topic: &HashMa
 /// Sticky (Java `StickyAssignor` semantics): balanced (partition counts of
 /// members differ by at most one among members with the same subscription),
 /// keeping owned partitions when that keeps balance.
-pub fn sticky(members: &[MemberSubscription], partitions_per_topic: &HashMap<String, i32>) -> Assignment {
+pub fn sticky(
+    members: &[MemberSubscription],
+    partitions_per_topic: &HashMap<String, i32>,
+) -> Assignment {
     // Resolve ownership conflicts: if two members claim a partition, the
     // claim from the highest generation wins (KIP-792), ties to the lower id.
     let mut owner: HashMap<TopicPartition, (i32, &str)> = HashMap::new();
@@ -120,14 +144,20 @@ pub fn sticky(members: &[MemberSubscription], partitions_per_topic: &HashMap<Str
 
     // All partitions that someone subscribes to, in a stable order.
     let mut all: Vec<TopicPartition> = Vec::new();
-    let topics: BTreeSet<&str> = members.iter().flat_map(|m| m.topics.iter().map(String::as_str)).collect();
+    let topics: BTreeSet<&str> = members
+        .iter()
+        .flat_map(|m| m.topics.iter().map(String::as_str))
+        .collect();
     for t in &topics {
         if let Some(&n) = partitions_per_topic.get(*t) {
             all.extend((0..n.max(0)).map(|p| TopicPartition::new(*t, p)));
         }
     }
 
-    let mut out: Assignment = members.iter().map(|m| (m.member_id.clone(), Vec::new())).collect();
+    let mut out: Assignment = members
+        .iter()
+        .map(|m| (m.member_id.clone(), Vec::new()))
+        .collect();
     let total = all.len();
     let count = sorted.len().max(1);
     // Quotas for the common case of identical subscriptions; for mixed
@@ -145,7 +175,15 @@ pub fn sticky(members: &[MemberSubscription], partitions_per_topic: &HashMap<Str
             .owned_partitions
             .iter()
             .filter(|tp| owner.get(*tp).map(|&(_, id)| id) == Some(m.member_id.as_str()))
-            .filter(|tp| subscribed(m, &tp.topic) && partitions_per_topic.get(&*tp.topic).is_some_and(|&n| tp.partition < n))
+            // Owned partitions come from other members' bytes: a negative id
+            // (the fuzz target sent one) must not be kept any more than a
+            // partition past the topic's end.
+            .filter(|tp| {
+                subscribed(m, &tp.topic)
+                    && partitions_per_topic
+                        .get(&*tp.topic)
+                        .is_some_and(|&n| (0..n).contains(&tp.partition))
+            })
             .cloned()
             .collect();
         kept.sort();
@@ -184,14 +222,18 @@ pub fn sticky(members: &[MemberSubscription], partitions_per_topic: &HashMap<Str
         let mut moved = false;
         for from in &sorted {
             let from_len = out[&from.member_id].len();
-            let candidate = out[&from.member_id].iter().enumerate().rev().find_map(|(i, tp)| {
-                sorted
-                    .iter()
-                    .filter(|m| m.member_id != from.member_id && subscribed(m, &tp.topic))
-                    .filter(|m| out[&m.member_id].len() + 1 < from_len)
-                    .min_by_key(|m| (out[&m.member_id].len(), m.member_id.as_str()))
-                    .map(|m| (i, m.member_id.clone()))
-            });
+            let candidate = out[&from.member_id]
+                .iter()
+                .enumerate()
+                .rev()
+                .find_map(|(i, tp)| {
+                    sorted
+                        .iter()
+                        .filter(|m| m.member_id != from.member_id && subscribed(m, &tp.topic))
+                        .filter(|m| out[&m.member_id].len() + 1 < from_len)
+                        .min_by_key(|m| (out[&m.member_id].len(), m.member_id.as_str()))
+                        .map(|m| (i, m.member_id.clone()))
+                });
             if let Some((i, to)) = candidate {
                 let tp = out.get_mut(&from.member_id).expect("member").remove(i);
                 out.get_mut(&to).expect("member").push(tp);
@@ -211,7 +253,10 @@ pub fn sticky(members: &[MemberSubscription], partitions_per_topic: &HashMap<Str
 /// Cooperative sticky (KIP-429): the sticky target, minus every partition
 /// whose owner changes; those are revoked by their owner first and assigned
 /// in the follow-up rebalance.
-pub fn cooperative_sticky(members: &[MemberSubscription], partitions_per_topic: &HashMap<String, i32>) -> Assignment {
+pub fn cooperative_sticky(
+    members: &[MemberSubscription],
+    partitions_per_topic: &HashMap<String, i32>,
+) -> Assignment {
     let mut target = sticky(members, partitions_per_topic);
     let mut owned_by: HashMap<&TopicPartition, &str> = HashMap::new();
     for m in members {
@@ -249,13 +294,39 @@ mod tests {
             member_id: id.into(),
             group_instance_id: None,
             topics: topics.iter().map(|s| s.to_string()).collect(),
-            owned_partitions: owned.iter().map(|(t, p)| TopicPartition::new(*t, *p)).collect(),
+            owned_partitions: owned
+                .iter()
+                .map(|(t, p)| TopicPartition::new(*t, *p))
+                .collect(),
             generation: 1,
         }
     }
 
     fn tps(v: &[(&str, i32)]) -> Vec<TopicPartition> {
         v.iter().map(|(t, p)| TopicPartition::new(*t, *p)).collect()
+    }
+
+    /// Owned partitions are other members' bytes: one claiming a negative
+    /// partition (found by the group_assignment fuzz target) or one past the
+    /// topic's end keeps nothing that does not exist.
+    #[test]
+    fn sticky_drops_owned_partitions_that_do_not_exist() {
+        let members = vec![
+            member("m0", &["a"], &[("a", -5), ("a", 7), ("a", 0)]),
+            member("m1", &["a"], &[]),
+        ];
+        let counts: HashMap<String, i32> = [("a".to_string(), 2)].into();
+        for out in [
+            sticky(&members, &counts),
+            cooperative_sticky(&members, &counts),
+        ] {
+            let all: Vec<&TopicPartition> = out.values().flatten().collect();
+            assert!(
+                all.iter().all(|tp| (0..2).contains(&tp.partition)),
+                "{out:?}"
+            );
+            assert_eq!(out["m0"], tps(&[("a", 0)]));
+        }
     }
 
     fn counts(n: &[(&str, i32)]) -> HashMap<String, i32> {
@@ -265,7 +336,10 @@ mod tests {
     #[test]
     fn range_matches_java_example() {
         // Javadoc example: C0, C1 subscribe t0, t1 with 3 partitions each.
-        let m = [member("C0", &["t0", "t1"], &[]), member("C1", &["t0", "t1"], &[])];
+        let m = [
+            member("C0", &["t0", "t1"], &[]),
+            member("C1", &["t0", "t1"], &[]),
+        ];
         let a = range(&m, &counts(&[("t0", 3), ("t1", 3)]));
         assert_eq!(a["C0"], tps(&[("t0", 0), ("t0", 1), ("t1", 0), ("t1", 1)]));
         assert_eq!(a["C1"], tps(&[("t0", 2), ("t1", 2)]));
@@ -283,7 +357,10 @@ mod tests {
 
     #[test]
     fn round_robin_matches_java_example() {
-        let m = [member("C0", &["t0", "t1"], &[]), member("C1", &["t0", "t1"], &[])];
+        let m = [
+            member("C0", &["t0", "t1"], &[]),
+            member("C1", &["t0", "t1"], &[]),
+        ];
         let a = round_robin(&m, &counts(&[("t0", 3), ("t1", 3)]));
         assert_eq!(a["C0"], tps(&[("t0", 0), ("t0", 2), ("t1", 1)]));
         assert_eq!(a["C1"], tps(&[("t0", 1), ("t1", 0), ("t1", 2)]));
@@ -315,14 +392,21 @@ mod tests {
         assert_eq!(a["a"].len(), 2, "a keeps two");
         assert!(a["b"].is_empty(), "b waits until a revoked: {:?}", a["b"]);
         // Second round: a now owns only its two.
-        let m2 = [member("a", &["t"], &[("t", 0), ("t", 1)]), member("b", &["t"], &[])];
+        let m2 = [
+            member("a", &["t"], &[("t", 0), ("t", 1)]),
+            member("b", &["t"], &[]),
+        ];
         let a2 = cooperative_sticky(&m2, &counts(&[("t", 4)]));
         assert_eq!(a2["b"].len(), 2);
     }
 
     #[test]
     fn sticky_mixed_subscriptions_every_partition_once() {
-        let m = [member("a", &["x", "y"], &[]), member("b", &["y"], &[]), member("c", &["x"], &[])];
+        let m = [
+            member("a", &["x", "y"], &[]),
+            member("b", &["y"], &[]),
+            member("c", &["x"], &[]),
+        ];
         let a = sticky(&m, &counts(&[("x", 5), ("y", 3)]));
         let mut all: Vec<_> = a.values().flatten().cloned().collect();
         all.sort();
@@ -331,7 +415,10 @@ mod tests {
         assert_eq!(before, all.len());
         assert_eq!(all.len(), 8);
         let lens: Vec<usize> = a.values().map(Vec::len).collect();
-        assert!(lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1, "{a:?}");
+        assert!(
+            lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1,
+            "{a:?}"
+        );
     }
 
     #[test]

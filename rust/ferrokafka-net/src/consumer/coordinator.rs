@@ -62,7 +62,9 @@ pub fn join_reaction(code: i16) -> Reaction {
         NONE => Reaction::Ok,
         COORDINATOR_LOAD_IN_PROGRESS | REBALANCE_IN_PROGRESS => Reaction::Retry,
         UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
+            Reaction::CoordinatorUnknown
+        }
         MEMBER_ID_REQUIRED => Reaction::RejoinWithMemberId,
         // FENCED_INSTANCE_ID: another process runs with our group.instance.id.
         // The rest are configuration errors that retrying cannot fix.
@@ -76,7 +78,9 @@ pub fn sync_reaction(code: i16) -> Reaction {
         NONE => Reaction::Ok,
         REBALANCE_IN_PROGRESS => Reaction::Rejoin,
         UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION => Reaction::ResetAndRejoin,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
+            Reaction::CoordinatorUnknown
+        }
         _ => Reaction::Fatal(code),
     }
 }
@@ -87,7 +91,9 @@ pub fn heartbeat_reaction(code: i16) -> Reaction {
         NONE => Reaction::Ok,
         REBALANCE_IN_PROGRESS => Reaction::Rejoin,
         UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION => Reaction::ResetAndRejoin,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
+            Reaction::CoordinatorUnknown
+        }
         COORDINATOR_LOAD_IN_PROGRESS => Reaction::Retry,
         _ => Reaction::Fatal(code),
     }
@@ -99,12 +105,16 @@ pub fn commit_reaction(code: i16) -> Reaction {
     match code {
         NONE => Reaction::Ok,
         COORDINATOR_LOAD_IN_PROGRESS | UNKNOWN_TOPIC_OR_PARTITION => Reaction::Retry,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
+            Reaction::CoordinatorUnknown
+        }
         // The generation moved on: this commit is lost (Java CommitFailedException);
         // the member rejoins and its partitions may belong to someone else now.
         UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION => Reaction::ResetAndRejoin,
         REBALANCE_IN_PROGRESS => Reaction::CommitFailed(code),
-        OFFSET_METADATA_TOO_LARGE | INVALID_COMMIT_OFFSET_SIZE | TOPIC_AUTHORIZATION_FAILED => Reaction::CommitFailed(code),
+        OFFSET_METADATA_TOO_LARGE | INVALID_COMMIT_OFFSET_SIZE | TOPIC_AUTHORIZATION_FAILED => {
+            Reaction::CommitFailed(code)
+        }
         GROUP_AUTHORIZATION_FAILED | FENCED_INSTANCE_ID => Reaction::Fatal(code),
         _ => Reaction::CommitFailed(code),
     }
@@ -117,7 +127,9 @@ pub fn offset_fetch_reaction(code: i16) -> Reaction {
     match code {
         NONE => Reaction::Ok,
         COORDINATOR_LOAD_IN_PROGRESS | UNSTABLE_OFFSET_COMMIT => Reaction::Retry,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
+            Reaction::CoordinatorUnknown
+        }
         _ => Reaction::Fatal(code),
     }
 }
@@ -200,7 +212,13 @@ impl GroupMembership {
             pending: false,
             next_attempt_ms: 0,
             fatal: None,
-            heartbeat: Heartbeat::new(session_timeout_ms, heartbeat_interval_ms, max_poll_interval_ms, retry_backoff_ms, now_ms),
+            heartbeat: Heartbeat::new(
+                session_timeout_ms,
+                heartbeat_interval_ms,
+                max_poll_interval_ms,
+                retry_backoff_ms,
+                now_ms,
+            ),
         }
     }
 
@@ -310,11 +328,17 @@ impl GroupMembership {
             if self.heartbeat.session_timeout_expired(now_ms) {
                 // No heartbeat got through for a whole session: the
                 // coordinator has evicted us or is gone.
-                self.mark_coordinator_unknown("session timed out without a heartbeat answer", now_ms);
+                self.mark_coordinator_unknown(
+                    "session timed out without a heartbeat answer",
+                    now_ms,
+                );
                 return Action::FindCoordinator;
             }
         }
-        if self.rejoin_needed && self.state != MemberState::PreparingRebalance && self.state != MemberState::CompletingRebalance {
+        if self.rejoin_needed
+            && self.state != MemberState::PreparingRebalance
+            && self.state != MemberState::CompletingRebalance
+        {
             self.state = MemberState::PreparingRebalance;
             self.pending = true;
             return Action::Join {
@@ -462,10 +486,26 @@ mod tests {
     fn join_and_sync(m: &mut GroupMembership, now: i64) {
         assert_eq!(m.next_action(now), Action::FindCoordinator);
         m.on_find_coordinator(Ok(coordinator()), now);
-        assert_eq!(m.next_action(now), Action::Join { member_id: String::new() });
-        assert_eq!(m.on_join(codes::MEMBER_ID_REQUIRED, -1, "m-1", "", None, now), Reaction::RejoinWithMemberId);
-        assert_eq!(m.next_action(now), Action::Join { member_id: "m-1".into() });
-        assert_eq!(m.on_join(0, 5, "m-1", "m-1", Some("range"), now), Reaction::Ok);
+        assert_eq!(
+            m.next_action(now),
+            Action::Join {
+                member_id: String::new()
+            }
+        );
+        assert_eq!(
+            m.on_join(codes::MEMBER_ID_REQUIRED, -1, "m-1", "", None, now),
+            Reaction::RejoinWithMemberId
+        );
+        assert_eq!(
+            m.next_action(now),
+            Action::Join {
+                member_id: "m-1".into()
+            }
+        );
+        assert_eq!(
+            m.on_join(0, 5, "m-1", "m-1", Some("range"), now),
+            Reaction::Ok
+        );
         assert!(m.is_leader("m-1"));
         assert_eq!(m.state(), MemberState::CompletingRebalance);
         assert_eq!(m.on_sync(0, now), Reaction::Ok);
@@ -489,8 +529,16 @@ mod tests {
         let mut m = member(0);
         join_and_sync(&mut m, 0);
         m.next_action(3_000);
-        assert_eq!(m.on_heartbeat(Ok(codes::REBALANCE_IN_PROGRESS), 3_001), Reaction::Rejoin);
-        assert_eq!(m.next_action(3_002), Action::Join { member_id: "m-1".into() });
+        assert_eq!(
+            m.on_heartbeat(Ok(codes::REBALANCE_IN_PROGRESS), 3_001),
+            Reaction::Rejoin
+        );
+        assert_eq!(
+            m.next_action(3_002),
+            Action::Join {
+                member_id: "m-1".into()
+            }
+        );
     }
 
     #[test]
@@ -498,9 +546,17 @@ mod tests {
         let mut m = member(0);
         join_and_sync(&mut m, 0);
         m.next_action(3_000);
-        assert_eq!(m.on_heartbeat(Ok(codes::ILLEGAL_GENERATION), 3_001), Reaction::ResetAndRejoin);
+        assert_eq!(
+            m.on_heartbeat(Ok(codes::ILLEGAL_GENERATION), 3_001),
+            Reaction::ResetAndRejoin
+        );
         assert_eq!(m.generation().generation_id, NO_GENERATION);
-        assert_eq!(m.next_action(3_002), Action::Join { member_id: String::new() });
+        assert_eq!(
+            m.next_action(3_002),
+            Action::Join {
+                member_id: String::new()
+            }
+        );
     }
 
     #[test]
@@ -508,7 +564,10 @@ mod tests {
         let mut m = member(0);
         join_and_sync(&mut m, 0);
         m.next_action(3_000);
-        assert_eq!(m.on_heartbeat(Ok(codes::NOT_COORDINATOR), 3_001), Reaction::CoordinatorUnknown);
+        assert_eq!(
+            m.on_heartbeat(Ok(codes::NOT_COORDINATOR), 3_001),
+            Reaction::CoordinatorUnknown
+        );
         assert!(m.coordinator_unknown());
         assert_eq!(m.next_action(3_050), Action::Wait(51));
         assert_eq!(m.next_action(3_101), Action::FindCoordinator);
@@ -528,18 +587,42 @@ mod tests {
 
     #[test]
     fn fencing_is_fatal_and_coordinator_errors_are_retried() {
-        assert_eq!(join_reaction(codes::FENCED_INSTANCE_ID), Reaction::Fatal(codes::FENCED_INSTANCE_ID));
-        assert_eq!(join_reaction(codes::INCONSISTENT_GROUP_PROTOCOL), Reaction::Fatal(23));
-        assert_eq!(join_reaction(codes::COORDINATOR_LOAD_IN_PROGRESS), Reaction::Retry);
-        assert_eq!(sync_reaction(codes::NOT_COORDINATOR), Reaction::CoordinatorUnknown);
-        assert_eq!(commit_reaction(codes::OFFSET_METADATA_TOO_LARGE), Reaction::CommitFailed(12));
-        assert_eq!(commit_reaction(codes::ILLEGAL_GENERATION), Reaction::ResetAndRejoin);
-        assert_eq!(offset_fetch_reaction(codes::UNSTABLE_OFFSET_COMMIT), Reaction::Retry);
+        assert_eq!(
+            join_reaction(codes::FENCED_INSTANCE_ID),
+            Reaction::Fatal(codes::FENCED_INSTANCE_ID)
+        );
+        assert_eq!(
+            join_reaction(codes::INCONSISTENT_GROUP_PROTOCOL),
+            Reaction::Fatal(23)
+        );
+        assert_eq!(
+            join_reaction(codes::COORDINATOR_LOAD_IN_PROGRESS),
+            Reaction::Retry
+        );
+        assert_eq!(
+            sync_reaction(codes::NOT_COORDINATOR),
+            Reaction::CoordinatorUnknown
+        );
+        assert_eq!(
+            commit_reaction(codes::OFFSET_METADATA_TOO_LARGE),
+            Reaction::CommitFailed(12)
+        );
+        assert_eq!(
+            commit_reaction(codes::ILLEGAL_GENERATION),
+            Reaction::ResetAndRejoin
+        );
+        assert_eq!(
+            offset_fetch_reaction(codes::UNSTABLE_OFFSET_COMMIT),
+            Reaction::Retry
+        );
         let mut m = member(0);
         m.next_action(0);
         m.on_find_coordinator(Ok(coordinator()), 0);
         m.next_action(0);
-        assert_eq!(m.on_join(codes::FENCED_INSTANCE_ID, -1, "", "", None, 0), Reaction::Fatal(82));
+        assert_eq!(
+            m.on_join(codes::FENCED_INSTANCE_ID, -1, "", "", None, 0),
+            Reaction::Fatal(82)
+        );
         assert_eq!(m.fatal(), Some(82));
         assert!(matches!(m.next_action(1_000), Action::Wait(_)));
     }

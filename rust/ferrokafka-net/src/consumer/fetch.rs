@@ -11,9 +11,13 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use ferrokafka_protocol::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use ferrokafka_protocol::kafka_protocol::messages::fetch_response::FetchResponse;
-use ferrokafka_protocol::kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use ferrokafka_protocol::kafka_protocol::messages::list_offsets_request::{
+    ListOffsetsPartition, ListOffsetsTopic,
+};
 use ferrokafka_protocol::kafka_protocol::messages::list_offsets_response::ListOffsetsResponse;
-use ferrokafka_protocol::kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, TopicName};
+use ferrokafka_protocol::kafka_protocol::messages::{
+    BrokerId, FetchRequest, ListOffsetsRequest, TopicName,
+};
 use ferrokafka_protocol::kafka_protocol::protocol::StrBytes;
 
 use crate::cluster::TopicPartition;
@@ -50,10 +54,16 @@ fn topic_name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
-pub fn build_fetch_request(limits: FetchLimits, partitions: &[PartitionFetch], rack: &str) -> FetchRequest {
+pub fn build_fetch_request(
+    limits: FetchLimits,
+    partitions: &[PartitionFetch],
+    rack: &str,
+) -> FetchRequest {
     let mut by_topic: BTreeMap<&str, (Option<[u8; 16]>, Vec<FetchPartition>)> = BTreeMap::new();
     for p in partitions {
-        let e = by_topic.entry(&p.tp.topic).or_insert((p.topic_id, Vec::new()));
+        let e = by_topic
+            .entry(&p.tp.topic)
+            .or_insert((p.topic_id, Vec::new()));
         e.1.push(
             FetchPartition::default()
                 .with_partition(p.tp.partition)
@@ -66,7 +76,9 @@ pub fn build_fetch_request(limits: FetchLimits, partitions: &[PartitionFetch], r
     let topics = by_topic
         .into_iter()
         .map(|(t, (id, parts))| {
-            let mut ft = FetchTopic::default().with_topic(topic_name(t)).with_partitions(parts);
+            let mut ft = FetchTopic::default()
+                .with_topic(topic_name(t))
+                .with_partitions(parts);
             if let Some(id) = id {
                 ft.topic_id = uuid::Uuid::from_bytes(id);
             }
@@ -103,7 +115,10 @@ pub struct PartitionFetchResult {
 }
 
 /// Flatten a Fetch answer; v13+ answers name topics by id only.
-pub fn parse_fetch_response(resp: &FetchResponse, topic_names: &dyn Fn(&[u8; 16]) -> Option<String>) -> (i16, Vec<PartitionFetchResult>) {
+pub fn parse_fetch_response(
+    resp: &FetchResponse,
+    topic_names: &dyn Fn(&[u8; 16]) -> Option<String>,
+) -> (i16, Vec<PartitionFetchResult>) {
     let mut out = Vec::new();
     for t in &resp.responses {
         let name = if t.topic.0.is_empty() {
@@ -124,18 +139,27 @@ pub fn parse_fetch_response(resp: &FetchResponse, topic_names: &dyn Fn(&[u8; 16]
                 aborted_transactions: p
                     .aborted_transactions
                     .as_ref()
-                    .map(|v| v.iter().map(|a| (a.producer_id.0, a.first_offset)).collect())
+                    .map(|v| {
+                        v.iter()
+                            .map(|a| (a.producer_id.0, a.first_offset))
+                            .collect()
+                    })
                     .unwrap_or_default(),
                 preferred_read_replica: p.preferred_read_replica.0,
                 records: p.records.clone().unwrap_or_default(),
-                current_leader: (p.current_leader.leader_id.0 >= 0).then_some((p.current_leader.leader_id.0, p.current_leader.leader_epoch)),
+                current_leader: (p.current_leader.leader_id.0 >= 0)
+                    .then_some((p.current_leader.leader_id.0, p.current_leader.leader_epoch)),
             });
         }
     }
     (resp.error_code, out)
 }
 
-pub fn build_list_offsets_request(isolation_level: i8, partitions: &[(TopicPartition, i64, i32)], timeout_ms: i32) -> ListOffsetsRequest {
+pub fn build_list_offsets_request(
+    isolation_level: i8,
+    partitions: &[(TopicPartition, i64, i32)],
+    timeout_ms: i32,
+) -> ListOffsetsRequest {
     let mut by_topic: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
     for (tp, ts, epoch) in partitions {
         by_topic.entry(&tp.topic).or_default().push(
@@ -152,7 +176,11 @@ pub fn build_list_offsets_request(isolation_level: i8, partitions: &[(TopicParti
         .with_topics(
             by_topic
                 .into_iter()
-                .map(|(t, ps)| ListOffsetsTopic::default().with_name(topic_name(t)).with_partitions(ps))
+                .map(|(t, ps)| {
+                    ListOffsetsTopic::default()
+                        .with_name(topic_name(t))
+                        .with_partitions(ps)
+                })
                 .collect(),
         )
 }
@@ -248,17 +276,35 @@ mod tests {
     #[test]
     fn fetch_request_groups_by_topic_and_encodes_every_version() {
         let parts = vec![
-            PartitionFetch { tp: TopicPartition::new("t", 1), topic_id: Some([9; 16]), fetch_offset: 10, current_leader_epoch: 3, partition_max_bytes: 1 << 20 },
-            PartitionFetch { tp: TopicPartition::new("t", 0), topic_id: Some([9; 16]), fetch_offset: 0, current_leader_epoch: -1, partition_max_bytes: 1 << 20 },
+            PartitionFetch {
+                tp: TopicPartition::new("t", 1),
+                topic_id: Some([9; 16]),
+                fetch_offset: 10,
+                current_leader_epoch: 3,
+                partition_max_bytes: 1 << 20,
+            },
+            PartitionFetch {
+                tp: TopicPartition::new("t", 0),
+                topic_id: Some([9; 16]),
+                fetch_offset: 0,
+                current_leader_epoch: -1,
+                partition_max_bytes: 1 << 20,
+            },
         ];
-        let limits = FetchLimits { max_wait_ms: 500, min_bytes: 1, max_bytes: 50 << 20, isolation_level: READ_COMMITTED };
+        let limits = FetchLimits {
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes: 50 << 20,
+            isolation_level: READ_COMMITTED,
+        };
         let req = build_fetch_request(limits, &parts, "");
         assert_eq!(req.topics.len(), 1);
         assert_eq!(req.topics[0].partitions.len(), 2);
         assert_eq!(req.session_epoch, -1);
         for v in 4..=17 {
             let mut b = BytesMut::new();
-            req.encode(&mut b, v).unwrap_or_else(|e| panic!("v{v}: {e}"));
+            req.encode(&mut b, v)
+                .unwrap_or_else(|e| panic!("v{v}: {e}"));
         }
     }
 
@@ -266,22 +312,36 @@ mod tests {
     fn list_offsets_encodes_every_version() {
         let req = build_list_offsets_request(
             READ_UNCOMMITTED,
-            &[(TopicPartition::new("a", 0), EARLIEST_TIMESTAMP, -1), (TopicPartition::new("a", 1), LATEST_TIMESTAMP, -1)],
+            &[
+                (TopicPartition::new("a", 0), EARLIEST_TIMESTAMP, -1),
+                (TopicPartition::new("a", 1), LATEST_TIMESTAMP, -1),
+            ],
             30_000,
         );
         assert_eq!(req.topics[0].partitions.len(), 2);
         for v in 1..=9 {
             let mut b = BytesMut::new();
-            req.encode(&mut b, v).unwrap_or_else(|e| panic!("v{v}: {e}"));
+            req.encode(&mut b, v)
+                .unwrap_or_else(|e| panic!("v{v}: {e}"));
         }
     }
 
     fn data(last: i64, pid: i64, txn: bool) -> BatchInfo {
-        BatchInfo { last_offset: last, producer_id: pid, is_transactional: txn, control_commit: None }
+        BatchInfo {
+            last_offset: last,
+            producer_id: pid,
+            is_transactional: txn,
+            control_commit: None,
+        }
     }
 
     fn marker(last: i64, pid: i64, commit: bool) -> BatchInfo {
-        BatchInfo { last_offset: last, producer_id: pid, is_transactional: true, control_commit: Some(commit) }
+        BatchInfo {
+            last_offset: last,
+            producer_id: pid,
+            is_transactional: true,
+            control_commit: Some(commit),
+        }
     }
 
     #[test]
@@ -293,9 +353,15 @@ mod tests {
         assert!(f.skip(&marker(5, 1, false)));
         assert!(!f.skip(&data(7, 2, true)));
         assert!(f.skip(&marker(8, 2, true)));
-        assert!(!f.skip(&data(10, 1, true)), "after its ABORT marker producer 1 is clean again");
+        assert!(
+            !f.skip(&data(10, 1, true)),
+            "after its ABORT marker producer 1 is clean again"
+        );
         assert!(f.skip(&marker(11, 1, true)));
-        assert!(!f.skip(&data(12, -1, false)), "non-transactional data always passes");
+        assert!(
+            !f.skip(&data(12, -1, false)),
+            "non-transactional data always passes"
+        );
     }
 
     #[test]

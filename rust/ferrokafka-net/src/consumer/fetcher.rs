@@ -48,8 +48,14 @@ pub fn fetch_reaction(code: i16) -> FetchReaction {
     use codes::*;
     match code {
         NONE => FetchReaction::Deliver,
-        NOT_LEADER_OR_FOLLOWER | REPLICA_NOT_AVAILABLE | KAFKA_STORAGE_ERROR | FENCED_LEADER_EPOCH | OFFSET_NOT_AVAILABLE | UNKNOWN_TOPIC_OR_PARTITION
-        | UNKNOWN_TOPIC_ID | INCONSISTENT_TOPIC_ID => FetchReaction::RefreshMetadata,
+        NOT_LEADER_OR_FOLLOWER
+        | REPLICA_NOT_AVAILABLE
+        | KAFKA_STORAGE_ERROR
+        | FENCED_LEADER_EPOCH
+        | OFFSET_NOT_AVAILABLE
+        | UNKNOWN_TOPIC_OR_PARTITION
+        | UNKNOWN_TOPIC_ID
+        | INCONSISTENT_TOPIC_ID => FetchReaction::RefreshMetadata,
         // The leader has not caught up with our epoch yet.
         UNKNOWN_LEADER_EPOCH => FetchReaction::Retry,
         OFFSET_OUT_OF_RANGE => FetchReaction::OffsetOutOfRange,
@@ -82,7 +88,10 @@ pub fn plan_fetches(
         match leader_of(tp) {
             None => no_leader.push(tp.clone()),
             Some(node) if nodes_in_flight.contains(&node) => {}
-            Some(node) => plan.entry(node).or_default().push(PlannedFetch { tp: tp.clone(), position: *pos }),
+            Some(node) => plan.entry(node).or_default().push(PlannedFetch {
+                tp: tp.clone(),
+                position: *pos,
+            }),
         }
     }
     (plan, no_leader)
@@ -93,12 +102,17 @@ mod tests {
     use super::*;
 
     fn pos(o: i64) -> FetchPosition {
-        FetchPosition { offset: o, leader_epoch: -1 }
+        FetchPosition {
+            offset: o,
+            leader_epoch: -1,
+        }
     }
 
     #[test]
     fn plan_groups_by_leader_and_skips_busy_nodes_and_buffered() {
-        let tps: Vec<_> = (0..4).map(|p| (TopicPartition::new("t", p), pos(p as i64))).collect();
+        let tps: Vec<_> = (0..4)
+            .map(|p| (TopicPartition::new("t", p), pos(p as i64)))
+            .collect();
         let leader = |tp: &TopicPartition| match tp.partition {
             0 | 1 => Some(1),
             2 => Some(2),
@@ -117,10 +131,25 @@ mod tests {
     #[test]
     fn error_table() {
         assert_eq!(fetch_reaction(0), FetchReaction::Deliver);
-        assert_eq!(fetch_reaction(codes::NOT_LEADER_OR_FOLLOWER), FetchReaction::RefreshMetadata);
-        assert_eq!(fetch_reaction(codes::FENCED_LEADER_EPOCH), FetchReaction::RefreshMetadata);
-        assert_eq!(fetch_reaction(codes::UNKNOWN_LEADER_EPOCH), FetchReaction::Retry);
-        assert_eq!(fetch_reaction(codes::OFFSET_OUT_OF_RANGE), FetchReaction::OffsetOutOfRange);
-        assert_eq!(fetch_reaction(codes::TOPIC_AUTHORIZATION_FAILED), FetchReaction::Raise(29));
+        assert_eq!(
+            fetch_reaction(codes::NOT_LEADER_OR_FOLLOWER),
+            FetchReaction::RefreshMetadata
+        );
+        assert_eq!(
+            fetch_reaction(codes::FENCED_LEADER_EPOCH),
+            FetchReaction::RefreshMetadata
+        );
+        assert_eq!(
+            fetch_reaction(codes::UNKNOWN_LEADER_EPOCH),
+            FetchReaction::Retry
+        );
+        assert_eq!(
+            fetch_reaction(codes::OFFSET_OUT_OF_RANGE),
+            FetchReaction::OffsetOutOfRange
+        );
+        assert_eq!(
+            fetch_reaction(codes::TOPIC_AUTHORIZATION_FAILED),
+            FetchReaction::Raise(29)
+        );
     }
 }

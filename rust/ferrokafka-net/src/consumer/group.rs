@@ -3,7 +3,8 @@
 /// Java's `String.hashCode` over UTF-16 code units (what the broker hashes a
 /// group id with).
 pub fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16().fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32))
+    s.encode_utf16()
+        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32))
 }
 
 /// The `__consumer_offsets` partition that holds a group (SEMANTICS 2.4):

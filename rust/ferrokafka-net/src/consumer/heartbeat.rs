@@ -24,7 +24,13 @@ pub struct Heartbeat {
 }
 
 impl Heartbeat {
-    pub fn new(session_timeout_ms: i64, heartbeat_interval_ms: i64, max_poll_interval_ms: i64, retry_backoff_ms: i64, now_ms: i64) -> Self {
+    pub fn new(
+        session_timeout_ms: i64,
+        heartbeat_interval_ms: i64,
+        max_poll_interval_ms: i64,
+        retry_backoff_ms: i64,
+        now_ms: i64,
+    ) -> Self {
         Heartbeat {
             session_timeout_ms,
             heartbeat_interval_ms,

@@ -48,26 +48,44 @@ pub fn encode_subscription(
     version: i16,
 ) -> Result<Bytes, ProtocolError> {
     let sub = ConsumerProtocolSubscription::default()
-        .with_topics(topics.iter().map(|t| StrBytes::from_string(t.clone())).collect())
+        .with_topics(
+            topics
+                .iter()
+                .map(|t| StrBytes::from_string(t.clone()))
+                .collect(),
+        )
         .with_user_data(user_data)
         .with_owned_partitions(
             group_by_topic(owned)
                 .into_iter()
-                .map(|(t, ps)| OwnedTopic::default().with_topic(name(t)).with_partitions(ps))
+                .map(|(t, ps)| {
+                    OwnedTopic::default()
+                        .with_topic(name(t))
+                        .with_partitions(ps)
+                })
                 .collect(),
         )
         .with_generation_id(generation)
         .with_rack_id(rack.map(|r| StrBytes::from_string(r.to_string())));
     let mut buf = BytesMut::new();
     buf.put_i16(version);
-    sub.encode(&mut buf, version).map_err(|e| invalid("consumer subscription", e))?;
+    sub.encode(&mut buf, version)
+        .map_err(|e| invalid("consumer subscription", e))?;
     Ok(buf.freeze())
 }
 
 /// Decode a member's JoinGroup metadata into what the assignors need.
-pub fn decode_subscription(member_id: &str, group_instance_id: Option<&str>, mut data: Bytes) -> Result<MemberSubscription, ProtocolError> {
+pub fn decode_subscription(
+    member_id: &str,
+    group_instance_id: Option<&str>,
+    mut data: Bytes,
+) -> Result<MemberSubscription, ProtocolError> {
     if data.remaining() < 2 {
-        return Err(ProtocolError::truncated("consumer subscription version", 2, data.remaining()));
+        return Err(ProtocolError::truncated(
+            "consumer subscription version",
+            2,
+            data.remaining(),
+        ));
     }
     let version = data.get_i16();
     if version < 0 {
@@ -76,7 +94,8 @@ pub fn decode_subscription(member_id: &str, group_instance_id: Option<&str>, mut
     // A newer member's subscription parses as our newest version: fields are
     // only ever appended, so the prefix we know is laid out the same.
     let v = version.min(CONSUMER_PROTOCOL_VERSION);
-    let sub = ConsumerProtocolSubscription::decode(&mut data, v).map_err(|e| invalid("consumer subscription", e))?;
+    let sub = ConsumerProtocolSubscription::decode(&mut data, v)
+        .map_err(|e| invalid("consumer subscription", e))?;
     Ok(MemberSubscription {
         member_id: member_id.to_string(),
         group_instance_id: group_instance_id.map(str::to_string),
@@ -84,24 +103,37 @@ pub fn decode_subscription(member_id: &str, group_instance_id: Option<&str>, mut
         owned_partitions: sub
             .owned_partitions
             .iter()
-            .flat_map(|t| t.partitions.iter().map(move |&p| TopicPartition::new(t.topic.0.as_str(), p)))
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |&p| TopicPartition::new(t.topic.0.as_str(), p))
+            })
             .collect(),
         generation: if v >= 2 { sub.generation_id } else { -1 },
     })
 }
 
-pub fn encode_assignment(parts: &[TopicPartition], user_data: Option<Bytes>, version: i16) -> Result<Bytes, ProtocolError> {
+pub fn encode_assignment(
+    parts: &[TopicPartition],
+    user_data: Option<Bytes>,
+    version: i16,
+) -> Result<Bytes, ProtocolError> {
     let a = ConsumerProtocolAssignment::default()
         .with_assigned_partitions(
             group_by_topic(parts)
                 .into_iter()
-                .map(|(t, ps)| AssignedTopic::default().with_topic(name(t)).with_partitions(ps))
+                .map(|(t, ps)| {
+                    AssignedTopic::default()
+                        .with_topic(name(t))
+                        .with_partitions(ps)
+                })
                 .collect(),
         )
         .with_user_data(user_data);
     let mut buf = BytesMut::new();
     buf.put_i16(version);
-    a.encode(&mut buf, version).map_err(|e| invalid("consumer assignment", e))?;
+    a.encode(&mut buf, version)
+        .map_err(|e| invalid("consumer assignment", e))?;
     Ok(buf.freeze())
 }
 
@@ -111,18 +143,26 @@ pub fn decode_assignment(mut data: Bytes) -> Result<Vec<TopicPartition>, Protoco
         return Ok(Vec::new());
     }
     if data.remaining() < 2 {
-        return Err(ProtocolError::truncated("consumer assignment version", 2, data.remaining()));
+        return Err(ProtocolError::truncated(
+            "consumer assignment version",
+            2,
+            data.remaining(),
+        ));
     }
     let version = data.get_i16();
     if version < 0 {
         return Err(invalid("consumer assignment version", version));
     }
     let v = version.min(CONSUMER_PROTOCOL_VERSION);
-    let a = ConsumerProtocolAssignment::decode(&mut data, v).map_err(|e| invalid("consumer assignment", e))?;
-    Ok(a
-        .assigned_partitions
+    let a = ConsumerProtocolAssignment::decode(&mut data, v)
+        .map_err(|e| invalid("consumer assignment", e))?;
+    Ok(a.assigned_partitions
         .iter()
-        .flat_map(|t| t.partitions.iter().map(move |&p| TopicPartition::new(t.topic.0.as_str(), p)))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |&p| TopicPartition::new(t.topic.0.as_str(), p))
+        })
         .collect())
 }
 
@@ -132,9 +172,15 @@ mod tests {
 
     #[test]
     fn subscription_round_trip_every_version() {
-        let owned = vec![TopicPartition::new("a", 0), TopicPartition::new("a", 2), TopicPartition::new("b", 1)];
+        let owned = vec![
+            TopicPartition::new("a", 0),
+            TopicPartition::new("a", 2),
+            TopicPartition::new("b", 1),
+        ];
         for v in 0..=3 {
-            let bytes = encode_subscription(&["a".into(), "b".into()], &owned, 7, Some("r1"), None, v).unwrap();
+            let bytes =
+                encode_subscription(&["a".into(), "b".into()], &owned, 7, Some("r1"), None, v)
+                    .unwrap();
             let m = decode_subscription("m", None, bytes).unwrap();
             assert_eq!(m.topics, vec!["a", "b"]);
             if v >= 1 {
@@ -156,12 +202,16 @@ mod tests {
         ]);
         let m = decode_subscription("m", None, bytes.clone()).unwrap();
         assert_eq!(m.topics, vec!["foo"]);
-        assert_eq!(encode_subscription(&["foo".into()], &[], -1, None, None, 0).unwrap(), bytes);
+        assert_eq!(
+            encode_subscription(&["foo".into()], &[], -1, None, None, 0).unwrap(),
+            bytes
+        );
     }
 
     #[test]
     fn newer_version_from_another_client_decodes() {
-        let mut b = BytesMut::from(&encode_subscription(&["t".into()], &[], 3, None, None, 3).unwrap()[..]);
+        let mut b =
+            BytesMut::from(&encode_subscription(&["t".into()], &[], 3, None, None, 3).unwrap()[..]);
         b[1] = 9; // claims v9: we read it as v3
         let m = decode_subscription("m", None, b.freeze()).unwrap();
         assert_eq!(m.topics, vec!["t"]);

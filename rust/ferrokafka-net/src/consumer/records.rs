@@ -7,7 +7,9 @@
 //! from slices, `poll_arrow` hands the buffers to Arrow. One copy of the
 //! payload in total, and no allocation per record.
 
-use ferrokafka_protocol::record::{Batch, Batches, ControlRecordType, DecodeOptions, TimestampType};
+use ferrokafka_protocol::record::{
+    Batch, Batches, ControlRecordType, DecodeOptions, TimestampType,
+};
 
 use crate::consumer::fetch::{AbortedTransactionFilter, BatchInfo};
 use crate::error::Error;
@@ -22,7 +24,11 @@ pub struct BinaryBuf {
 
 impl BinaryBuf {
     pub fn new() -> Self {
-        BinaryBuf { offsets: vec![0], valid: Vec::new(), data: Vec::new() }
+        BinaryBuf {
+            offsets: vec![0],
+            valid: Vec::new(),
+            data: Vec::new(),
+        }
     }
 
     pub fn push(&mut self, v: Option<&[u8]>) {
@@ -53,8 +59,13 @@ impl BinaryBuf {
     pub fn extend_range(&mut self, other: &BinaryBuf, from: usize, to: usize) {
         let base = other.offsets[from];
         let start = self.data.len() as i32;
-        self.data.extend_from_slice(&other.data[base as usize..other.offsets[to] as usize]);
-        self.offsets.extend(other.offsets[from + 1..=to].iter().map(|o| o - base + start));
+        self.data
+            .extend_from_slice(&other.data[base as usize..other.offsets[to] as usize]);
+        self.offsets.extend(
+            other.offsets[from + 1..=to]
+                .iter()
+                .map(|o| o - base + start),
+        );
         self.valid.extend_from_slice(&other.valid[from..to]);
     }
 }
@@ -97,12 +108,24 @@ impl RecordColumns {
 
     /// Payload bytes held (for the prefetch memory bound).
     pub fn byte_size(&self) -> usize {
-        self.keys.data.len() + self.values.data.len() + self.header_keys.data.len() + self.header_values.data.len() + self.len() * 40
+        self.keys.data.len()
+            + self.values.data.len()
+            + self.header_keys.data.len()
+            + self.header_values.data.len()
+            + self.len() * 40
     }
 
     pub fn headers(&self, i: usize) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
-        let (a, b) = (self.header_offsets[i] as usize, self.header_offsets[i + 1] as usize);
-        (a..b).map(move |h| (self.header_keys.get(h).unwrap_or_default(), self.header_values.get(h)))
+        let (a, b) = (
+            self.header_offsets[i] as usize,
+            self.header_offsets[i + 1] as usize,
+        );
+        (a..b).map(move |h| {
+            (
+                self.header_keys.get(h).unwrap_or_default(),
+                self.header_values.get(h),
+            )
+        })
     }
 
     pub fn header_count(&self, i: usize) -> usize {
@@ -112,17 +135,28 @@ impl RecordColumns {
     /// Append rows `[from, to)` of `other` (poll_arrow gathering chunks).
     pub fn extend_range(&mut self, other: &RecordColumns, from: usize, to: usize) {
         self.offsets.extend_from_slice(&other.offsets[from..to]);
-        self.timestamps.extend_from_slice(&other.timestamps[from..to]);
-        self.timestamp_types.extend_from_slice(&other.timestamp_types[from..to]);
-        self.leader_epochs.extend_from_slice(&other.leader_epochs[from..to]);
+        self.timestamps
+            .extend_from_slice(&other.timestamps[from..to]);
+        self.timestamp_types
+            .extend_from_slice(&other.timestamp_types[from..to]);
+        self.leader_epochs
+            .extend_from_slice(&other.leader_epochs[from..to]);
         self.keys.extend_range(&other.keys, from, to);
         self.values.extend_range(&other.values, from, to);
-        let (hf, ht) = (other.header_offsets[from] as usize, other.header_offsets[to] as usize);
+        let (hf, ht) = (
+            other.header_offsets[from] as usize,
+            other.header_offsets[to] as usize,
+        );
         let base = other.header_offsets[from];
         let start = *self.header_offsets.last().unwrap_or(&0);
-        self.header_offsets.extend(other.header_offsets[from + 1..=to].iter().map(|o| o - base + start));
+        self.header_offsets.extend(
+            other.header_offsets[from + 1..=to]
+                .iter()
+                .map(|o| o - base + start),
+        );
         self.header_keys.extend_range(&other.header_keys, hf, ht);
-        self.header_values.extend_range(&other.header_values, hf, ht);
+        self.header_values
+            .extend_range(&other.header_values, hf, ht);
     }
 
     /// Room for `rows` more records and `bytes` of values.
@@ -143,7 +177,15 @@ impl RecordColumns {
         self.values.data.reserve(bytes);
     }
 
-    fn push(&mut self, offset: i64, ts: i64, tt: i32, epoch: i32, key: Option<&[u8]>, value: Option<&[u8]>) {
+    fn push(
+        &mut self,
+        offset: i64,
+        ts: i64,
+        tt: i32,
+        epoch: i32,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) {
         self.offsets.push(offset);
         self.timestamps.push(ts);
         self.timestamp_types.push(tt);
@@ -184,7 +226,12 @@ pub struct DecodedFetch {
 
 /// Decode a partition's records from `fetch_offset` on. Records before the
 /// fetch offset (a compressed batch is returned whole) are dropped.
-pub fn decode_fetched(blob: &[u8], fetch_offset: i64, opts: DecodeOptions, filter: &mut AbortedTransactionFilter) -> Result<DecodedFetch, Error> {
+pub fn decode_fetched(
+    blob: &[u8],
+    fetch_offset: i64,
+    opts: DecodeOptions,
+    filter: &mut AbortedTransactionFilter,
+) -> Result<DecodedFetch, Error> {
     let mut cols = RecordColumns::new();
     let mut next_offset = fetch_offset;
     let mut last_epoch = -1;
@@ -201,7 +248,10 @@ pub fn decode_fetched(blob: &[u8], fetch_offset: i64, opts: DecodeOptions, filte
                     producer_id: h.producer_id,
                     is_transactional: h.is_transactional(),
                     control_commit: if h.is_control() {
-                        Some(!matches!(batch.control_record(&opts)?.map(|c| c.kind), Some(ControlRecordType::Abort)))
+                        Some(!matches!(
+                            batch.control_record(&opts)?.map(|c| c.kind),
+                            Some(ControlRecordType::Abort)
+                        ))
                     } else {
                         None
                     },
@@ -212,16 +262,28 @@ pub fn decode_fetched(blob: &[u8], fetch_offset: i64, opts: DecodeOptions, filte
                 }
                 if !filter.skip(&info) {
                     let payload = batch.payload(&opts)?;
+                    // `records` checks the count against the payload size
+                    // first: reserving from the header's count alone let a
+                    // hostile batch claiming 2^31 records abort the process
+                    // on allocation (found by the fetched_records fuzz target).
+                    let records = batch.records(&payload)?;
                     // One reservation per batch instead of doubling: the
                     // copies of a growing Vec cost as much as the decode.
                     cols.reserve(h.records_count.max(0) as usize, payload.len());
                     let tt = ts_type_id(h.timestamp_type());
-                    for rec in batch.records(&payload)? {
+                    for rec in records {
                         let rec = rec?;
                         if rec.offset < fetch_offset {
                             continue;
                         }
-                        cols.push(rec.offset, rec.timestamp, tt, h.partition_leader_epoch, rec.key, rec.value);
+                        cols.push(
+                            rec.offset,
+                            rec.timestamp,
+                            tt,
+                            h.partition_leader_epoch,
+                            rec.key,
+                            rec.value,
+                        );
                         for hd in &rec.headers {
                             cols.header_keys.push(Some(hd.key.as_bytes()));
                             cols.header_values.push(hd.value);
@@ -239,7 +301,14 @@ pub fn decode_fetched(blob: &[u8], fetch_offset: i64, opts: DecodeOptions, filte
                         continue;
                     }
                     let tt = ts_type_id(r.timestamp_type);
-                    cols.push(r.offset, r.timestamp, tt, -1, r.key.as_deref(), r.value.as_deref());
+                    cols.push(
+                        r.offset,
+                        r.timestamp,
+                        tt,
+                        -1,
+                        r.key.as_deref(),
+                        r.value.as_deref(),
+                    );
                     cols.end_row();
                     next_offset = next_offset.max(r.offset + 1);
                 }
@@ -247,7 +316,12 @@ pub fn decode_fetched(blob: &[u8], fetch_offset: i64, opts: DecodeOptions, filte
         }
     }
     let record_too_large = !saw_batch && !blob.is_empty();
-    Ok(DecodedFetch { records: cols, next_offset, last_epoch, record_too_large })
+    Ok(DecodedFetch {
+        records: cols,
+        next_offset,
+        last_epoch,
+        record_too_large,
+    })
 }
 
 #[cfg(test)]
@@ -260,8 +334,17 @@ mod tests {
         let mut b = RecordBatchBuilder::new(compression).base_offset(base);
         for i in 0..n {
             let v = format!("v{}", base + i as i64);
-            let hs = [Header { key: "h", value: Some(&b"x"[..]) }];
-            b.append(1000 + i as i64, if i % 2 == 0 { Some(&b"k"[..]) } else { None }, Some(v.as_bytes()), &hs).unwrap();
+            let hs = [Header {
+                key: "h",
+                value: Some(&b"x"[..]),
+            }];
+            b.append(
+                1000 + i as i64,
+                if i % 2 == 0 { Some(&b"k"[..]) } else { None },
+                Some(v.as_bytes()),
+                &hs,
+            )
+            .unwrap();
         }
         b.finish().unwrap().to_vec()
     }
@@ -277,7 +360,10 @@ mod tests {
         assert_eq!(d.records.values.get(0), Some(&b"v1"[..]));
         assert_eq!(d.records.keys.get(0), None);
         assert_eq!(d.records.keys.get(1), Some(&b"k"[..]));
-        assert_eq!(d.records.headers(3).collect::<Vec<_>>(), vec![(&b"h"[..], Some(&b"x"[..]))]);
+        assert_eq!(
+            d.records.headers(3).collect::<Vec<_>>(),
+            vec![(&b"h"[..], Some(&b"x"[..]))]
+        );
         let mut g = RecordColumns::new();
         g.extend_range(&d.records, 1, 3);
         g.extend_range(&d.records, 0, 1);

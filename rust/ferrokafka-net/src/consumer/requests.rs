@@ -9,14 +9,18 @@ use bytes::Bytes;
 use ferrokafka_protocol::kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
 use ferrokafka_protocol::kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use ferrokafka_protocol::kafka_protocol::messages::leave_group_request::MemberIdentity;
-use ferrokafka_protocol::kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use ferrokafka_protocol::kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use ferrokafka_protocol::kafka_protocol::messages::offset_commit_response::OffsetCommitResponse;
-use ferrokafka_protocol::kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics};
+use ferrokafka_protocol::kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
 use ferrokafka_protocol::kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
 use ferrokafka_protocol::kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use ferrokafka_protocol::kafka_protocol::messages::{
-    FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
-    TopicName,
+    FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest, TopicName,
 };
 use ferrokafka_protocol::kafka_protocol::protocol::StrBytes;
 use std::collections::BTreeMap;
@@ -35,7 +39,11 @@ fn opt(v: Option<&str>) -> Option<StrBytes> {
 /// key_type 0 = GROUP, 1 = TRANSACTION (SEMANTICS 2.1).
 pub fn find_coordinator(key: &str, key_type: i8, version: i16) -> FindCoordinatorRequest {
     let r = FindCoordinatorRequest::default();
-    let r = if version >= 1 { r.with_key_type(key_type) } else { r };
+    let r = if version >= 1 {
+        r.with_key_type(key_type)
+    } else {
+        r
+    };
     if version >= 4 {
         r.with_coordinator_keys(vec![s(key)])
     } else {
@@ -45,13 +53,19 @@ pub fn find_coordinator(key: &str, key_type: i8, version: i16) -> FindCoordinato
 
 /// The coordinator for `key`, or the error code.
 pub fn parse_find_coordinator(resp: &FindCoordinatorResponse, key: &str) -> Result<Node, i16> {
-    let (code, id, host, port) = if let Some(c) = resp.coordinators.iter().find(|c| c.key.as_str() == key) {
-        (c.error_code, c.node_id.0, c.host.to_string(), c.port)
-    } else if resp.coordinators.is_empty() {
-        (resp.error_code, resp.node_id.0, resp.host.to_string(), resp.port)
-    } else {
-        return Err(15); // COORDINATOR_NOT_AVAILABLE: answer names other keys
-    };
+    let (code, id, host, port) =
+        if let Some(c) = resp.coordinators.iter().find(|c| c.key.as_str() == key) {
+            (c.error_code, c.node_id.0, c.host.to_string(), c.port)
+        } else if resp.coordinators.is_empty() {
+            (
+                resp.error_code,
+                resp.node_id.0,
+                resp.host.to_string(),
+                resp.port,
+            )
+        } else {
+            return Err(15); // COORDINATOR_NOT_AVAILABLE: answer names other keys
+        };
     if code != 0 {
         return Err(code);
     }
@@ -79,7 +93,11 @@ pub fn join_group(p: &JoinParams<'_>, version: i16) -> JoinGroupRequest {
         .with_protocols(
             p.protocols
                 .iter()
-                .map(|(n, m)| JoinGroupRequestProtocol::default().with_name(s(n)).with_metadata(m.clone()))
+                .map(|(n, m)| {
+                    JoinGroupRequestProtocol::default()
+                        .with_name(s(n))
+                        .with_metadata(m.clone())
+                })
                 .collect(),
         );
     if version >= 1 {
@@ -94,7 +112,13 @@ pub fn join_group(p: &JoinParams<'_>, version: i16) -> JoinGroupRequest {
     r
 }
 
-pub fn sync_group(generation: &Generation, group_id: &str, group_instance_id: Option<&str>, assignments: &BTreeMap<String, Bytes>, version: i16) -> SyncGroupRequest {
+pub fn sync_group(
+    generation: &Generation,
+    group_id: &str,
+    group_instance_id: Option<&str>,
+    assignments: &BTreeMap<String, Bytes>,
+    version: i16,
+) -> SyncGroupRequest {
     let mut r = SyncGroupRequest::default()
         .with_group_id(GroupId(s(group_id)))
         .with_generation_id(generation.generation_id)
@@ -102,7 +126,11 @@ pub fn sync_group(generation: &Generation, group_id: &str, group_instance_id: Op
         .with_assignments(
             assignments
                 .iter()
-                .map(|(m, a)| SyncGroupRequestAssignment::default().with_member_id(s(m)).with_assignment(a.clone()))
+                .map(|(m, a)| {
+                    SyncGroupRequestAssignment::default()
+                        .with_member_id(s(m))
+                        .with_assignment(a.clone())
+                })
                 .collect(),
         );
     if version >= 3 {
@@ -115,7 +143,12 @@ pub fn sync_group(generation: &Generation, group_id: &str, group_instance_id: Op
     r
 }
 
-pub fn heartbeat(generation: &Generation, group_id: &str, group_instance_id: Option<&str>, version: i16) -> HeartbeatRequest {
+pub fn heartbeat(
+    generation: &Generation,
+    group_id: &str,
+    group_instance_id: Option<&str>,
+    version: i16,
+) -> HeartbeatRequest {
     let mut r = HeartbeatRequest::default()
         .with_group_id(GroupId(s(group_id)))
         .with_generation_id(generation.generation_id)
@@ -126,10 +159,18 @@ pub fn heartbeat(generation: &Generation, group_id: &str, group_instance_id: Opt
     r
 }
 
-pub fn leave_group(group_id: &str, member_id: &str, group_instance_id: Option<&str>, reason: &str, version: i16) -> LeaveGroupRequest {
+pub fn leave_group(
+    group_id: &str,
+    member_id: &str,
+    group_instance_id: Option<&str>,
+    reason: &str,
+    version: i16,
+) -> LeaveGroupRequest {
     let r = LeaveGroupRequest::default().with_group_id(GroupId(s(group_id)));
     if version >= 3 {
-        let mut m = MemberIdentity::default().with_member_id(s(member_id)).with_group_instance_id(opt(group_instance_id));
+        let mut m = MemberIdentity::default()
+            .with_member_id(s(member_id))
+            .with_group_instance_id(opt(group_instance_id));
         if version >= 5 {
             m.reason = Some(s(reason));
         }
@@ -194,7 +235,10 @@ pub fn offset_commit(
 }
 
 /// Per-partition commit errors (0 = committed).
-pub fn parse_offset_commit(resp: &OffsetCommitResponse, topic_names: &dyn Fn(&[u8; 16]) -> Option<String>) -> Vec<(TopicPartition, i16)> {
+pub fn parse_offset_commit(
+    resp: &OffsetCommitResponse,
+    topic_names: &dyn Fn(&[u8; 16]) -> Option<String>,
+) -> Vec<(TopicPartition, i16)> {
     let mut out = Vec::new();
     for t in &resp.topics {
         let name = if t.name.0.is_empty() {
@@ -206,14 +250,22 @@ pub fn parse_offset_commit(resp: &OffsetCommitResponse, topic_names: &dyn Fn(&[u
             t.name.0.to_string()
         };
         for p in &t.partitions {
-            out.push((TopicPartition::new(name.as_str(), p.partition_index), p.error_code));
+            out.push((
+                TopicPartition::new(name.as_str(), p.partition_index),
+                p.error_code,
+            ));
         }
     }
     out
 }
 
 /// `partitions` None = all the group's committed offsets.
-pub fn offset_fetch(group_id: &str, partitions: Option<&[TopicPartition]>, require_stable: bool, version: i16) -> OffsetFetchRequest {
+pub fn offset_fetch(
+    group_id: &str,
+    partitions: Option<&[TopicPartition]>,
+    require_stable: bool,
+    version: i16,
+) -> OffsetFetchRequest {
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for tp in partitions.unwrap_or(&[]) {
         by_topic.entry(&tp.topic).or_default().push(tp.partition);
@@ -223,16 +275,26 @@ pub fn offset_fetch(group_id: &str, partitions: Option<&[TopicPartition]>, requi
         let topics = partitions.map(|_| {
             by_topic
                 .iter()
-                .map(|(t, ps)| OffsetFetchRequestTopics::default().with_name(TopicName(s(t))).with_partition_indexes(ps.clone()))
+                .map(|(t, ps)| {
+                    OffsetFetchRequestTopics::default()
+                        .with_name(TopicName(s(t)))
+                        .with_partition_indexes(ps.clone())
+                })
                 .collect()
         });
-        r.groups = vec![OffsetFetchRequestGroup::default().with_group_id(GroupId(s(group_id))).with_topics(topics)];
+        r.groups = vec![OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s(group_id)))
+            .with_topics(topics)];
     } else {
         r.group_id = GroupId(s(group_id));
         r.topics = partitions.map(|_| {
             by_topic
                 .iter()
-                .map(|(t, ps)| OffsetFetchRequestTopic::default().with_name(TopicName(s(t))).with_partition_indexes(ps.clone()))
+                .map(|(t, ps)| {
+                    OffsetFetchRequestTopic::default()
+                        .with_name(TopicName(s(t)))
+                        .with_partition_indexes(ps.clone())
+                })
                 .collect()
         });
     }
@@ -244,8 +306,18 @@ pub fn offset_fetch(group_id: &str, partitions: Option<&[TopicPartition]>, requi
 
 /// (group error, [(tp, offset or -1, leader epoch, metadata, partition error)]).
 /// v8+ answers per group; older ones at the top level.
-pub fn parse_offset_fetch(resp: &OffsetFetchResponse, group_id: &str) -> (i16, Vec<(TopicPartition, OffsetAndMetadata, i16)>) {
-    fn entry(topic: &str, partition: i32, offset: i64, epoch: i32, metadata: &Option<StrBytes>, code: i16) -> (TopicPartition, OffsetAndMetadata, i16) {
+pub fn parse_offset_fetch(
+    resp: &OffsetFetchResponse,
+    group_id: &str,
+) -> (i16, Vec<(TopicPartition, OffsetAndMetadata, i16)>) {
+    fn entry(
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        epoch: i32,
+        metadata: &Option<StrBytes>,
+        code: i16,
+    ) -> (TopicPartition, OffsetAndMetadata, i16) {
         let om = OffsetAndMetadata {
             offset,
             leader_epoch: epoch,
@@ -253,14 +325,25 @@ pub fn parse_offset_fetch(resp: &OffsetFetchResponse, group_id: &str) -> (i16, V
         };
         (TopicPartition::new(topic, partition), om, code)
     }
-    if let Some(g) = resp.groups.iter().find(|g| g.group_id.0.as_str() == group_id) {
+    if let Some(g) = resp
+        .groups
+        .iter()
+        .find(|g| g.group_id.0.as_str() == group_id)
+    {
         let out = g
             .topics
             .iter()
             .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .map(move |p| entry(t.name.0.as_str(), p.partition_index, p.committed_offset, p.committed_leader_epoch, &p.metadata, p.error_code))
+                t.partitions.iter().map(move |p| {
+                    entry(
+                        t.name.0.as_str(),
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        &p.metadata,
+                        p.error_code,
+                    )
+                })
             })
             .collect();
         return (g.error_code, out);
@@ -269,9 +352,16 @@ pub fn parse_offset_fetch(resp: &OffsetFetchResponse, group_id: &str) -> (i16, V
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |p| entry(t.name.0.as_str(), p.partition_index, p.committed_offset, p.committed_leader_epoch, &p.metadata, p.error_code))
+            t.partitions.iter().map(move |p| {
+                entry(
+                    t.name.0.as_str(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    &p.metadata,
+                    p.error_code,
+                )
+            })
         })
         .collect();
     (resp.error_code, out)
@@ -285,14 +375,26 @@ mod tests {
 
     fn enc<T: Encodable>(r: &T, v: i16) {
         let mut b = BytesMut::new();
-        r.encode(&mut b, v).unwrap_or_else(|e| panic!("{} v{v}: {e}", std::any::type_name::<T>()));
+        r.encode(&mut b, v)
+            .unwrap_or_else(|e| panic!("{} v{v}: {e}", std::any::type_name::<T>()));
     }
 
     #[test]
     fn every_version_encodes_with_the_right_shape() {
-        let g = Generation { generation_id: 3, member_id: "m".into(), protocol_name: Some("range".into()) };
+        let g = Generation {
+            generation_id: 3,
+            member_id: "m".into(),
+            protocol_name: Some("range".into()),
+        };
         let mut offsets = BTreeMap::new();
-        offsets.insert(TopicPartition::new("t", 0), OffsetAndMetadata { offset: 5, leader_epoch: 1, metadata: None });
+        offsets.insert(
+            TopicPartition::new("t", 0),
+            OffsetAndMetadata {
+                offset: 5,
+                leader_epoch: 1,
+                metadata: None,
+            },
+        );
         let mut assignments = BTreeMap::new();
         assignments.insert("m".to_string(), Bytes::from_static(b"\x00\x00"));
         let tps = [TopicPartition::new("t", 0)];
@@ -319,7 +421,10 @@ mod tests {
             enc(&heartbeat(&g, "g", Some("i"), v), v);
         }
         for v in 2..=9 {
-            enc(&offset_commit("g", &g, Some("i"), &offsets, &|_| Some([1; 16]), v), v);
+            enc(
+                &offset_commit("g", &g, Some("i"), &offsets, &|_| Some([1; 16]), v),
+                v,
+            );
         }
         for v in 1..=9 {
             enc(&offset_fetch("g", Some(&tps), true, v), v);
@@ -331,14 +436,21 @@ mod tests {
     fn find_coordinator_answer_both_shapes() {
         use ferrokafka_protocol::kafka_protocol::messages::find_coordinator_response::Coordinator;
         use ferrokafka_protocol::kafka_protocol::messages::BrokerId;
-        let old = FindCoordinatorResponse::default().with_node_id(BrokerId(2)).with_host(s("h")).with_port(9092);
-        assert_eq!(parse_find_coordinator(&old, "g").unwrap(), Node::new(2, "h", 9092, None));
-        let new = FindCoordinatorResponse::default().with_coordinators(vec![Coordinator::default()
-            .with_key(s("g"))
-            .with_node_id(BrokerId(3))
-            .with_host(s("x"))
-            .with_port(1)
-            .with_error_code(0)]);
+        let old = FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(2))
+            .with_host(s("h"))
+            .with_port(9092);
+        assert_eq!(
+            parse_find_coordinator(&old, "g").unwrap(),
+            Node::new(2, "h", 9092, None)
+        );
+        let new =
+            FindCoordinatorResponse::default().with_coordinators(vec![Coordinator::default()
+                .with_key(s("g"))
+                .with_node_id(BrokerId(3))
+                .with_host(s("x"))
+                .with_port(1)
+                .with_error_code(0)]);
         assert_eq!(parse_find_coordinator(&new, "g").unwrap().id, 3);
         let err = FindCoordinatorResponse::default().with_error_code(15);
         assert_eq!(parse_find_coordinator(&err, "g"), Err(15));

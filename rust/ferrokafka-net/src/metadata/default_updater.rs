@@ -111,12 +111,18 @@ impl DefaultMetadataUpdater {
     /// Every broker of the current (non-seed) node list has failed since the
     /// last answer, the first of them `unreachable_rebootstrap_ms` ago.
     fn all_unreachable(&self, now_ms: i64) -> bool {
-        let Some(first) = self.first_failure_ms else { return false };
+        let Some(first) = self.first_failure_ms else {
+            return false;
+        };
         if now_ms.saturating_sub(first) < self.cfg.unreachable_rebootstrap_ms {
             return false;
         }
         let cluster = self.metadata.fetch();
-        !cluster.nodes().is_empty() && cluster.nodes().iter().all(|n| self.failed_since_answer.contains(&n.id))
+        !cluster.nodes().is_empty()
+            && cluster
+                .nodes()
+                .iter()
+                .all(|n| self.failed_since_answer.contains(&n.id))
     }
 
     /// Send to `node` if it can take a request; else get a connection going.
@@ -185,7 +191,9 @@ impl MetadataUpdater for DefaultMetadataUpdater {
             // the brokers we learnt of may all be gone; start over from the
             // seed addresses. Pointless while still on the seeds.
             let stuck = now_ms.saturating_sub(started) >= self.cfg.rebootstrap_trigger_ms;
-            if (node.is_none() || stuck || self.all_unreachable(now_ms)) && !self.metadata.fetch().is_bootstrap_configured() {
+            if (node.is_none() || stuck || self.all_unreachable(now_ms))
+                && !self.metadata.fetch().is_bootstrap_configured()
+            {
                 self.rebootstrap(now_ms);
                 node = ctx.least_loaded_node(now_ms);
             }
@@ -239,7 +247,9 @@ impl MetadataUpdater for DefaultMetadataUpdater {
             None => (self.metadata.request_version(), false),
         };
         // Only fails after close, when there is nobody left to tell.
-        let _ = self.metadata.update(request_version, &response, is_partial, now_ms);
+        let _ = self
+            .metadata
+            .update(request_version, &response, is_partial, now_ms);
         self.attempt_start_ms = None;
         self.failed_since_answer.clear();
         self.first_failure_ms = None;

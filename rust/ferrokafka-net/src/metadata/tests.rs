@@ -35,7 +35,10 @@ pub(crate) fn topic_err(name: &str, code: i16) -> TopicMetadata {
 
 pub(crate) fn response(topics: Vec<TopicMetadata>) -> MetadataResponse {
     MetadataResponse {
-        brokers: vec![Node::new(0, "b0", 9092, None), Node::new(1, "b1", 9092, None)],
+        brokers: vec![
+            Node::new(0, "b0", 9092, None),
+            Node::new(1, "b1", 9092, None),
+        ],
         topics,
         cluster_id: Some("c1".into()),
         controller_id: 0,
@@ -97,7 +100,13 @@ fn producer_partial_then_full_requests() {
     let (spec, rv, partial) = md.new_metadata_request(0);
     assert!(!partial);
     assert_eq!(spec.topics, Some(vec!["t1".to_string()]));
-    md.update(rv, &response(vec![topic("t1", vec![pm(0, 0, 1)])]), partial, 10).unwrap();
+    md.update(
+        rv,
+        &response(vec![topic("t1", vec![pm(0, 0, 1)])]),
+        partial,
+        10,
+    )
+    .unwrap();
     assert!(!md.update_requested());
     assert!(md.new_topics().is_empty());
     // New topic: partial request naming only it.
@@ -105,7 +114,13 @@ fn producer_partial_then_full_requests() {
     let (spec, rv, partial) = md.new_metadata_request(20);
     assert!(partial);
     assert_eq!(spec.topics, Some(vec!["t2".to_string()]));
-    md.update(rv, &response(vec![topic("t2", vec![pm(0, 1, 1), pm(1, 0, 1)])]), true, 30).unwrap();
+    md.update(
+        rv,
+        &response(vec![topic("t2", vec![pm(0, 1, 1), pm(1, 0, 1)])]),
+        true,
+        30,
+    )
+    .unwrap();
     let c = md.fetch();
     // Merge kept t1.
     assert_eq!(c.partitions_for_topic("t1").len(), 1);
@@ -118,26 +133,36 @@ fn producer_partial_then_full_requests() {
 #[test]
 fn stale_epoch_keeps_cached_entry() {
     let md = Metadata::new(cfg()).unwrap();
-    md.update(0, &response(vec![topic("t", vec![pm(0, 0, 5)])]), false, 1).unwrap();
-    md.update(0, &response(vec![topic("t", vec![pm(0, 1, 4)])]), false, 2).unwrap();
+    md.update(0, &response(vec![topic("t", vec![pm(0, 0, 5)])]), false, 1)
+        .unwrap();
+    md.update(0, &response(vec![topic("t", vec![pm(0, 1, 4)])]), false, 2)
+        .unwrap();
     let c = md.fetch();
     assert_eq!(c.leader_for("t", 0).unwrap().id, 0);
     assert_eq!(c.leader_epoch_for("t", 0), Some(5));
-    md.update(0, &response(vec![topic("t", vec![pm(0, 1, 6)])]), false, 3).unwrap();
+    md.update(0, &response(vec![topic("t", vec![pm(0, 1, 6)])]), false, 3)
+        .unwrap();
     assert_eq!(md.fetch().leader_for("t", 0).unwrap().id, 1);
     // An epoch seen elsewhere makes an answer with an older one stale too.
     let tp = TopicPartition::new("t", 0);
     assert!(md.update_last_seen_epoch_if_newer(&tp, 8));
     assert!(!md.update_last_seen_epoch_if_newer(&tp, 7));
     assert!(md.need_full_update());
-    md.update(0, &response(vec![topic("t", vec![pm(0, 0, 7)])]), false, 4).unwrap();
+    md.update(0, &response(vec![topic("t", vec![pm(0, 0, 7)])]), false, 4)
+        .unwrap();
     assert_eq!(md.fetch().leader_for("t", 0).unwrap().id, 1);
 }
 
 #[test]
 fn fail_partition_leader_marks_unknown() {
     let md = Metadata::new(cfg()).unwrap();
-    md.update(0, &response(vec![topic("t", vec![pm(0, 0, 5), pm(1, 1, 5)])]), false, 1).unwrap();
+    md.update(
+        0,
+        &response(vec![topic("t", vec![pm(0, 0, 5), pm(1, 1, 5)])]),
+        false,
+        1,
+    )
+    .unwrap();
     let before = md.fetch();
     assert!(!md.update_requested());
     assert!(md.handle_partition_error("t", 0, codes::NOT_LEADER_OR_FOLLOWER));
@@ -167,7 +192,10 @@ fn await_update_across_threads() {
         Err(Error::Timeout { .. })
     ));
     md.close();
-    assert!(matches!(md.await_update(0, None, None), Err(Error::Closed { .. })));
+    assert!(matches!(
+        md.await_update(0, None, None),
+        Err(Error::Closed { .. })
+    ));
 }
 
 #[test]
@@ -178,19 +206,32 @@ fn topic_errors_only_for_that_topic() {
     let v = md.update_version();
     md.update(
         md.request_version(),
-        &response(vec![topic("ok", vec![pm(0, 0, 1)]), topic_err("secret", codes::TOPIC_AUTHORIZATION_FAILED)]),
+        &response(vec![
+            topic("ok", vec![pm(0, 0, 1)]),
+            topic_err("secret", codes::TOPIC_AUTHORIZATION_FAILED),
+        ]),
         false,
         1,
     )
     .unwrap();
     assert!(md.await_update(v, Some("ok"), Some(Duration::ZERO)).is_ok());
-    let e = md.await_update(v, Some("secret"), Some(Duration::ZERO)).unwrap_err();
+    let e = md
+        .await_update(v, Some("secret"), Some(Duration::ZERO))
+        .unwrap_err();
     assert_eq!(e.code(), codes::TOPIC_AUTHORIZATION_FAILED);
-    assert_eq!(md.await_update(v, None, Some(Duration::ZERO)).unwrap_err().code(), 29);
+    assert_eq!(
+        md.await_update(v, None, Some(Duration::ZERO))
+            .unwrap_err()
+            .code(),
+        29
+    );
     assert!(md.error_for_topic("ok").is_none());
     // Fatal: raised once, then cleared.
     md.fatal_error(Error::Authentication { detail: "x".into() });
-    assert!(matches!(md.await_update(v, Some("ok"), None), Err(Error::Authentication { .. })));
+    assert!(matches!(
+        md.await_update(v, Some("ok"), None),
+        Err(Error::Authentication { .. })
+    ));
     assert!(md.await_update(v, Some("ok"), None).is_ok());
 }
 
@@ -205,7 +246,10 @@ fn failure_backoff_grows_with_jitter_and_cap() {
         md.failed_update(1000);
         let b = md.time_to_next_update(1000);
         let nominal = (100i64 << i).min(1000);
-        assert!(b >= nominal * 8 / 10 - 1 && b <= (nominal * 12 / 10).min(1000), "attempt {i}: {b} vs {nominal}");
+        assert!(
+            b >= nominal * 8 / 10 - 1 && b <= (nominal * 12 / 10).min(1000),
+            "attempt {i}: {b} vs {nominal}"
+        );
         if nominal < 1000 && i > 0 {
             assert!(b > prev / 2);
         }
@@ -223,18 +267,29 @@ fn base_subscription_limits_requests_and_cache() {
     let md = Metadata::new(cfg()).unwrap();
     assert_eq!(md.new_metadata_request(0).0.topics, None);
     let rv = md.request_version();
-    md.set_subscription(Some(vec!["b".into(), "a".into()])).unwrap();
+    md.set_subscription(Some(vec!["b".into(), "a".into()]))
+        .unwrap();
     assert_eq!(md.request_version(), rv + 1);
     assert!(md.update_requested());
     let (spec, v, partial) = md.new_metadata_request(0);
     assert_eq!(spec.topics, Some(vec!["a".to_string(), "b".to_string()]));
     assert!(!partial);
-    md.update(v, &response(vec![topic("a", vec![pm(0, 0, 0)]), topic("z", vec![pm(0, 0, 0)])]), false, 1).unwrap();
+    md.update(
+        v,
+        &response(vec![
+            topic("a", vec![pm(0, 0, 0)]),
+            topic("z", vec![pm(0, 0, 0)]),
+        ]),
+        false,
+        1,
+    )
+    .unwrap();
     assert_eq!(md.fetch().topics(), ["a"].into_iter().collect());
     assert!(!md.update_requested());
     // Same subscription again: nothing to do.
     let rv = md.request_version();
-    md.set_subscription(Some(vec!["a".into(), "b".into()])).unwrap();
+    md.set_subscription(Some(vec!["a".into(), "b".into()]))
+        .unwrap();
     assert_eq!(md.request_version(), rv);
     let p = Metadata::new_producer(cfg(), 10).unwrap();
     assert!(matches!(p.set_subscription(None), Err(Error::State { .. })));
@@ -257,7 +312,12 @@ fn concurrent_adds_updates_and_reads() {
                     continue;
                 }
                 let (spec, rv, partial) = md.new_metadata_request(now);
-                let topics = spec.topics.unwrap_or_default().iter().map(|t| topic(t, vec![pm(0, 0, 1)])).collect();
+                let topics = spec
+                    .topics
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|t| topic(t, vec![pm(0, 0, 1)]))
+                    .collect();
                 md.update(rv, &response(topics), partial, now).unwrap();
                 now += 1;
                 thread::yield_now();
@@ -272,7 +332,8 @@ fn concurrent_adds_updates_and_reads() {
                     let t = format!("t{i}-{j}");
                     md.add(&t, 1_000).unwrap();
                     let v = md.request_update_for_topic(&t);
-                    md.await_update(v, Some(&t), Some(Duration::from_secs(10))).unwrap();
+                    md.await_update(v, Some(&t), Some(Duration::from_secs(10)))
+                        .unwrap();
                     let c = md.fetch();
                     let _ = c.leader_for(&t, 0);
                 }
@@ -290,17 +351,23 @@ fn concurrent_adds_updates_and_reads() {
 #[test]
 fn kip951_leader_hints_apply_only_when_newer() {
     let md = Metadata::new(cfg()).unwrap();
-    md.update(0, &response(vec![topic("t", vec![pm(0, 0, 5), pm(1, 0, 5)])]), false, 1).unwrap();
+    md.update(
+        0,
+        &response(vec![topic("t", vec![pm(0, 0, 5), pm(1, 0, 5)])]),
+        false,
+        1,
+    )
+    .unwrap();
     let v = md.update_version();
     let tp0 = TopicPartition::new("t", 0);
     let tp1 = TopicPartition::new("t", 1);
     let b2 = Node::new(2, "b2", 9092, None);
     let applied = md.update_partition_leadership(
         &[
-            (tp0.clone(), 2, 6),                     // newer, new node given: applied
-            (tp1.clone(), 1, 5),                     // same epoch: stale
-            (TopicPartition::new("t", 9), 1, 9),     // partition not cached
-            (TopicPartition::new("u", 0), 1, 9),     // topic not cached
+            (tp0.clone(), 2, 6),                 // newer, new node given: applied
+            (tp1.clone(), 1, 5),                 // same epoch: stale
+            (TopicPartition::new("t", 9), 1, 9), // partition not cached
+            (TopicPartition::new("u", 0), 1, 9), // topic not cached
         ],
         std::slice::from_ref(&b2),
     );
@@ -313,8 +380,16 @@ fn kip951_leader_hints_apply_only_when_newer() {
     assert_eq!(md.last_seen_leader_epoch(&tp0), Some(6));
     assert_eq!(md.update_version(), v);
     // An unknown leader node is not applied.
-    assert!(md.update_partition_leadership(&[(tp1.clone(), 7, 9)], &[]).is_empty());
+    assert!(md
+        .update_partition_leadership(&[(tp1.clone(), 7, 9)], &[])
+        .is_empty());
     // A later metadata answer with the old epoch is stale for tp0.
-    md.update(0, &response(vec![topic("t", vec![pm(0, 0, 5), pm(1, 0, 5)])]), false, 2).unwrap();
+    md.update(
+        0,
+        &response(vec![topic("t", vec![pm(0, 0, 5), pm(1, 0, 5)])]),
+        false,
+        2,
+    )
+    .unwrap();
     assert_eq!(md.fetch().leader_epoch_for("t", 0), Some(6));
 }

@@ -30,7 +30,10 @@ pub fn build_metadata_request(spec: &MetadataRequestSpec, version: i16) -> Metad
     let topics = spec.topics.as_ref().map(|names| {
         names
             .iter()
-            .map(|n| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(n.clone())))))
+            .map(|n| {
+                MetadataRequestTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_string(n.clone()))))
+            })
             .collect::<Vec<_>>()
     });
     let topics = match (topics, version) {
@@ -60,7 +63,12 @@ pub fn metadata_response_from_wire(r: &WireResponse) -> Result<MetadataResponse>
         .iter()
         .filter_map(|b| {
             let port = u16::try_from(b.port).ok().filter(|p| *p > 0)?;
-            Some(Node::new(b.node_id.0, b.host.to_string(), port, b.rack.as_ref().map(|s| s.to_string())))
+            Some(Node::new(
+                b.node_id.0,
+                b.host.to_string(),
+                port,
+                b.rack.as_ref().map(|s| s.to_string()),
+            ))
         })
         .collect();
     let topics = r
@@ -122,7 +130,8 @@ mod tests {
             for s in [spec(None), spec(Some(vec![])), spec(Some(vec!["a", "b"]))] {
                 let req = build_metadata_request(&s, v);
                 let mut buf = BytesMut::new();
-                req.encode(&mut buf, v).unwrap_or_else(|e| panic!("v{v} {s:?}: {e}"));
+                req.encode(&mut buf, v)
+                    .unwrap_or_else(|e| panic!("v{v} {s:?}: {e}"));
                 sizes.push(buf.len());
                 if v >= 4 {
                     assert!(!req.allow_auto_topic_creation);
@@ -132,7 +141,10 @@ mod tests {
                 }
             }
             // "two topics" is longer than "no topics"/"all topics".
-            assert!(sizes[2] > sizes[1] && sizes[2] > sizes[0], "v{v}: {sizes:?}");
+            assert!(
+                sizes[2] > sizes[1] && sizes[2] > sizes[0],
+                "v{v}: {sizes:?}"
+            );
         }
     }
 

@@ -196,7 +196,10 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
         }
         let reserve = batch_size.max(record_size);
         if reserve > self.free_memory() {
-            return Err(AppendError::NeedMemory { bytes: reserve, handle });
+            return Err(AppendError::NeedMemory {
+                bytes: reserve,
+                handle,
+            });
         }
         let mut builder = new_builder(reserve);
         let Some(bytes) = builder.try_append(record) else {
@@ -257,17 +260,26 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
     /// The base sequence of the partition's next batch (`Some(None)`: a batch
     /// never sent; `None`: nothing queued).
     pub fn front_sequence(&self, tp: &TopicPartition) -> Option<Option<i32>> {
-        self.queues.get(tp).and_then(|q| q.front()).map(|b| b.base_sequence)
+        self.queues
+            .get(tp)
+            .and_then(|q| q.front())
+            .map(|b| b.base_sequence)
     }
 
     /// Partitions with queued batches.
     pub fn partitions(&self) -> impl Iterator<Item = &TopicPartition> {
-        self.queues.iter().filter(|(_, q)| !q.is_empty()).map(|(tp, _)| tp)
+        self.queues
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(tp, _)| tp)
     }
 
     /// After an epoch bump: visit each partition's queued batches in order
     /// (to give them new sequences).
-    pub fn for_each_queue_mut(&mut self, mut f: impl FnMut(&TopicPartition, &mut VecDeque<ProducerBatch<B, T>>)) {
+    pub fn for_each_queue_mut(
+        &mut self,
+        mut f: impl FnMut(&TopicPartition, &mut VecDeque<ProducerBatch<B, T>>),
+    ) {
         for (tp, q) in self.queues.iter_mut() {
             f(tp, q);
         }
@@ -280,7 +292,11 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
 
     /// Which leaders have something to send now (Java `ready`). `leader_of`
     /// gives a partition's leader id, `None` if unknown.
-    pub fn ready(&self, now_ms: i64, leader_of: impl Fn(&TopicPartition) -> Option<i32>) -> ReadyCheck {
+    pub fn ready(
+        &self,
+        now_ms: i64,
+        leader_of: impl Fn(&TopicPartition) -> Option<i32>,
+    ) -> ReadyCheck {
         let mut out = ReadyCheck {
             next_ready_check_delay_ms: i64::MAX,
             ..Default::default()
@@ -338,9 +354,13 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
             if self.muted.contains(tp) {
                 continue;
             }
-            let Some(q) = self.queues.get_mut(tp) else { continue };
+            let Some(q) = self.queues.get_mut(tp) else {
+                continue;
+            };
             let Some(first) = q.front() else { continue };
-            if first.in_retry() && now_ms - first.last_attempt_ms < first.retry_backoff_ms(&self.cfg) {
+            if first.in_retry()
+                && now_ms - first.last_attempt_ms < first.retry_backoff_ms(&self.cfg)
+            {
                 continue;
             }
             let bytes = first.builder.size_bytes();
@@ -355,7 +375,8 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
             size += bytes;
             out.push(batch);
         }
-        self.drain_index.insert(node_id, (start + 1) % partitions.len());
+        self.drain_index
+            .insert(node_id, (start + 1) % partitions.len());
         out
     }
 
@@ -443,7 +464,12 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
     /// Remove the queued batches of one topic (its metadata failed fatally:
     /// unauthorized or invalid), so only that topic's records fail.
     pub fn abort_topic(&mut self, topic: &str) -> Vec<ProducerBatch<B, T>> {
-        let keys: Vec<TopicPartition> = self.queues.keys().filter(|tp| &*tp.topic == topic).cloned().collect();
+        let keys: Vec<TopicPartition> = self
+            .queues
+            .keys()
+            .filter(|tp| &*tp.topic == topic)
+            .cloned()
+            .collect();
         let mut out = Vec::new();
         for k in keys {
             if let Some(mut q) = self.queues.remove(&k) {
@@ -506,8 +532,18 @@ mod tests {
         }
     }
 
-    fn append(acc: &mut RecordAccumulator<FakeBuilder, u32>, tp: &TopicPartition, v: &[u8], h: u32, now: i64) -> Result<Appended, AppendError<u32>> {
-        acc.append(tp, &rec(v), v.len() + 8, h, now, |cap| FakeBuilder { cap, size: 0, n: 0 })
+    fn append(
+        acc: &mut RecordAccumulator<FakeBuilder, u32>,
+        tp: &TopicPartition,
+        v: &[u8],
+        h: u32,
+        now: i64,
+    ) -> Result<Appended, AppendError<u32>> {
+        acc.append(tp, &rec(v), v.len() + 8, h, now, |cap| FakeBuilder {
+            cap,
+            size: 0,
+            n: 0,
+        })
     }
 
     #[test]
@@ -548,11 +584,23 @@ mod tests {
         let mut acc = RecordAccumulator::new(cfg());
         for p in 0..10 {
             let o = append(&mut acc, &TopicPartition::new("t", p), b"v", 0, 0);
-            assert!(matches!(o, Ok(Appended { new_batch: true, .. })));
+            assert!(matches!(
+                o,
+                Ok(Appended {
+                    new_batch: true,
+                    ..
+                })
+            ));
         }
         assert_eq!(acc.free_memory(), 0);
         let o = append(&mut acc, &TopicPartition::new("t", 10), b"v", 0, 0);
-        assert_eq!(o, Err(AppendError::NeedMemory { bytes: 100, handle: 0 }));
+        assert_eq!(
+            o,
+            Err(AppendError::NeedMemory {
+                bytes: 100,
+                handle: 0
+            })
+        );
         let b = acc.drain_node(1, &[TopicPartition::new("t", 0)], 1 << 20, 20);
         acc.deallocate(&b[0]);
         assert_eq!(acc.free_memory(), 100);
@@ -585,7 +633,10 @@ mod tests {
         // The retried batch is first and waits its backoff (100 ms).
         assert!(acc.ready(50, |_| Some(1)).ready_nodes.is_empty());
         assert!(acc.ready(120, |_| Some(1)).ready_nodes.contains(&1));
-        let again = acc.drain_node(1, &[tp.clone()], 1 << 20, 120).pop().unwrap();
+        let again = acc
+            .drain_node(1, &[tp.clone()], 1 << 20, 120)
+            .pop()
+            .unwrap();
         assert_eq!(again.handles, vec![1]);
         assert_eq!(again.retry_backoff_ms(acc.config()), 100);
         let mut again = again;

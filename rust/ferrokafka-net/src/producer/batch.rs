@@ -33,7 +33,10 @@ pub struct ProducerRecordBatch {
 impl ProducerRecordBatch {
     pub fn new(compression: Compression, level: Option<i32>, capacity: usize) -> Self {
         ProducerRecordBatch {
-            builder: Some(RecordBatchBuilder::with_capacity(compression, capacity.min(1 << 20)).compression_level(level)),
+            builder: Some(
+                RecordBatchBuilder::with_capacity(compression, capacity.min(1 << 20))
+                    .compression_level(level),
+            ),
             finished: None,
             finished_fields: ProducerFields::NONE,
             capacity,
@@ -51,7 +54,10 @@ pub fn record_size_upper_bound(r: &RecordRef<'_>) -> usize {
     // header count: at most 5 + 1 + 10 + 5 + 5 + 5 + 5 bytes of varints.
     36 + r.key.map_or(0, |k| k.len())
         + r.value.map_or(0, |v| v.len())
-        + r.headers.iter().map(|(k, v)| 10 + k.len() + v.map_or(0, |v| v.len())).sum::<usize>()
+        + r.headers
+            .iter()
+            .map(|(k, v)| 10 + k.len() + v.map_or(0, |v| v.len()))
+            .sum::<usize>()
 }
 
 impl BatchBuilder for ProducerRecordBatch {
@@ -62,8 +68,14 @@ impl BatchBuilder for ProducerRecordBatch {
             return None;
         }
         let before = builder.size_in_bytes();
-        let headers: Vec<Header<'_>> = r.headers.iter().map(|(k, v)| Header { key: k, value: *v }).collect();
-        builder.append(r.timestamp_ms, r.key, r.value, &headers).ok()?;
+        let headers: Vec<Header<'_>> = r
+            .headers
+            .iter()
+            .map(|(k, v)| Header { key: k, value: *v })
+            .collect();
+        builder
+            .append(r.timestamp_ms, r.key, r.value, &headers)
+            .ok()?;
         self.count += 1;
         self.size = builder.size_in_bytes();
         Some(self.size - before)
@@ -89,13 +101,18 @@ impl EncodableBatch for ProducerRecordBatch {
             self.finished = Some(b.finish()?);
             self.finished_fields = p;
         }
-        let buf = self.finished.as_mut().ok_or_else(|| Error::State { detail: "batch was never built".into() })?;
+        let buf = self.finished.as_mut().ok_or_else(|| Error::State {
+            detail: "batch was never built".into(),
+        })?;
         if self.finished_fields != p {
             // Retry after an epoch bump: same records, new producer fields;
             // rewrite them and the CRC in place instead of re-encoding.
-            buf[PRODUCER_ID_OFFSET..PRODUCER_ID_OFFSET + 8].copy_from_slice(&p.producer_id.to_be_bytes());
-            buf[PRODUCER_ID_OFFSET + 8..PRODUCER_ID_OFFSET + 10].copy_from_slice(&p.producer_epoch.to_be_bytes());
-            buf[PRODUCER_ID_OFFSET + 10..PRODUCER_ID_OFFSET + 14].copy_from_slice(&p.base_sequence.to_be_bytes());
+            buf[PRODUCER_ID_OFFSET..PRODUCER_ID_OFFSET + 8]
+                .copy_from_slice(&p.producer_id.to_be_bytes());
+            buf[PRODUCER_ID_OFFSET + 8..PRODUCER_ID_OFFSET + 10]
+                .copy_from_slice(&p.producer_epoch.to_be_bytes());
+            buf[PRODUCER_ID_OFFSET + 10..PRODUCER_ID_OFFSET + 14]
+                .copy_from_slice(&p.base_sequence.to_be_bytes());
             let crc = crc32c_of(&buf[CRC_START..]);
             buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
             self.finished_fields = p;
@@ -118,10 +135,15 @@ impl ProducerRecordBatch {
         if self.finished.is_none() {
             self.encode(ProducerFields::NONE)?;
         }
-        let buf = self.finished.as_ref().ok_or_else(|| Error::State { detail: "batch was never built".into() })?;
+        let buf = self.finished.as_ref().ok_or_else(|| Error::State {
+            detail: "batch was never built".into(),
+        })?;
         // Our own bytes: the CRC was just computed, no need to verify it, and
         // the decompressed size is bounded by what we compressed.
-        let opts = DecodeOptions { verify_crc: false, max_decompressed: usize::MAX };
+        let opts = DecodeOptions {
+            verify_crc: false,
+            max_decompressed: usize::MAX,
+        };
         let (batch, _) = RecordBatch::parse(buf, &opts)?;
         let payload = batch.payload(&opts)?;
         // Boundaries from the records' size bounds (one pass), so pieces are
@@ -130,10 +152,18 @@ impl ProducerRecordBatch {
         let mut sizes = Vec::with_capacity(self.count);
         for rec in batch.records(&payload)? {
             let rec = rec?;
-            let hdrs: usize = rec.headers.iter().map(|h| 10 + h.key.len() + h.value.map_or(0, |v| v.len())).sum();
-            sizes.push(36 + rec.key.map_or(0, |k| k.len()) + rec.value.map_or(0, |v| v.len()) + hdrs);
+            let hdrs: usize = rec
+                .headers
+                .iter()
+                .map(|h| 10 + h.key.len() + h.value.map_or(0, |v| v.len()))
+                .sum();
+            sizes.push(
+                36 + rec.key.map_or(0, |k| k.len()) + rec.value.map_or(0, |v| v.len()) + hdrs,
+            );
         }
-        let budget = max_bytes.min(sizes.iter().sum::<usize>().div_ceil(2)).max(1);
+        let budget = max_bytes
+            .min(sizes.iter().sum::<usize>().div_ceil(2))
+            .max(1);
         let (compression, level) = (self.compression, self.level);
         let new_piece = || {
             // Buffer sized for the piece; no capacity check on these appends
@@ -154,9 +184,16 @@ impl ProducerRecordBatch {
             }
             headers.clear();
             headers.extend(rec.headers.iter().map(|h| (h.key, h.value)));
-            let r = RecordRef { timestamp_ms: rec.timestamp, key: rec.key, value: rec.value, headers: &headers };
+            let r = RecordRef {
+                timestamp_ms: rec.timestamp,
+                key: rec.key,
+                value: rec.value,
+                headers: &headers,
+            };
             if cur.try_append(&r).is_none() {
-                return Err(Error::State { detail: "a batch refused a record during a split".into() });
+                return Err(Error::State {
+                    detail: "a batch refused a record during a split".into(),
+                });
             }
             cur_bytes += size;
         }
@@ -164,7 +201,9 @@ impl ProducerRecordBatch {
             out.push(cur);
         }
         if out.iter().map(|b| b.count).sum::<usize>() != self.count {
-            return Err(Error::State { detail: "split lost or added records".into() });
+            return Err(Error::State {
+                detail: "split lost or added records".into(),
+            });
         }
         // The pieces are sealed batches: capacity only matters for appends.
         for p in out.iter_mut() {
@@ -187,11 +226,28 @@ mod tests {
     fn encode_then_repatch_producer_fields_keeps_crc_valid() {
         let mut b = ProducerRecordBatch::new(Compression::Lz4, None, 16_384);
         let hdr = [("h", Some(&b"x"[..]))];
-        let r = RecordRef { timestamp_ms: 1000, key: Some(b"k"), value: Some(b"value"), headers: &hdr };
+        let r = RecordRef {
+            timestamp_ms: 1000,
+            key: Some(b"k"),
+            value: Some(b"value"),
+            headers: &hdr,
+        };
         assert!(b.try_append(&r).is_some());
         assert!(b.try_append(&r).is_some());
-        let first = b.encode(ProducerFields { producer_id: 5, producer_epoch: 0, base_sequence: 0 }).unwrap();
-        let second = b.encode(ProducerFields { producer_id: 5, producer_epoch: 1, base_sequence: 7 }).unwrap();
+        let first = b
+            .encode(ProducerFields {
+                producer_id: 5,
+                producer_epoch: 0,
+                base_sequence: 0,
+            })
+            .unwrap();
+        let second = b
+            .encode(ProducerFields {
+                producer_id: 5,
+                producer_epoch: 1,
+                base_sequence: 7,
+            })
+            .unwrap();
         assert_ne!(first, second);
         let opts = Default::default();
         for bytes in [&first, &second] {
@@ -207,8 +263,16 @@ mod tests {
     fn capacity_closes_the_batch_but_first_record_always_fits() {
         let mut b = ProducerRecordBatch::new(Compression::None, None, 100);
         let big = vec![0u8; 500];
-        let r = RecordRef { timestamp_ms: 0, key: None, value: Some(&big), headers: &[] };
-        assert!(b.try_append(&r).is_some(), "first record goes in whatever its size");
+        let r = RecordRef {
+            timestamp_ms: 0,
+            key: None,
+            value: Some(&big),
+            headers: &[],
+        };
+        assert!(
+            b.try_append(&r).is_some(),
+            "first record goes in whatever its size"
+        );
         assert!(b.try_append(&r).is_none());
     }
 
@@ -220,27 +284,51 @@ mod tests {
             let hdr = [("h", Some(&b"x"[..]))];
             for (i, v) in vals.iter().enumerate() {
                 let key = [i as u8];
-                let r = RecordRef { timestamp_ms: 1000 + i as i64, key: Some(&key), value: Some(v), headers: &hdr };
+                let r = RecordRef {
+                    timestamp_ms: 1000 + i as i64,
+                    key: Some(&key),
+                    value: Some(v),
+                    headers: &hdr,
+                };
                 assert!(b.try_append(&r).is_some());
             }
-            b.encode(ProducerFields { producer_id: 3, producer_epoch: 0, base_sequence: 0 }).unwrap();
+            b.encode(ProducerFields {
+                producer_id: 3,
+                producer_epoch: 0,
+                base_sequence: 0,
+            })
+            .unwrap();
             let mut parts = b.split(1 << 20).unwrap();
             let counts: Vec<usize> = parts.iter().map(|p| p.record_count()).collect();
             assert_eq!(counts, vec![5, 5], "equal records split in halves");
             let mut seen = Vec::new();
             for p in parts.iter_mut() {
                 assert!(p.record_count() >= 1);
-                let bytes = p.encode(ProducerFields { producer_id: 3, producer_epoch: 0, base_sequence: 0 }).unwrap();
+                let bytes = p
+                    .encode(ProducerFields {
+                        producer_id: 3,
+                        producer_epoch: 0,
+                        base_sequence: 0,
+                    })
+                    .unwrap();
                 let opts = Default::default();
                 let (rb, _) = RecordBatch::parse(&bytes, &opts).unwrap();
                 rb.decode_each(&opts, |r| {
                     assert_eq!(r.headers.len(), 1);
-                    seen.push((r.timestamp, r.key.unwrap().to_vec(), r.value.unwrap().to_vec()));
+                    seen.push((
+                        r.timestamp,
+                        r.key.unwrap().to_vec(),
+                        r.value.unwrap().to_vec(),
+                    ));
                     Ok(())
                 })
                 .unwrap();
             }
-            let want: Vec<_> = vals.iter().enumerate().map(|(i, v)| (1000 + i as i64, vec![i as u8], v.clone())).collect();
+            let want: Vec<_> = vals
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (1000 + i as i64, vec![i as u8], v.clone()))
+                .collect();
             assert_eq!(seen, want, "{codec:?}");
         }
     }
@@ -250,7 +338,14 @@ mod tests {
         let mut b = ProducerRecordBatch::new(Compression::None, None, 1 << 20);
         let big = vec![7u8; 1000];
         for v in [&b"a"[..], &big[..], &b"c"[..]] {
-            assert!(b.try_append(&RecordRef { timestamp_ms: 0, key: None, value: Some(v), headers: &[] }).is_some());
+            assert!(b
+                .try_append(&RecordRef {
+                    timestamp_ms: 0,
+                    key: None,
+                    value: Some(v),
+                    headers: &[]
+                })
+                .is_some());
         }
         b.encode(ProducerFields::NONE).unwrap();
         let parts = b.split(1 << 20).unwrap();
@@ -258,10 +353,26 @@ mod tests {
         assert_eq!(counts, vec![1, 1, 1]);
         let mut b = ProducerRecordBatch::new(Compression::None, None, 1 << 20);
         for _ in 0..8 {
-            assert!(b.try_append(&RecordRef { timestamp_ms: 0, key: None, value: Some(&big[..100]), headers: &[] }).is_some());
+            assert!(b
+                .try_append(&RecordRef {
+                    timestamp_ms: 0,
+                    key: None,
+                    value: Some(&big[..100]),
+                    headers: &[]
+                })
+                .is_some());
         }
         b.encode(ProducerFields::NONE).unwrap();
-        let counts: Vec<usize> = b.split(300).unwrap().iter().map(|p| p.record_count()).collect();
-        assert_eq!(counts, vec![2, 2, 2, 2], "max_bytes caps the pieces below half");
+        let counts: Vec<usize> = b
+            .split(300)
+            .unwrap()
+            .iter()
+            .map(|p| p.record_count())
+            .collect();
+        assert_eq!(
+            counts,
+            vec![2, 2, 2, 2],
+            "max_bytes caps the pieces below half"
+        );
     }
 }

@@ -40,7 +40,9 @@ use crate::driver::AsyncClient;
 use crate::error::Error;
 use crate::io::{now_ms, NetworkClient};
 use crate::metadata::Metadata;
-use crate::producer::accumulator::{AccumulatorConfig, AppendError, Appended, RecordAccumulator, RecordRef};
+use crate::producer::accumulator::{
+    AccumulatorConfig, AppendError, Appended, RecordAccumulator, RecordRef,
+};
 use crate::producer::partitioner::{partition_for_key, StickyPartitioner};
 use crate::producer::request::{init_producer_id, parse_produce_response};
 use crate::producer::sender::{Delivery, EncodableBatch, Sender, SenderConfig};
@@ -112,29 +114,48 @@ impl ProducerConfig {
     /// Java's checks: idempotence needs acks=all, retries > 0 and at most 5
     /// in flight; delivery timeout must cover linger + request timeout.
     pub fn validate(&self, max_in_flight: usize) -> Result<(), Error> {
-        let bad = |key: &str, detail: String| Err(Error::Config { key: key.into(), detail });
+        let bad = |key: &str, detail: String| {
+            Err(Error::Config {
+                key: key.into(),
+                detail,
+            })
+        };
         if ![0, 1, -1].contains(&self.acks) {
-            return bad("acks", format!("must be 0, 1 or all (-1), got {}", self.acks));
+            return bad(
+                "acks",
+                format!("must be 0, 1 or all (-1), got {}", self.acks),
+            );
         }
         if self.enable_idempotence {
             if self.acks != -1 {
-                return bad("acks", "must be 'all' when enable_idempotence is true".into());
+                return bad(
+                    "acks",
+                    "must be 'all' when enable_idempotence is true".into(),
+                );
             }
             if max_in_flight > 5 {
                 return bad(
                     "max_in_flight_requests_per_connection",
-                    format!("must be at most 5 when enable_idempotence is true, got {max_in_flight}"),
+                    format!(
+                        "must be at most 5 when enable_idempotence is true, got {max_in_flight}"
+                    ),
                 );
             }
             if self.retries == 0 {
-                return bad("retries", "must be greater than 0 when enable_idempotence is true".into());
+                return bad(
+                    "retries",
+                    "must be greater than 0 when enable_idempotence is true".into(),
+                );
             }
         }
         if self.batch_size == 0 {
             return bad("batch_size", "must be > 0".into());
         }
         if self.buffer_memory < self.batch_size {
-            return bad("buffer_memory", format!("must be at least batch_size ({})", self.batch_size));
+            return bad(
+                "buffer_memory",
+                format!("must be at least batch_size ({})", self.batch_size),
+            );
         }
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms {
             return bad(
@@ -280,7 +301,9 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         let sender_thread = std::thread::Builder::new()
             .name("ferrokafka-producer".into())
             .spawn(move || run_sender(worker, rx))
-            .map_err(|e| Error::State { detail: format!("cannot start the producer thread: {e}") })?;
+            .map_err(|e| Error::State {
+                detail: format!("cannot start the producer thread: {e}"),
+            })?;
         Ok(Producer {
             inner,
             async_client: Some(async_client),
@@ -297,7 +320,12 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     }
 
     fn wake(&self) {
-        let _ = self.inner.wake.lock().unwrap_or_else(|p| p.into_inner()).send(Msg::Wake);
+        let _ = self
+            .inner
+            .wake
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Msg::Wake);
     }
 
     /// Wait until the topic's partitions are known (Java `waitOnMetadata`).
@@ -318,7 +346,10 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             let now = Instant::now();
             if now >= deadline {
                 return Err(Error::Timeout {
-                    what: format!("topic {topic} not present in metadata (max_block_ms){}", md.connection_error_hint()),
+                    what: format!(
+                        "topic {topic} not present in metadata (max_block_ms){}",
+                        md.connection_error_hint()
+                    ),
                     timeout_ms: self.inner.cfg.max_block_ms as u64,
                 });
             }
@@ -326,7 +357,10 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 Ok(()) => {}
                 Err(Error::Timeout { .. }) => {
                     return Err(Error::Timeout {
-                        what: format!("topic {topic} not present in metadata (max_block_ms){}", md.connection_error_hint()),
+                        what: format!(
+                            "topic {topic} not present in metadata (max_block_ms){}",
+                            md.connection_error_hint()
+                        ),
                         timeout_ms: self.inner.cfg.max_block_ms as u64,
                     })
                 }
@@ -350,9 +384,20 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         timestamp_ms: Option<i64>,
         completion: C,
     ) -> Result<(), (Error, C)> {
-        let r = self.send_record(topic, partition, key, value, headers, timestamp_ms, completion);
+        let r = self.send_record(
+            topic,
+            partition,
+            key,
+            value,
+            headers,
+            timestamp_ms,
+            completion,
+        );
         if r.is_err() {
-            self.inner.stats.records_errored.fetch_add(1, Ordering::Relaxed);
+            self.inner
+                .stats
+                .records_errored
+                .fetch_add(1, Ordering::Relaxed);
         }
         r
     }
@@ -371,17 +416,29 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         if self.inner.closing.load(Ordering::Acquire) {
             return Err((Error::Closed { what: "producer" }, completion));
         }
-        let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
+        let deadline =
+            Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
         let (num_partitions, available) = match self.wait_on_metadata(topic, deadline) {
             Ok(v) => v,
             Err(e) => return Err((e, completion)),
         };
         let ts = timestamp_ms.unwrap_or_else(now_ms);
-        let record = RecordRef { timestamp_ms: ts, key, value, headers };
+        let record = RecordRef {
+            timestamp_ms: ts,
+            key,
+            value,
+            headers,
+        };
         // Upper bound of the record's encoded size (varints at most 5 bytes
         // each, plus the batch header for a record that opens a batch).
-        let size = 61 + 21 + key.map_or(0, |k| k.len()) + value.map_or(0, |v| v.len())
-            + headers.iter().map(|(k, v)| 10 + k.len() + v.map_or(0, |v| v.len())).sum::<usize>();
+        let size = 61
+            + 21
+            + key.map_or(0, |k| k.len())
+            + value.map_or(0, |v| v.len())
+            + headers
+                .iter()
+                .map(|(k, v)| 10 + k.len() + v.map_or(0, |v| v.len()))
+                .sum::<usize>();
         if size > self.inner.cfg.max_request_size || size > self.inner.cfg.buffer_memory {
             return Err((
                 Error::broker(
@@ -408,7 +465,10 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     return Err((
                         Error::Config {
                             key: "partition".into(),
-                            detail: format!("{p} is not in the range [0...{}] of topic {topic}", num_partitions - 1),
+                            detail: format!(
+                                "{p} is not in the range [0...{}] of topic {topic}",
+                                num_partitions - 1
+                            ),
                         },
                         handle.completion,
                     ));
@@ -425,8 +485,16 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             };
             let tp = TopicPartition::new(topic, p);
             let new_builder = &self.inner.new_builder;
-            match st_ref.sender.accumulator.append(&tp, &record, size, handle, now_ms(), |cap| new_builder(cap)) {
-                Ok(Appended { new_batch, batch_is_full, bytes }) => {
+            match st_ref
+                .sender
+                .accumulator
+                .append(&tp, &record, size, handle, now_ms(), |cap| new_builder(cap))
+            {
+                Ok(Appended {
+                    new_batch,
+                    batch_is_full,
+                    bytes,
+                }) => {
                     if key.is_none() && partition.is_none() {
                         if let Some(sp) = st_ref.sticky.get_mut(topic) {
                             sp.on_append(p, bytes, false);
@@ -450,18 +518,31 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                         st.sender.accumulator.set_memory_waiters(0);
                         return Err((
                             Error::Timeout {
-                                what: format!("buffer memory full ({} bytes) (max_block_ms)", self.inner.cfg.buffer_memory),
+                                what: format!(
+                                    "buffer memory full ({} bytes) (max_block_ms)",
+                                    self.inner.cfg.buffer_memory
+                                ),
                                 timeout_ms: self.inner.cfg.max_block_ms as u64,
                             },
                             handle.completion,
                         ));
                     }
                     let wait = (deadline - now).min(Duration::from_millis(100));
-                    st = self.inner.memory_freed.wait_timeout(st, wait).unwrap_or_else(|p| p.into_inner()).0;
+                    st = self
+                        .inner
+                        .memory_freed
+                        .wait_timeout(st, wait)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
                     st.sender.accumulator.set_memory_waiters(0);
                 }
                 Err(AppendError::DoesNotFit(h)) => {
-                    return Err((Error::State { detail: "record does not fit an empty batch".into() }, h.completion));
+                    return Err((
+                        Error::State {
+                            detail: "record does not fit an empty batch".into(),
+                        },
+                        h.completion,
+                    ));
                 }
             }
         }
@@ -483,32 +564,53 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         mut completion: impl FnMut(usize) -> C,
     ) -> Vec<(Error, C)> {
         let mut failed = Vec::new();
-        let fail_all = |e: Error, completion: &mut dyn FnMut(usize) -> C, failed: &mut Vec<(Error, C)>| {
-            for i in 0..n {
-                failed.push((e.clone(), completion(i)));
-            }
-        };
+        let fail_all =
+            |e: Error, completion: &mut dyn FnMut(usize) -> C, failed: &mut Vec<(Error, C)>| {
+                for i in 0..n {
+                    failed.push((e.clone(), completion(i)));
+                }
+            };
         if self.inner.closing.load(Ordering::Acquire) {
-            fail_all(Error::Closed { what: "producer" }, &mut completion, &mut failed);
+            fail_all(
+                Error::Closed { what: "producer" },
+                &mut completion,
+                &mut failed,
+            );
         } else {
-            let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
+            let deadline =
+                Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
             match self.wait_on_metadata(topic, deadline) {
                 Err(e) => fail_all(e, &mut completion, &mut failed),
-                Ok((num_partitions, _)) if partition.is_some_and(|p| p < 0 || p as usize >= num_partitions) => {
+                Ok((num_partitions, _))
+                    if partition.is_some_and(|p| p < 0 || p as usize >= num_partitions) =>
+                {
                     let p = partition.unwrap_or(-1);
                     let e = Error::Config {
                         key: "partition".into(),
-                        detail: format!("{p} is not in the range [0...{}] of topic {topic}", num_partitions - 1),
+                        detail: format!(
+                            "{p} is not in the range [0...{}] of topic {topic}",
+                            num_partitions - 1
+                        ),
                     };
                     fail_all(e, &mut completion, &mut failed);
                 }
-                Ok((num_partitions, available)) => {
-                    self.append_many(topic, partition, num_partitions, &available, n, &record, &mut completion, &mut failed)
-                }
+                Ok((num_partitions, available)) => self.append_many(
+                    topic,
+                    partition,
+                    num_partitions,
+                    &available,
+                    n,
+                    &record,
+                    &mut completion,
+                    &mut failed,
+                ),
             }
         }
         if !failed.is_empty() {
-            self.inner.stats.records_errored.fetch_add(failed.len() as u64, Ordering::Relaxed);
+            self.inner
+                .stats
+                .records_errored
+                .fetch_add(failed.len() as u64, Ordering::Relaxed);
         }
         failed
     }
@@ -567,9 +669,22 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     .partition(available, num_partitions, &mut st_ref.rng),
             };
             let tp = TopicPartition::new(topic, p);
-            let r = RecordRef { timestamp_ms: ts, key, value, headers: &[] };
-            match st_ref.sender.accumulator.append(&tp, &r, size, handle, ts, new_builder) {
-                Ok(Appended { new_batch, batch_is_full, bytes }) => {
+            let r = RecordRef {
+                timestamp_ms: ts,
+                key,
+                value,
+                headers: &[],
+            };
+            match st_ref
+                .sender
+                .accumulator
+                .append(&tp, &r, size, handle, ts, new_builder)
+            {
+                Ok(Appended {
+                    new_batch,
+                    batch_is_full,
+                    bytes,
+                }) => {
                     if key.is_none() && partition.is_none() {
                         if let Some(sp) = st_ref.sticky.get_mut(topic) {
                             sp.on_append(p, bytes, false);
@@ -587,13 +702,26 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     drop(st);
                     self.wake();
                     wake = false;
-                    if let Err(f) = self.send_record(topic, partition, key, value, &[], Some(ts), handle.completion) {
+                    if let Err(f) = self.send_record(
+                        topic,
+                        partition,
+                        key,
+                        value,
+                        &[],
+                        Some(ts),
+                        handle.completion,
+                    ) {
                         failed.push(f);
                     }
                     st = self.lock();
                 }
                 Err(AppendError::DoesNotFit(h)) => {
-                    failed.push((Error::State { detail: "record does not fit an empty batch".into() }, h.completion));
+                    failed.push((
+                        Error::State {
+                            detail: "record does not fit an empty batch".into(),
+                        },
+                        h.completion,
+                    ));
                 }
             }
             i += 1;
@@ -621,7 +749,11 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         self.lock().sender.accumulator.begin_flush();
         self.wake();
         let deadline = timeout.map(|t| Instant::now() + t);
-        let mut g = self.inner.pending_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self
+            .inner
+            .pending_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         loop {
             let n = self.inner.pending.load(Ordering::Acquire);
             if n == 0 {
@@ -637,7 +769,12 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 }
                 None => Duration::from_millis(100),
             };
-            g = self.inner.pending_zero.wait_timeout(g, wait).unwrap_or_else(|p| p.into_inner()).0;
+            g = self
+                .inner
+                .pending_zero
+                .wait_timeout(g, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         drop(g);
         self.lock().sender.accumulator.end_flush();
@@ -647,7 +784,11 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// One flush step of at most `slice`, for callers that must come back to
     /// check signals (the Python binding). Returns the pending count.
     pub fn flush_step(&self, slice: Duration) -> usize {
-        let g = self.inner.pending_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self
+            .inner
+            .pending_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if self.inner.pending.load(Ordering::Acquire) > 0 {
             let _ = self.inner.pending_zero.wait_timeout(g, slice);
         }
@@ -668,7 +809,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     }
 
     pub fn partitions_for(&self, topic: &str) -> Result<Vec<i32>, Error> {
-        let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
+        let deadline =
+            Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
         let (n, _) = self.wait_on_metadata(topic, deadline)?;
         Ok((0..n as i32).collect())
     }
@@ -681,16 +823,29 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         let (lat_avg, lat_p99) = s.latency_ms();
         let batches = get(&s.batches);
         vec![
-            ("records_pending", self.inner.pending.load(Ordering::Acquire) as f64),
+            (
+                "records_pending",
+                self.inner.pending.load(Ordering::Acquire) as f64,
+            ),
             ("records_sent", get(&s.records_sent)),
             ("records_errored", get(&s.records_errored)),
             ("requests_sent", get(&s.requests)),
             ("batches_sent", batches),
             ("bytes_out", get(&s.bytes_out)),
-            ("batch_size_avg", if batches > 0.0 { get(&s.bytes_out) / batches } else { 0.0 }),
+            (
+                "batch_size_avg",
+                if batches > 0.0 {
+                    get(&s.bytes_out) / batches
+                } else {
+                    0.0
+                },
+            ),
             ("request_latency_avg_ms", lat_avg),
             ("request_latency_p99_ms", lat_p99),
-            ("buffer_available_bytes", st.sender.accumulator.free_memory() as f64),
+            (
+                "buffer_available_bytes",
+                st.sender.accumulator.free_memory() as f64,
+            ),
             ("buffer_total_bytes", self.inner.cfg.buffer_memory as f64),
             ("batches_in_flight", st.sender.in_flight_batches() as f64),
         ]
@@ -719,10 +874,17 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Drop for Producer<B, C> 
     }
 }
 
-fn complete_deliveries<B, C: Completion>(inner: &Inner<B, C>, deliveries: Vec<Delivery<RecordHandle<C>>>) {
+fn complete_deliveries<B, C: Completion>(
+    inner: &Inner<B, C>,
+    deliveries: Vec<Delivery<RecordHandle<C>>>,
+) {
     let mut n = 0usize;
     for d in deliveries {
-        let counter = if d.result.is_ok() { &inner.stats.records_sent } else { &inner.stats.records_errored };
+        let counter = if d.result.is_ok() {
+            &inner.stats.records_sent
+        } else {
+            &inner.stats.records_errored
+        };
         counter.fetch_add(d.handles.len() as u64, Ordering::Relaxed);
         for (i, h) in d.handles.into_iter().enumerate() {
             n += 1;
@@ -731,7 +893,11 @@ fn complete_deliveries<B, C: Completion>(inner: &Inner<B, C>, deliveries: Vec<De
                     topic: d.tp.topic.to_string(),
                     partition: d.tp.partition,
                     offset: if *base >= 0 { base + i as i64 } else { -1 },
-                    timestamp_ms: if *append_time >= 0 { *append_time } else { h.timestamp_ms },
+                    timestamp_ms: if *append_time >= 0 {
+                        *append_time
+                    } else {
+                        h.timestamp_ms
+                    },
                     key_size: h.key_size,
                     value_size: h.value_size,
                 }),
@@ -777,12 +943,22 @@ fn apply_produce_answer<B: EncodableBatch + Send + 'static, C: Completion>(
 
 /// Apply an InitProducerId answer, on the thread that read it (the driver's,
 /// like Produce answers, so both are applied in the order they arrived).
-fn apply_producer_id<B: EncodableBatch + Send + 'static, C: Completion>(inner: &Inner<B, C>, r: Result<(i64, i16), Error>) {
+fn apply_producer_id<B: EncodableBatch + Send + 'static, C: Completion>(
+    inner: &Inner<B, C>,
+    r: Result<(i64, i16), Error>,
+) {
     let mut st = inner.state.lock().unwrap_or_else(|p| p.into_inner());
     st.init_in_flight = false;
     match r {
         Ok((id, epoch)) => st.sender.set_producer_id(id, epoch),
-        Err(e) if !e.retriable() && st.sender.idempotence.as_ref().is_some_and(|i| i.producer_id_and_epoch().is_valid()) => {
+        Err(e)
+            if !e.retriable()
+                && st
+                    .sender
+                    .idempotence
+                    .as_ref()
+                    .is_some_and(|i| i.producer_id_and_epoch().is_valid()) =>
+        {
             // A bump of our current id was refused (INVALID_PRODUCER_ID_MAPPING,
             // or a broker that restarted without its producer state and
             // answers UNKNOWN_SERVER_ERROR): not fatal for an idempotent
@@ -799,7 +975,10 @@ fn apply_producer_id<B: EncodableBatch + Send + 'static, C: Completion>(inner: &
 }
 
 /// The sender thread: decide what to send, send it, fail expired batches.
-fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inner<B, C>>, rx: Receiver<Msg>) {
+fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(
+    inner: Arc<Inner<B, C>>,
+    rx: Receiver<Msg>,
+) {
     let mut wait = Duration::from_millis(0);
     loop {
         // 1. Wait for a wake-up (an append, an answer applied by the
@@ -830,7 +1009,10 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
                     result: Err(Error::Closed { what: "producer" }),
                 })
                 .collect();
-            left.extend(st.sender.abort_in_flight(Error::Closed { what: "producer" }));
+            left.extend(
+                st.sender
+                    .abort_in_flight(Error::Closed { what: "producer" }),
+            );
             drop(st);
             complete_deliveries(&inner, left);
             return;
@@ -841,17 +1023,33 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
                     st.init_in_flight = true;
                     let tx = inner.wake.lock().unwrap_or_else(|p| p.into_inner()).clone();
                     let id_inner = inner.clone();
-                    let current = st.sender.idempotence.as_ref().map(|i| i.producer_id_and_epoch()).filter(|p| p.is_valid());
+                    let current = st
+                        .sender
+                        .idempotence
+                        .as_ref()
+                        .map(|i| i.producer_id_and_epoch())
+                        .filter(|p| p.is_valid());
                     // v3+ bumps the epoch of the current id (KIP-360);
                     // older brokers ignore the fields we cannot send.
-                    let body = RequestKind::InitProducerId(init_producer_id(current.map(|p| (p.producer_id, p.epoch)), 4));
+                    let body = RequestKind::InitProducerId(init_producer_id(
+                        current.map(|p| (p.producer_id, p.epoch)),
+                        4,
+                    ));
                     let cb = Box::new(move |r: &ClientResponse| {
                         let out = match (&r.version_mismatch, r.disconnected, &r.body) {
                             (Some(e), _, _) => Err(e.clone()),
-                            (_, true, _) => Err(r.error.clone().unwrap_or(Error::Disconnected { node_id: r.destination })),
-                            (_, _, Some(ResponseKind::InitProducerId(b))) if b.error_code == 0 => Ok((b.producer_id.0, b.producer_epoch)),
-                            (_, _, Some(ResponseKind::InitProducerId(b))) => Err(Error::broker(b.error_code, None)),
-                            _ => Err(Error::State { detail: "unexpected InitProducerId answer".into() }),
+                            (_, true, _) => Err(r.error.clone().unwrap_or(Error::Disconnected {
+                                node_id: r.destination,
+                            })),
+                            (_, _, Some(ResponseKind::InitProducerId(b))) if b.error_code == 0 => {
+                                Ok((b.producer_id.0, b.producer_epoch))
+                            }
+                            (_, _, Some(ResponseKind::InitProducerId(b))) => {
+                                Err(Error::broker(b.error_code, None))
+                            }
+                            _ => Err(Error::State {
+                                detail: "unexpected InitProducerId answer".into(),
+                            }),
                         };
                         apply_producer_id(&id_inner, out);
                         let _ = tx.send(Msg::Wake);
@@ -880,7 +1078,10 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
                 .keys()
                 .map(|t| {
                     let parts = cluster.available_partition_ids(t);
-                    let sizes = parts.iter().map(|p| queued.get(&(t.as_str(), *p)).copied().unwrap_or(0)).collect();
+                    let sizes = parts
+                        .iter()
+                        .map(|p| queued.get(&(t.as_str(), *p)).copied().unwrap_or(0))
+                        .collect();
                     (t.clone(), parts, sizes)
                 })
                 .collect();
@@ -902,9 +1103,14 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
         for call in out.calls {
             let tx = inner.wake.lock().unwrap_or_else(|p| p.into_inner()).clone();
             let token = call.token;
-            let (nbatches, nbytes) = call.request.topic_data.iter().flat_map(|t| t.partition_data.iter()).fold((0u64, 0u64), |(n, b), p| {
-                (n + 1, b + p.records.as_ref().map_or(0, |r| r.len() as u64))
-            });
+            let (nbatches, nbytes) = call
+                .request
+                .topic_data
+                .iter()
+                .flat_map(|t| t.partition_data.iter())
+                .fold((0u64, 0u64), |(n, b), p| {
+                    (n + 1, b + p.records.as_ref().map_or(0, |r| r.len() as u64))
+                });
             inner.stats.requests.fetch_add(1, Ordering::Relaxed);
             inner.stats.batches.fetch_add(nbatches, Ordering::Relaxed);
             inner.stats.bytes_out.fetch_add(nbytes, Ordering::Relaxed);
@@ -919,14 +1125,22 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
             let cb = Box::new(move |r: &ClientResponse| {
                 let result = match (&r.version_mismatch, r.disconnected, &r.body) {
                     (Some(e), _, _) => Err(e.clone()),
-                    (_, true, _) => Err(r.error.clone().unwrap_or(Error::Disconnected { node_id: r.destination })),
-                    (_, _, Some(ResponseKind::Produce(p))) => Ok(parse_produce_response(p, &|id| names.get(id).cloned())),
+                    (_, true, _) => Err(r.error.clone().unwrap_or(Error::Disconnected {
+                        node_id: r.destination,
+                    })),
+                    (_, _, Some(ResponseKind::Produce(p))) => {
+                        Ok(parse_produce_response(p, &|id| names.get(id).cloned()))
+                    }
                     // acks=0: completed when written.
                     (_, _, None) => Ok(Vec::new()),
-                    _ => Err(Error::State { detail: "unexpected Produce answer".into() }),
+                    _ => Err(Error::State {
+                        detail: "unexpected Produce answer".into(),
+                    }),
                 };
                 if result.is_ok() {
-                    stats_inner.stats.record_latency(sent_at.elapsed().as_micros() as u64);
+                    stats_inner
+                        .stats
+                        .record_latency(sent_at.elapsed().as_micros() as u64);
                 }
                 // Applied here, on the driver thread that read the answer,
                 // not handed to the sender thread: one thread wake-up less
@@ -936,7 +1150,13 @@ fn run_sender<B: EncodableBatch + Send + 'static, C: Completion>(inner: Arc<Inne
                 apply_produce_answer(&stats_inner, token, result);
                 let _ = tx.send(Msg::Wake);
             });
-            let req = net.new_client_request(call.node_id, RequestKind::Produce(call.request), call.expect_response, Some(cb), now);
+            let req = net.new_client_request(
+                call.node_id,
+                RequestKind::Produce(call.request),
+                call.expect_response,
+                Some(cb),
+                now,
+            );
             if let Err(e) = net.send(req, now) {
                 apply_produce_answer(&inner, token, Err(e));
             }

@@ -147,10 +147,13 @@ impl IdempotenceState {
 
     /// Assign the base sequence of a batch drained for the first time.
     pub fn assign_sequence(&mut self, tp: &TopicPartition, record_count: i32) -> i32 {
-        let s = self.partitions.entry(tp.clone()).or_insert_with(|| PartitionSeq {
-            last_acked: -1,
-            ..Default::default()
-        });
+        let s = self
+            .partitions
+            .entry(tp.clone())
+            .or_insert_with(|| PartitionSeq {
+                last_acked: -1,
+                ..Default::default()
+            });
         let base = s.next;
         // Sequences wrap at i32::MAX as the broker's do.
         s.next = base.wrapping_add(record_count) & i32::MAX;
@@ -193,9 +196,9 @@ impl IdempotenceState {
 
     /// Is `base` the first sequence the broker has not acknowledged?
     fn is_next_expected(&self, tp: &TopicPartition, base: i32) -> bool {
-        self.partitions
-            .get(tp)
-            .map_or(base == 0, |s| base == s.last_acked.wrapping_add(1) & i32::MAX)
+        self.partitions.get(tp).map_or(base == 0, |s| {
+            base == s.last_acked.wrapping_add(1) & i32::MAX
+        })
     }
 
     /// May the partition's next batch (`retry_sequence`: its sequence if it is
@@ -218,8 +221,12 @@ impl IdempotenceState {
     }
 
     pub fn may_send(&self, tp: &TopicPartition, retry_sequence: Option<i32>) -> bool {
-        let Some(s) = self.partitions.get(tp) else { return true };
-        let Some(&first_in_flight) = s.in_flight.iter().next() else { return true };
+        let Some(s) = self.partitions.get(tp) else {
+            return true;
+        };
+        let Some(&first_in_flight) = s.in_flight.iter().next() else {
+            return true;
+        };
         if s.last_acked < 0 {
             return false;
         }
@@ -265,10 +272,13 @@ impl IdempotenceState {
             _ if retriable && can_retry => BatchOutcome::Retry,
             code => BatchOutcome::Fail(code),
         };
-        let s = self.partitions.entry(tp.clone()).or_insert_with(|| PartitionSeq {
-            last_acked: -1,
-            ..Default::default()
-        });
+        let s = self
+            .partitions
+            .entry(tp.clone())
+            .or_insert_with(|| PartitionSeq {
+                last_acked: -1,
+                ..Default::default()
+            });
         match outcome {
             BatchOutcome::Success => {
                 s.in_flight.remove(&base);
@@ -308,7 +318,10 @@ mod tests {
     fn ready_state() -> IdempotenceState {
         let mut s = IdempotenceState::new();
         assert!(s.needs_init());
-        s.set_producer_id_and_epoch(ProducerIdAndEpoch { producer_id: 7, epoch: 0 });
+        s.set_producer_id_and_epoch(ProducerIdAndEpoch {
+            producer_id: 7,
+            epoch: 0,
+        });
         assert!(!s.needs_init());
         s
     }
@@ -327,23 +340,35 @@ mod tests {
         let a = s.assign_sequence(&tp(), 5);
         let b = s.assign_sequence(&tp(), 5);
         // a failed with a retriable error, b arrived first: OOO for b.
-        assert_eq!(s.on_response(&tp(), a, 5, 7, true, true), BatchOutcome::Retry);
+        assert_eq!(
+            s.on_response(&tp(), a, 5, 7, true, true),
+            BatchOutcome::Retry
+        );
         assert_eq!(
             s.on_response(&tp(), b, 5, codes::OUT_OF_ORDER_SEQUENCE_NUMBER, true, true),
             BatchOutcome::Retry
         );
         assert!(!s.needs_init());
         s.mark_resent(&tp(), a);
-        assert_eq!(s.on_response(&tp(), a, 5, 0, false, true), BatchOutcome::Success);
+        assert_eq!(
+            s.on_response(&tp(), a, 5, 0, false, true),
+            BatchOutcome::Success
+        );
         s.mark_resent(&tp(), b);
-        assert_eq!(s.on_response(&tp(), b, 5, 0, false, true), BatchOutcome::Success);
+        assert_eq!(
+            s.on_response(&tp(), b, 5, 0, false, true),
+            BatchOutcome::Success
+        );
     }
 
     #[test]
     fn next_expected_batch_rejected_bumps_epoch() {
         let mut s = ready_state();
         let a = s.assign_sequence(&tp(), 2);
-        assert_eq!(s.on_response(&tp(), a, 2, 0, false, true), BatchOutcome::Success);
+        assert_eq!(
+            s.on_response(&tp(), a, 2, 0, false, true),
+            BatchOutcome::Success
+        );
         let b = s.assign_sequence(&tp(), 2);
         assert_eq!(
             s.on_response(&tp(), b, 2, codes::UNKNOWN_PRODUCER_ID, true, true),
@@ -351,7 +376,10 @@ mod tests {
         );
         assert!(s.needs_init());
         assert!(!s.has_producer_id());
-        s.set_producer_id_and_epoch(ProducerIdAndEpoch { producer_id: 7, epoch: 1 });
+        s.set_producer_id_and_epoch(ProducerIdAndEpoch {
+            producer_id: 7,
+            epoch: 1,
+        });
         assert_eq!(s.resequence(&tp(), &[2, 4]), vec![0, 2]);
         assert_eq!(s.assign_sequence(&tp(), 1), 6);
     }
@@ -364,7 +392,10 @@ mod tests {
         assert!(!s.may_send(&tp(), None), "no ack yet: one batch in flight");
         s.on_response(&tp(), a, 2, 0, false, true);
         let b = s.assign_sequence(&tp(), 2);
-        assert!(s.may_send(&tp(), None), "after an ack the broker checks sequences");
+        assert!(
+            s.may_send(&tp(), None),
+            "after an ack the broker checks sequences"
+        );
         let _c = s.assign_sequence(&tp(), 2);
         // b failed and is retried while c is in flight: b (seq 2) < c (seq 4) goes.
         s.on_response(&tp(), b, 2, 6, true, true);
@@ -392,7 +423,10 @@ mod tests {
             BatchOutcome::Fail(codes::MESSAGE_TOO_LARGE)
         );
         assert!(s.needs_init());
-        s.set_producer_id_and_epoch(ProducerIdAndEpoch { producer_id: 7, epoch: 1 });
+        s.set_producer_id_and_epoch(ProducerIdAndEpoch {
+            producer_id: 7,
+            epoch: 1,
+        });
         let b = s.assign_sequence(&tp(), 1);
         assert_eq!(b, 0, "new epoch restarts sequences");
         assert_eq!(
@@ -407,7 +441,10 @@ mod tests {
     fn retriable_error_without_retries_left_fails() {
         let mut s = ready_state();
         let a = s.assign_sequence(&tp(), 1);
-        assert_eq!(s.on_response(&tp(), a, 1, 6, true, false), BatchOutcome::Fail(6));
+        assert_eq!(
+            s.on_response(&tp(), a, 1, 6, true, false),
+            BatchOutcome::Fail(6)
+        );
     }
 
     #[test]

@@ -92,7 +92,12 @@ impl StickyPartitioner {
     /// partitions with a known, reachable leader; `num_partitions` the topic's
     /// partition count (used when none is available, so records queue on
     /// some partition and wait for its leader instead of failing at once).
-    pub fn partition(&mut self, available: &[i32], num_partitions: usize, rng: &mut impl Rng) -> i32 {
+    pub fn partition(
+        &mut self,
+        available: &[i32],
+        num_partitions: usize,
+        rng: &mut impl Rng,
+    ) -> i32 {
         if let Some(p) = self.current {
             // A partition that became unavailable loses the stickiness, unless
             // nothing is available at all.
@@ -178,7 +183,10 @@ mod tests {
         assert_eq!(murmur2(b"foobar"), -790332482);
         assert_eq!(murmur2(b"a-little-bit-long-string"), -985981536);
         assert_eq!(murmur2(b"a-little-bit-longer-string"), -1486304829);
-        assert_eq!(murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"), -58897971);
+        assert_eq!(
+            murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"),
+            -58897971
+        );
         assert_eq!(murmur2(&[b'a', b'b', b'c']), 479470107);
     }
 

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use ferrokafka_protocol::kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use ferrokafka_protocol::kafka_protocol::messages::produce_request::{
+    PartitionProduceData, TopicProduceData,
+};
 use ferrokafka_protocol::kafka_protocol::messages::produce_response::ProduceResponse;
 use ferrokafka_protocol::kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
 use ferrokafka_protocol::kafka_protocol::protocol::StrBytes;
@@ -29,9 +31,12 @@ pub fn build_produce_request(
 ) -> ProduceRequest {
     // Group by topic, keeping partitions in order, one entry per topic as the
     // broker expects (duplicates would be rejected).
-    let mut by_topic: BTreeMap<&str, (Option<[u8; 16]>, Vec<PartitionProduceData>)> = BTreeMap::new();
+    let mut by_topic: BTreeMap<&str, (Option<[u8; 16]>, Vec<PartitionProduceData>)> =
+        BTreeMap::new();
     for b in batches {
-        let entry = by_topic.entry(&b.tp.topic).or_insert((b.topic_id, Vec::new()));
+        let entry = by_topic
+            .entry(&b.tp.topic)
+            .or_insert((b.topic_id, Vec::new()));
         entry.1.push(
             PartitionProduceData::default()
                 .with_index(b.tp.partition)
@@ -53,14 +58,19 @@ pub fn build_produce_request(
     ProduceRequest::default()
         .with_acks(acks)
         .with_timeout_ms(timeout_ms)
-        .with_transactional_id(transactional_id.map(|t| TransactionalId(StrBytes::from_string(t.to_string()))))
+        .with_transactional_id(
+            transactional_id.map(|t| TransactionalId(StrBytes::from_string(t.to_string()))),
+        )
         .with_topic_data(topic_data)
 }
 
 /// InitProducerId for an idempotent (non-transactional) producer. From v3,
 /// passing the current id/epoch asks the broker to bump the epoch (KIP-360)
 /// instead of handing out a new id, which keeps the producer's identity.
-pub fn init_producer_id(current: Option<(i64, i16)>, version: i16) -> ferrokafka_protocol::kafka_protocol::messages::InitProducerIdRequest {
+pub fn init_producer_id(
+    current: Option<(i64, i16)>,
+    version: i16,
+) -> ferrokafka_protocol::kafka_protocol::messages::InitProducerIdRequest {
     use ferrokafka_protocol::kafka_protocol::messages::{InitProducerIdRequest, ProducerId};
     // Java sends Integer.MAX_VALUE for a non-transactional producer; brokers
     // (and the librdkafka mock) reject a negative timeout.
@@ -70,7 +80,9 @@ pub fn init_producer_id(current: Option<(i64, i16)>, version: i16) -> ferrokafka
         .with_transactional_id(None)
         .with_transaction_timeout_ms(i32::MAX);
     match current {
-        Some((id, epoch)) if version >= 3 => r.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
+        Some((id, epoch)) if version >= 3 => r
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(epoch),
         _ => r.with_producer_id(ProducerId(-1)).with_producer_epoch(-1),
     }
 }
@@ -94,7 +106,10 @@ pub struct PartitionResult {
 
 /// Flatten a Produce answer. `topic_names` maps topic ids back to names for
 /// v13+ answers, which carry ids only.
-pub fn parse_produce_response(resp: &ProduceResponse, topic_names: &dyn Fn(&[u8; 16]) -> Option<String>) -> Vec<PartitionResult> {
+pub fn parse_produce_response(
+    resp: &ProduceResponse,
+    topic_names: &dyn Fn(&[u8; 16]) -> Option<String>,
+) -> Vec<PartitionResult> {
     let mut out = Vec::new();
     for t in &resp.responses {
         let name: String = if t.name.0.is_empty() {
@@ -107,7 +122,8 @@ pub fn parse_produce_response(resp: &ProduceResponse, topic_names: &dyn Fn(&[u8;
             t.name.0.to_string()
         };
         for p in &t.partition_responses {
-            let leader = (p.current_leader.leader_id.0 >= 0).then_some((p.current_leader.leader_id.0, p.current_leader.leader_epoch));
+            let leader = (p.current_leader.leader_id.0 >= 0)
+                .then_some((p.current_leader.leader_id.0, p.current_leader.leader_epoch));
             out.push(PartitionResult {
                 tp: TopicPartition::new(name.as_str(), p.index),
                 error_code: p.error_code,
@@ -118,7 +134,12 @@ pub fn parse_produce_response(resp: &ProduceResponse, topic_names: &dyn Fn(&[u8;
                 record_errors: p
                     .record_errors
                     .iter()
-                    .map(|e| (e.batch_index, e.batch_index_error_message.as_ref().map(|m| m.to_string())))
+                    .map(|e| {
+                        (
+                            e.batch_index,
+                            e.batch_index_error_message.as_ref().map(|m| m.to_string()),
+                        )
+                    })
                     .collect(),
                 current_leader: leader,
             });
@@ -136,9 +157,21 @@ mod tests {
     #[test]
     fn groups_partitions_by_topic_and_round_trips_every_version() {
         let batches = vec![
-            BatchToSend { tp: TopicPartition::new("b", 1), topic_id: Some([2; 16]), records: Bytes::from_static(b"x") },
-            BatchToSend { tp: TopicPartition::new("a", 0), topic_id: Some([1; 16]), records: Bytes::from_static(b"y") },
-            BatchToSend { tp: TopicPartition::new("b", 0), topic_id: Some([2; 16]), records: Bytes::from_static(b"z") },
+            BatchToSend {
+                tp: TopicPartition::new("b", 1),
+                topic_id: Some([2; 16]),
+                records: Bytes::from_static(b"x"),
+            },
+            BatchToSend {
+                tp: TopicPartition::new("a", 0),
+                topic_id: Some([1; 16]),
+                records: Bytes::from_static(b"y"),
+            },
+            BatchToSend {
+                tp: TopicPartition::new("b", 0),
+                topic_id: Some([2; 16]),
+                records: Bytes::from_static(b"z"),
+            },
         ];
         let req = build_produce_request(-1, 30_000, None, &batches);
         assert_eq!(req.topic_data.len(), 2);

@@ -127,15 +127,24 @@ impl<B: EncodableBatch, T> Sender<B, T> {
     /// InitProducerId answered: adopt it, and give queued batches fresh
     /// sequences if the epoch changed (KIP-360 bump).
     pub fn set_producer_id(&mut self, producer_id: i64, epoch: i16) {
-        let Some(idem) = self.idempotence.as_mut() else { return };
+        let Some(idem) = self.idempotence.as_mut() else {
+            return;
+        };
         let old = idem.producer_id_and_epoch();
-        idem.set_producer_id_and_epoch(crate::producer::idempotence::ProducerIdAndEpoch { producer_id, epoch });
+        idem.set_producer_id_and_epoch(crate::producer::idempotence::ProducerIdAndEpoch {
+            producer_id,
+            epoch,
+        });
         // Any change (a bumped epoch, or a fresh id after the broker refused
         // the bump) restarts sequences at 0; batches queued with old
         // sequences get new ones, in queue order.
         if (old.producer_id, old.epoch) != (producer_id, epoch) {
             self.accumulator.for_each_queue_mut(|tp, q| {
-                let counts: Vec<i32> = q.iter().filter(|b| b.base_sequence.is_some()).map(|b| b.builder.record_count() as i32).collect();
+                let counts: Vec<i32> = q
+                    .iter()
+                    .filter(|b| b.base_sequence.is_some())
+                    .map(|b| b.builder.record_count() as i32)
+                    .collect();
                 let seqs = idem.resequence(tp, &counts);
                 for (b, s) in q.iter_mut().filter(|b| b.base_sequence.is_some()).zip(seqs) {
                     b.base_sequence = Some(s);
@@ -175,7 +184,10 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                 tp: b.tp.clone(),
                 handles: b.handles,
                 result: Err(Error::Timeout {
-                    what: format!("delivery of a batch to {}-{} (delivery_timeout_ms)", b.tp.topic, b.tp.partition),
+                    what: format!(
+                        "delivery of a batch to {}-{} (delivery_timeout_ms)",
+                        b.tp.topic, b.tp.partition
+                    ),
                     timeout_ms: self.accumulator.config().delivery_timeout_ms as u64,
                 }),
             });
@@ -186,7 +198,10 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                 out.failed.push(Delivery {
                     tp: b.tp.clone(),
                     handles: b.handles,
-                    result: Err(Error::broker(code, Some("the idempotent producer hit a fatal error".into()))),
+                    result: Err(Error::broker(
+                        code,
+                        Some("the idempotent producer hit a fatal error".into()),
+                    )),
                 });
             }
             return out;
@@ -213,7 +228,9 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                 .filter(|tp| idem.is_none_or(|i| i.may_send(tp, acc.front_sequence(tp).flatten())))
                 .cloned()
                 .collect();
-            let mut batches = self.accumulator.drain_node(node, &parts, self.cfg.max_request_size, now_ms);
+            let mut batches =
+                self.accumulator
+                    .drain_node(node, &parts, self.cfg.max_request_size, now_ms);
             if batches.is_empty() {
                 out.held_back = true;
                 continue;
@@ -230,7 +247,8 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                                 s
                             }
                             None => {
-                                let s = idem.assign_sequence(&b.tp, b.builder.record_count() as i32);
+                                let s =
+                                    idem.assign_sequence(&b.tp, b.builder.record_count() as i32);
                                 b.base_sequence = Some(s);
                                 s
                             }
@@ -270,10 +288,21 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             out.calls.push(ProduceCall {
                 node_id: node,
                 token,
-                request: build_produce_request(self.cfg.acks, self.cfg.request_timeout_ms, None, &to_send),
+                request: build_produce_request(
+                    self.cfg.acks,
+                    self.cfg.request_timeout_ms,
+                    None,
+                    &to_send,
+                ),
                 expect_response: self.cfg.acks != 0,
             });
-            self.in_flight.insert(token, InFlight { node_id: node, batches: kept });
+            self.in_flight.insert(
+                token,
+                InFlight {
+                    node_id: node,
+                    batches: kept,
+                },
+            );
         }
         out
     }
@@ -282,7 +311,12 @@ impl<B: EncodableBatch, T> Sender<B, T> {
     /// per-partition answers (empty for acks=0), or `Err` when the request
     /// never got an answer (disconnect, timeout). Returns the finished batches
     /// and whether metadata should be refreshed.
-    pub fn on_response(&mut self, token: u64, result: Result<Vec<PartitionResult>, Error>, now_ms: i64) -> (Vec<Delivery<T>>, bool) {
+    pub fn on_response(
+        &mut self,
+        token: u64,
+        result: Result<Vec<PartitionResult>, Error>,
+        now_ms: i64,
+    ) -> (Vec<Delivery<T>>, bool) {
         let Some(flight) = self.in_flight.remove(&token) else {
             return (Vec::new(), false);
         };
@@ -291,14 +325,20 @@ impl<B: EncodableBatch, T> Sender<B, T> {
         let mut refresh = false;
         let acks0 = self.cfg.acks == 0;
         for batch in flight.batches {
-            let can_retry = batch.attempts < self.cfg.retries && !batch.has_reached_delivery_timeout(self.accumulator.config(), now_ms);
+            let can_retry = batch.attempts < self.cfg.retries
+                && !batch.has_reached_delivery_timeout(self.accumulator.config(), now_ms);
             let (code, base, append_time, message) = match &result {
                 Err(e) => {
                     if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-                        eprintln!("produce {}-{} seq {:?} error {e} retry={can_retry}", batch.tp.topic, batch.tp.partition, batch.base_sequence);
+                        eprintln!(
+                            "produce {}-{} seq {:?} error {e} retry={can_retry}",
+                            batch.tp.topic, batch.tp.partition, batch.base_sequence
+                        );
                     }
                     refresh = true;
-                    if let (Some(idem), Some(seq)) = (self.idempotence.as_mut(), batch.base_sequence) {
+                    if let (Some(idem), Some(seq)) =
+                        (self.idempotence.as_mut(), batch.base_sequence)
+                    {
                         idem.on_no_answer(&batch.tp, seq);
                     }
                     // No answer: as if the partition answered with a network
@@ -313,9 +353,19 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                 }
                 Ok(_) if acks0 => (0, -1, -1, None),
                 Ok(results) => match results.iter().find(|r| r.tp == batch.tp) {
-                    Some(r) => (r.error_code, r.base_offset, r.log_append_time_ms, r.error_message.clone()),
+                    Some(r) => (
+                        r.error_code,
+                        r.base_offset,
+                        r.log_append_time_ms,
+                        r.error_message.clone(),
+                    ),
                     // The broker skipped the partition: treat as unknown.
-                    None => (-1, -1, -1, Some("partition missing from Produce answer".into())),
+                    None => (
+                        -1,
+                        -1,
+                        -1,
+                        Some("partition missing from Produce answer".into()),
+                    ),
                 },
             };
             if code == codes::MESSAGE_TOO_LARGE
@@ -341,14 +391,24 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             let outcome = match self.idempotence.as_mut() {
                 Some(idem) => {
                     let seq = batch.base_sequence.unwrap_or(0);
-                    idem.on_response(&batch.tp, seq, batch.builder.record_count() as i32, code, retriable, can_retry)
+                    idem.on_response(
+                        &batch.tp,
+                        seq,
+                        batch.builder.record_count() as i32,
+                        code,
+                        retriable,
+                        can_retry,
+                    )
                 }
                 None if code == 0 => BatchOutcome::Success,
                 None if retriable && can_retry => BatchOutcome::Retry,
                 None => BatchOutcome::Fail(code),
             };
             if code != 0 && std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-                eprintln!("produce {}-{} seq {:?} code {code} -> {outcome:?}", batch.tp.topic, batch.tp.partition, batch.base_sequence);
+                eprintln!(
+                    "produce {}-{} seq {:?} code {code} -> {outcome:?}",
+                    batch.tp.topic, batch.tp.partition, batch.base_sequence
+                );
             }
             match outcome {
                 BatchOutcome::Success => {
@@ -389,12 +449,18 @@ impl<B: EncodableBatch, T> Sender<B, T> {
     /// of it, and the batches queued behind keep their sequences. In-flight
     /// batches of the partition sent after it come back OUT_OF_ORDER and are
     /// retried behind the pieces (see `IdempotenceState::may_send`).
-    fn split_and_reenqueue(&mut self, mut batch: ProducerBatch<B, T>, now_ms: i64) -> Result<(), (ProducerBatch<B, T>, Error)> {
+    fn split_and_reenqueue(
+        &mut self,
+        mut batch: ProducerBatch<B, T>,
+        now_ms: i64,
+    ) -> Result<(), (ProducerBatch<B, T>, Error)> {
         let total = batch.builder.size_bytes().max(1);
         let parts = match batch.builder.split(self.accumulator.config().batch_size) {
             Ok(p) if p.len() > 1 => p,
             Ok(_) => {
-                let e = Error::State { detail: "splitting a batch refused as too large made no progress".into() };
+                let e = Error::State {
+                    detail: "splitting a batch refused as too large made no progress".into(),
+                };
                 return Err((batch, e));
             }
             Err(e) => return Err((batch, e)),
@@ -409,7 +475,11 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             // buffer_memory: the refused batch's reservation is shared out by
             // size, so memory comes back as each piece is acknowledged and the
             // total freed is exactly what was reserved.
-            let reserved = if i + 1 == n { reserved_left } else { (batch.reserved_bytes * part.size_bytes() / total).min(reserved_left) };
+            let reserved = if i + 1 == n {
+                reserved_left
+            } else {
+                (batch.reserved_bytes * part.size_bytes() / total).min(reserved_left)
+            };
             reserved_left -= reserved;
             pieces.push(ProducerBatch {
                 tp: batch.tp.clone(),
@@ -473,7 +543,10 @@ mod tests {
 
     impl EncodableBatch for FakeBatch {
         fn encode(&mut self, p: ProducerFields) -> Result<Bytes, Error> {
-            Ok(Bytes::from(format!("{}:{}:{}:{}", p.producer_id, p.producer_epoch, p.base_sequence, self.n)))
+            Ok(Bytes::from(format!(
+                "{}:{}:{}:{}",
+                p.producer_id, p.producer_epoch, p.base_sequence, self.n
+            )))
         }
         /// Every fake record is 9 bytes ("v" + 8).
         fn split(&mut self, max_bytes: usize) -> Result<Vec<Self>, Error> {
@@ -498,12 +571,32 @@ mod tests {
             delivery_timeout_ms: 10_000,
             buffer_memory: 10_000,
         });
-        Sender::new(acc, idempotent, SenderConfig { acks, request_timeout_ms: 1000, max_request_size: 1 << 20, retries: 3 })
+        Sender::new(
+            acc,
+            idempotent,
+            SenderConfig {
+                acks,
+                request_timeout_ms: 1000,
+                max_request_size: 1 << 20,
+                retries: 3,
+            },
+        )
     }
 
     fn send(s: &mut Sender<FakeBatch, u32>, p: i32, h: u32) {
-        let r = RecordRef { timestamp_ms: 0, key: None, value: Some(b"v"), headers: &[] };
-        s.accumulator.append(&TopicPartition::new("t", p), &r, 9, h, 0, |_| FakeBatch { n: 0, size: 0 }).map_err(|_| ()).unwrap();
+        let r = RecordRef {
+            timestamp_ms: 0,
+            key: None,
+            value: Some(b"v"),
+            headers: &[],
+        };
+        s.accumulator
+            .append(&TopicPartition::new("t", p), &r, 9, h, 0, |_| FakeBatch {
+                n: 0,
+                size: 0,
+            })
+            .map_err(|_| ())
+            .unwrap();
     }
 
     fn ok(p: i32, base: i64) -> PartitionResult {
@@ -523,7 +616,11 @@ mod tests {
         call.request
             .topic_data
             .iter()
-            .flat_map(|t| t.partition_data.iter().map(|p| String::from_utf8(p.records.clone().unwrap().to_vec()).unwrap()))
+            .flat_map(|t| {
+                t.partition_data
+                    .iter()
+                    .map(|p| String::from_utf8(p.records.clone().unwrap().to_vec()).unwrap())
+            })
             .collect()
     }
 
@@ -554,10 +651,19 @@ mod tests {
         err.error_code = 6; // NOT_LEADER_OR_FOLLOWER
         let (d, refresh) = s.on_response(o.calls[0].token, Ok(vec![err]), 1);
         assert!(d.is_empty() && refresh);
-        assert!(s.poll(5, &|_| Some(2), &mut |_| true, &|_| None).calls.is_empty(), "backoff");
+        assert!(
+            s.poll(5, &|_| Some(2), &mut |_| true, &|_| None)
+                .calls
+                .is_empty(),
+            "backoff"
+        );
         let o = s.poll(11, &|_| Some(2), &mut |_| true, &|_| None);
         assert_eq!(o.calls[0].node_id, 2);
-        assert_eq!(records(&o.calls[0]), vec!["7:0:0:1"], "same sequence on retry");
+        assert_eq!(
+            records(&o.calls[0]),
+            vec!["7:0:0:1"],
+            "same sequence on retry"
+        );
     }
 
     /// Regression (found by the chaos test): a batch whose request got no
@@ -592,16 +698,27 @@ mod tests {
         let mut s_batches = 0;
         for c in &o.calls {
             let node = c.node_id;
-            let result = if node == 1 { Err(Error::Disconnected { node_id: 1 }) } else { Ok(vec![ok(1, 0)]) };
+            let result = if node == 1 {
+                Err(Error::Disconnected { node_id: 1 })
+            } else {
+                Ok(vec![ok(1, 0)])
+            };
             let (d, _) = s.on_response(c.token, result, 1);
             s_batches += d.len();
         }
-        assert_eq!(s_batches, 1, "the disconnected batch is retried, the other delivered");
+        assert_eq!(
+            s_batches, 1,
+            "the disconnected batch is retried, the other delivered"
+        );
         // Exhaust retries.
         for t in 0..3 {
             let now = 100 * (t + 1);
             let o = s.poll(now, &|tp| Some(tp.partition + 1), &mut |_| true, &|_| None);
-            let (d, _) = s.on_response(o.calls[0].token, Err(Error::Disconnected { node_id: 1 }), now);
+            let (d, _) = s.on_response(
+                o.calls[0].token,
+                Err(Error::Disconnected { node_id: 1 }),
+                now,
+            );
             if t == 2 {
                 assert_eq!(d.len(), 1);
                 assert!(d[0].result.is_err());
@@ -630,7 +747,10 @@ mod tests {
         err.error_code = 59; // UNKNOWN_PRODUCER_ID on the next expected batch
         s.on_response(o.calls[0].token, Ok(vec![err]), 1);
         assert!(s.needs_producer_id());
-        assert!(s.poll(50, &|_| Some(1), &mut |_| true, &|_| None).calls.is_empty());
+        assert!(s
+            .poll(50, &|_| Some(1), &mut |_| true, &|_| None)
+            .calls
+            .is_empty());
         s.set_producer_id(7, 1);
         let o = s.poll(50, &|_| Some(1), &mut |_| true, &|_| None);
         assert_eq!(records(&o.calls[0]), vec!["7:1:0:1"]);
@@ -640,8 +760,16 @@ mod tests {
     fn node_not_ready_keeps_batches_queued() {
         let mut s = sender(false, 1);
         send(&mut s, 0, 1);
-        assert!(s.poll(0, &|_| Some(1), &mut |_| false, &|_| None).calls.is_empty());
-        assert_eq!(s.poll(0, &|_| Some(1), &mut |_| true, &|_| None).calls.len(), 1);
+        assert!(s
+            .poll(0, &|_| Some(1), &mut |_| false, &|_| None)
+            .calls
+            .is_empty());
+        assert_eq!(
+            s.poll(0, &|_| Some(1), &mut |_| true, &|_| None)
+                .calls
+                .len(),
+            1
+        );
     }
 
     fn err(p: i32, code: i16) -> PartitionResult {
@@ -673,7 +801,12 @@ mod tests {
         // The pieces cover sequences 0..4 in order; until one is acknowledged
         // in this epoch only one batch may be in flight.
         let first = one_call(&mut s, 2);
-        assert!(s.poll(2, &|_| Some(1), &mut |_| true, &|_| None).calls.is_empty(), "one at a time before an ack");
+        assert!(
+            s.poll(2, &|_| Some(1), &mut |_| true, &|_| None)
+                .calls
+                .is_empty(),
+            "one at a time before an ack"
+        );
         let mut sent = records(&first);
         let mut delivered = Vec::new();
         let mut pending = vec![first];
@@ -690,8 +823,15 @@ mod tests {
             sent.extend(pending.iter().flat_map(records));
         }
         assert_eq!(sent, vec!["7:0:0:2", "7:0:2:2", "7:0:4:1"]);
-        assert_eq!(delivered, vec![(vec![1, 2], 100), (vec![3, 4], 102), (vec![5], 104)]);
-        assert_eq!(s.accumulator.free_memory(), 10_000, "every reserved byte is given back");
+        assert_eq!(
+            delivered,
+            vec![(vec![1, 2], 100), (vec![3, 4], 102), (vec![5], 104)]
+        );
+        assert_eq!(
+            s.accumulator.free_memory(),
+            10_000,
+            "every reserved byte is given back"
+        );
     }
 
     #[test]
@@ -709,7 +849,11 @@ mod tests {
         let (d, _) = s.on_response(c.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 2);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].handles, vec![1]);
-        assert!(matches!(&d[0].result, Err(e) if e.code() == codes::MESSAGE_TOO_LARGE), "{:?}", d[0].result);
+        assert!(
+            matches!(&d[0].result, Err(e) if e.code() == codes::MESSAGE_TOO_LARGE),
+            "{:?}",
+            d[0].result
+        );
         // The hole at sequence 0 needs a new epoch; record 2 is resequenced.
         assert!(s.needs_producer_id());
         s.set_producer_id(7, 1);
@@ -734,9 +878,19 @@ mod tests {
         let b = one_call(&mut s, 1); // seq 3, in flight behind a
         assert_eq!(records(&a), vec!["7:0:1:2"]);
         assert_eq!(records(&b), vec!["7:0:3:1"]);
-        assert!(s.on_response(a.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 2).0.is_empty());
-        let (d, _) = s.on_response(b.token, Ok(vec![err(0, codes::OUT_OF_ORDER_SEQUENCE_NUMBER)]), 2);
-        assert!(d.is_empty() && !s.needs_producer_id(), "b was early, not broken");
+        assert!(s
+            .on_response(a.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 2)
+            .0
+            .is_empty());
+        let (d, _) = s.on_response(
+            b.token,
+            Ok(vec![err(0, codes::OUT_OF_ORDER_SEQUENCE_NUMBER)]),
+            2,
+        );
+        assert!(
+            d.is_empty() && !s.needs_producer_id(),
+            "b was early, not broken"
+        );
         let mut sent = Vec::new();
         let mut handles = Vec::new();
         for now in 200..210 {
@@ -758,7 +912,10 @@ mod tests {
             send(&mut s, 0, h);
         }
         let c = one_call(&mut s, 0);
-        assert!(s.on_response(c.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 1).0.is_empty());
+        assert!(s
+            .on_response(c.token, Ok(vec![err(0, codes::MESSAGE_TOO_LARGE)]), 1)
+            .0
+            .is_empty());
         let mut handles = Vec::new();
         for now in 1..5 {
             let o = s.poll(now, &|_| Some(1), &mut |_| true, &|_| None);
@@ -785,6 +942,10 @@ mod tests {
         assert!(s.needs_producer_id(), "still needs an id, now a fresh one");
         s.set_producer_id(8, 0);
         let c = one_call(&mut s, 3);
-        assert_eq!(records(&c), vec!["8:0:0:1"], "record 2 resequenced under the new id");
+        assert_eq!(
+            records(&c),
+            vec!["8:0:0:1"],
+            "record 2 resequenced under the new id"
+        );
     }
 }

@@ -34,7 +34,12 @@ pub(crate) fn default_request(k: ApiKey) -> RequestKind {
 fn golden_metadata_v1_request() {
     // Metadata v1 uses request header v1 (non-flexible).
     let mut buf = BytesMut::new();
-    let h = RequestHeader { api_key: 3, api_version: 1, correlation_id: 7, client_id: Some("fk".into()) };
+    let h = RequestHeader {
+        api_key: 3,
+        api_version: 1,
+        correlation_id: 7,
+        client_id: Some("fk".into()),
+    };
     let body = RequestKind::Metadata(MetadataRequest::default().with_topics(None));
     encode_request(&mut buf, &h, &body).unwrap();
     #[rustfmt::skip]
@@ -53,7 +58,12 @@ fn golden_metadata_v1_request() {
 fn golden_api_versions_v3_request_flexible_header() {
     // ApiVersions v3: header v2 (client_id + tagged fields), flexible body.
     let mut buf = BytesMut::new();
-    let h = RequestHeader { api_key: 18, api_version: 3, correlation_id: 1, client_id: Some("c".into()) };
+    let h = RequestHeader {
+        api_key: 18,
+        api_version: 3,
+        correlation_id: 1,
+        client_id: Some("c".into()),
+    };
     let body = RequestKind::ApiVersions(
         ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("f"))
@@ -92,9 +102,18 @@ fn golden_api_versions_v0_error_response() {
     ];
     let (cid, body, v) = decode_response(18, 3, Bytes::copy_from_slice(frame)).unwrap();
     assert_eq!((cid, v), (9, 0));
-    let ResponseKind::ApiVersions(r) = body else { panic!() };
+    let ResponseKind::ApiVersions(r) = body else {
+        panic!()
+    };
     assert_eq!(r.error_code, 35);
-    assert_eq!((r.api_keys[0].api_key, r.api_keys[0].min_version, r.api_keys[0].max_version), (18, 0, 2));
+    assert_eq!(
+        (
+            r.api_keys[0].api_key,
+            r.api_keys[0].min_version,
+            r.api_keys[0].max_version
+        ),
+        (18, 0, 2)
+    );
 }
 
 #[test]
@@ -113,7 +132,9 @@ fn golden_find_coordinator_v3_response_header_v1() {
     ];
     let (cid, body, _) = decode_response(10, 3, Bytes::copy_from_slice(frame)).unwrap();
     assert_eq!(cid, 4);
-    let ResponseKind::FindCoordinator(r) = body else { panic!() };
+    let ResponseKind::FindCoordinator(r) = body else {
+        panic!()
+    };
     assert_eq!((r.node_id.0, r.host.as_str(), r.port), (1, "h", 9092));
 }
 
@@ -121,16 +142,28 @@ fn golden_find_coordinator_v3_response_header_v1() {
 fn frame_decoder_splits_and_caps() {
     let d = FrameDecoder::new(16);
     let mut buf = BytesMut::from(&[0, 0, 0, 2, 9, 9, 0, 0, 0, 1][..]);
-    assert_eq!(d.decode(&mut buf).unwrap().unwrap(), Bytes::from_static(&[9, 9]));
+    assert_eq!(
+        d.decode(&mut buf).unwrap().unwrap(),
+        Bytes::from_static(&[9, 9])
+    );
     assert_eq!(d.decode(&mut buf).unwrap(), None); // 1-byte frame not complete yet
     buf.extend_from_slice(&[5]);
-    assert_eq!(d.decode(&mut buf).unwrap().unwrap(), Bytes::from_static(&[5]));
+    assert_eq!(
+        d.decode(&mut buf).unwrap().unwrap(),
+        Bytes::from_static(&[5])
+    );
     // 2 GiB - 1 prefix: refused before any allocation.
     let mut big = BytesMut::from(&[0x7f, 0xff, 0xff, 0xff][..]);
-    assert!(matches!(d.decode(&mut big), Err(ProtocolError::TooLarge { .. })));
+    assert!(matches!(
+        d.decode(&mut big),
+        Err(ProtocolError::TooLarge { .. })
+    ));
     assert!(big.capacity() < 1024);
     let mut neg = BytesMut::from(&[0xff, 0xff, 0xff, 0xfe][..]);
-    assert!(matches!(d.decode(&mut neg), Err(ProtocolError::Invalid { .. })));
+    assert!(matches!(
+        d.decode(&mut neg),
+        Err(ProtocolError::Invalid { .. })
+    ));
 }
 
 #[test]
@@ -242,7 +275,9 @@ fn kafka_protocol_body_decode_is_an_error_not_an_abort() {
 }
 
 /// The APIs the client sends (issue 2's list).
-const CLIENT_APIS: [i16; 19] = [18, 3, 0, 1, 2, 10, 11, 14, 12, 13, 8, 9, 19, 20, 22, 15, 16, 17, 36];
+const CLIENT_APIS: [i16; 19] = [
+    18, 3, 0, 1, 2, 10, 11, 14, 12, 13, 8, 9, 19, 20, 22, 15, 16, 17, 36,
+];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]

@@ -46,7 +46,10 @@ impl<'a> LegacyMessage<'a> {
         let offset = r.i64()?;
         let size = r.i32()?;
         if size < 0 || 12 + size as usize != input.len() {
-            return Err(ProtocolError::invalid("message size", format!("{size} for {} bytes", input.len())));
+            return Err(ProtocolError::invalid(
+                "message size",
+                format!("{size} for {} bytes", input.len()),
+            ));
         }
         let crc = r.u32()?;
         let magic = r.i8()?;
@@ -56,17 +59,35 @@ impl<'a> LegacyMessage<'a> {
         if opts.verify_crc {
             let computed = crc32fast::hash(&input[16..]);
             if computed != crc {
-                return Err(ProtocolError::CrcMismatch { stored: crc, computed });
+                return Err(ProtocolError::CrcMismatch {
+                    stored: crc,
+                    computed,
+                });
             }
         }
         let attributes = r.i8()?;
-        let timestamp = if magic == LEGACY_MAGIC_V1 { r.i64()? } else { -1 };
+        let timestamp = if magic == LEGACY_MAGIC_V1 {
+            r.i64()?
+        } else {
+            -1
+        };
         let key = r.nullable_bytes()?;
         let value = r.nullable_bytes()?;
         if !r.is_empty() {
-            return Err(ProtocolError::invalid("message", "trailing bytes after the value"));
+            return Err(ProtocolError::invalid(
+                "message",
+                "trailing bytes after the value",
+            ));
         }
-        Ok(LegacyMessage { offset, crc, magic, attributes, timestamp, key, value })
+        Ok(LegacyMessage {
+            offset,
+            crc,
+            magic,
+            attributes,
+            timestamp,
+            key,
+            value,
+        })
     }
 
     pub fn compression(&self) -> Result<Compression> {
@@ -100,7 +121,9 @@ impl<'a> LegacyMessage<'a> {
             out.push(self.to_owned_record(self.offset, self.timestamp, self.timestamp_type()));
             return Ok(());
         }
-        let compressed = self.value.ok_or_else(|| ProtocolError::invalid("wrapper message", "null value"))?;
+        let compressed = self
+            .value
+            .ok_or_else(|| ProtocolError::invalid("wrapper message", "null value"))?;
         let inner_buf = compression::decompress(codec, compressed, opts.max_decompressed)?;
         let mut inner = Vec::new();
         let mut rest: &[u8] = &inner_buf;
@@ -110,7 +133,10 @@ impl<'a> LegacyMessage<'a> {
             }
             let size = i32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]);
             if size < 0 {
-                return Err(ProtocolError::invalid("inner message size", format!("{size}")));
+                return Err(ProtocolError::invalid(
+                    "inner message size",
+                    format!("{size}"),
+                ));
             }
             let total = 12usize + size as usize;
             if total > rest.len() {
@@ -118,7 +144,10 @@ impl<'a> LegacyMessage<'a> {
             }
             let m = LegacyMessage::parse_exact(&rest[..total], opts)?;
             if m.compression()? != Compression::None {
-                return Err(ProtocolError::invalid("inner message", "nested compression"));
+                return Err(ProtocolError::invalid(
+                    "inner message",
+                    "nested compression",
+                ));
             }
             inner.push(m);
             rest = &rest[total..];
@@ -132,7 +161,11 @@ impl<'a> LegacyMessage<'a> {
         };
         out.reserve(inner.len());
         for m in &inner {
-            let offset = if self.magic == LEGACY_MAGIC_V1 { base.wrapping_add(m.offset) } else { m.offset };
+            let offset = if self.magic == LEGACY_MAGIC_V1 {
+                base.wrapping_add(m.offset)
+            } else {
+                m.offset
+            };
             let (ts, tt) = match wrapper_tt {
                 TimestampType::LogAppendTime => (self.timestamp, TimestampType::LogAppendTime),
                 TimestampType::NoTimestamp => (-1, TimestampType::NoTimestamp),

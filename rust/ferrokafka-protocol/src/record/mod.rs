@@ -15,8 +15,8 @@ mod v2;
 
 pub use legacy::{encode_legacy_message, LegacyMessage, LEGACY_MAGIC_V0, LEGACY_MAGIC_V1};
 pub use v2::{
-    control_batch, BatchHeader, ControlRecord, ControlRecordType, RecordBatch, RecordBatchBuilder, RecordIter,
-    BATCH_HEADER_SIZE, MAGIC_V2,
+    control_batch, BatchHeader, ControlRecord, ControlRecordType, RecordBatch, RecordBatchBuilder,
+    RecordIter, BATCH_HEADER_SIZE, MAGIC_V2,
 };
 
 use crate::compression::DEFAULT_MAX_DECOMPRESSED;
@@ -86,7 +86,10 @@ pub struct DecodeOptions {
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        DecodeOptions { verify_crc: true, max_decompressed: DEFAULT_MAX_DECOMPRESSED }
+        DecodeOptions {
+            verify_crc: true,
+            max_decompressed: DEFAULT_MAX_DECOMPRESSED,
+        }
     }
 }
 
@@ -122,7 +125,12 @@ pub struct Batches<'a> {
 
 impl<'a> Batches<'a> {
     pub fn new(blob: &'a [u8], opts: DecodeOptions) -> Self {
-        Batches { rest: blob, opts, truncated: false, failed: false }
+        Batches {
+            rest: blob,
+            opts,
+            truncated: false,
+            failed: false,
+        }
     }
 
     /// True once iteration ended on an incomplete trailing entry (which the
@@ -168,12 +176,21 @@ impl<'a> Iterator for Batches<'a> {
         self.rest = rest;
         let Some(&magic) = entry.get(MAGIC_OFFSET) else {
             self.failed = true;
-            return Some(Err(ProtocolError::truncated("record batch", MAGIC_OFFSET + 1, entry.len())));
+            return Some(Err(ProtocolError::truncated(
+                "record batch",
+                MAGIC_OFFSET + 1,
+                entry.len(),
+            )));
         };
         let out = match magic as i8 {
             MAGIC_V2 => RecordBatch::parse_exact(entry, &self.opts).map(Batch::V2),
-            LEGACY_MAGIC_V0 | LEGACY_MAGIC_V1 => LegacyMessage::parse_exact(entry, &self.opts).map(Batch::Legacy),
-            m => Err(ProtocolError::Unsupported { what: "record batch magic", detail: format!("{m}") }),
+            LEGACY_MAGIC_V0 | LEGACY_MAGIC_V1 => {
+                LegacyMessage::parse_exact(entry, &self.opts).map(Batch::Legacy)
+            }
+            m => Err(ProtocolError::Unsupported {
+                what: "record batch magic",
+                detail: format!("{m}"),
+            }),
         };
         if out.is_err() {
             self.failed = true;
@@ -185,7 +202,11 @@ impl<'a> Iterator for Batches<'a> {
 /// Decode every record of a records blob into owned records, with batch
 /// bookkeeping (control batches are skipped unless `include_control`).
 /// Returns the records and whether a truncated tail was dropped.
-pub fn decode_all_owned(blob: &[u8], opts: DecodeOptions, include_control: bool) -> Result<(Vec<OwnedRecord>, bool)> {
+pub fn decode_all_owned(
+    blob: &[u8],
+    opts: DecodeOptions,
+    include_control: bool,
+) -> Result<(Vec<OwnedRecord>, bool)> {
     let mut out = Vec::new();
     let mut batches = Batches::new(blob, opts);
     for b in batches.by_ref() {
@@ -204,7 +225,11 @@ pub fn decode_all_owned(blob: &[u8], opts: DecodeOptions, include_control: bool)
                         timestamp_type: tt,
                         key: rec.key.map(<[u8]>::to_vec),
                         value: rec.value.map(<[u8]>::to_vec),
-                        headers: rec.headers.iter().map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec))).collect(),
+                        headers: rec
+                            .headers
+                            .iter()
+                            .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                            .collect(),
                     });
                 }
             }

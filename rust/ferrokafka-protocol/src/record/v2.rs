@@ -21,7 +21,10 @@
 use super::{DecodeOptions, Header, Record, TimestampType};
 use crate::compression::{self, Compression};
 use crate::error::{ProtocolError, Result};
-use crate::primitives::{encode_uvarlong_at, invalid_len, put_varint, varint_len, varlong_len, zigzag32, zigzag64, Reader};
+use crate::primitives::{
+    encode_uvarlong_at, invalid_len, put_varint, varint_len, varlong_len, zigzag32, zigzag64,
+    Reader,
+};
 use bytes::{BufMut, BytesMut};
 use std::borrow::Cow;
 
@@ -122,7 +125,11 @@ impl<'a> RecordBatch<'a> {
     /// Parse a buffer that holds exactly one batch.
     pub fn parse_exact(input: &'a [u8], opts: &DecodeOptions) -> Result<Self> {
         if input.len() < BATCH_HEADER_SIZE {
-            return Err(ProtocolError::truncated("record batch header", BATCH_HEADER_SIZE, input.len()));
+            return Err(ProtocolError::truncated(
+                "record batch header",
+                BATCH_HEADER_SIZE,
+                input.len(),
+            ));
         }
         let mut r = Reader::new(input);
         let header = BatchHeader {
@@ -141,26 +148,42 @@ impl<'a> RecordBatch<'a> {
             records_count: r.i32()?,
         };
         if header.magic != MAGIC_V2 {
-            return Err(ProtocolError::invalid("record batch magic", format!("{} (expected 2)", header.magic)));
+            return Err(ProtocolError::invalid(
+                "record batch magic",
+                format!("{} (expected 2)", header.magic),
+            ));
         }
         if header.batch_length < 0 || 12 + header.batch_length as usize != input.len() {
             return Err(ProtocolError::invalid(
                 "batch length",
-                format!("{} does not match the {} bytes given", header.batch_length, input.len()),
+                format!(
+                    "{} does not match the {} bytes given",
+                    header.batch_length,
+                    input.len()
+                ),
             ));
         }
         if header.records_count < 0 {
-            return Err(ProtocolError::invalid("records count", format!("{}", header.records_count)));
+            return Err(ProtocolError::invalid(
+                "records count",
+                format!("{}", header.records_count),
+            ));
         }
         if opts.verify_crc {
             let computed = crc32c::crc32c(&input[ATTRIBUTES_OFFSET..]);
             if computed != header.crc {
-                return Err(ProtocolError::CrcMismatch { stored: header.crc, computed });
+                return Err(ProtocolError::CrcMismatch {
+                    stored: header.crc,
+                    computed,
+                });
             }
         }
         // Unknown codec ids are refused here rather than at first use.
         header.compression()?;
-        Ok(RecordBatch { header, records_data: &input[BATCH_HEADER_SIZE..] })
+        Ok(RecordBatch {
+            header,
+            records_data: &input[BATCH_HEADER_SIZE..],
+        })
     }
 
     /// The uncompressed records section: borrowed when the batch is not
@@ -168,7 +191,11 @@ impl<'a> RecordBatch<'a> {
     pub fn payload(&self, opts: &DecodeOptions) -> Result<Cow<'a, [u8]>> {
         match self.header.compression()? {
             Compression::None => Ok(Cow::Borrowed(self.records_data)),
-            c => Ok(Cow::Owned(compression::decompress(c, self.records_data, opts.max_decompressed)?)),
+            c => Ok(Cow::Owned(compression::decompress(
+                c,
+                self.records_data,
+                opts.max_decompressed,
+            )?)),
         }
     }
 
@@ -176,7 +203,11 @@ impl<'a> RecordBatch<'a> {
     pub fn records<'b>(&self, payload: &'b [u8]) -> Result<RecordIter<'b>> {
         let count = self.header.records_count as usize;
         if count > payload.len() / MIN_RECORD_SIZE {
-            return Err(ProtocolError::TooLarge { what: "records count", size: count, max: payload.len() / MIN_RECORD_SIZE });
+            return Err(ProtocolError::TooLarge {
+                what: "records count",
+                size: count,
+                max: payload.len() / MIN_RECORD_SIZE,
+            });
         }
         let log_append = self.header.timestamp_type() == TimestampType::LogAppendTime;
         Ok(RecordIter {
@@ -210,7 +241,9 @@ impl<'a> RecordBatch<'a> {
         match it.next() {
             Some(rec) => {
                 let rec = rec?;
-                let key = rec.key.ok_or_else(|| ProtocolError::invalid("control record", "null key"))?;
+                let key = rec
+                    .key
+                    .ok_or_else(|| ProtocolError::invalid("control record", "null key"))?;
                 Ok(Some(ControlRecord::parse(key)?))
             }
             None => Err(ProtocolError::invalid("control batch", "no records")),
@@ -257,23 +290,33 @@ impl<'b> RecordIter<'b> {
         let n_headers = n_headers as usize;
         // Two bytes minimum per header (key length, value length).
         if n_headers > r.remaining() / 2 {
-            return Err(ProtocolError::TooLarge { what: "header count", size: n_headers, max: r.remaining() / 2 });
+            return Err(ProtocolError::TooLarge {
+                what: "header count",
+                size: n_headers,
+                max: r.remaining() / 2,
+            });
         }
         let mut headers = Vec::with_capacity(n_headers);
         for _ in 0..n_headers {
             let k = r
                 .varint_bytes("header key")?
                 .ok_or_else(|| ProtocolError::invalid("header key", "null"))?;
-            let key = std::str::from_utf8(k).map_err(|e| ProtocolError::invalid("header key", e.to_string()))?;
+            let key = std::str::from_utf8(k)
+                .map_err(|e| ProtocolError::invalid("header key", e.to_string()))?;
             let value = r.varint_bytes("header value")?;
             headers.push(Header { key, value });
         }
         if !r.is_empty() {
-            return Err(ProtocolError::invalid("record", format!("{} bytes left after the headers", r.remaining())));
+            return Err(ProtocolError::invalid(
+                "record",
+                format!("{} bytes left after the headers", r.remaining()),
+            ));
         }
         Ok(Record {
             offset: self.base_offset.wrapping_add(offset_delta as i64),
-            timestamp: self.override_timestamp.unwrap_or(self.base_timestamp.wrapping_add(ts_delta)),
+            timestamp: self
+                .override_timestamp
+                .unwrap_or(self.base_timestamp.wrapping_add(ts_delta)),
             attributes,
             key,
             value,
@@ -292,7 +335,10 @@ impl<'b> Iterator for RecordIter<'b> {
                 // Report once, then stay finished.
                 let n = self.r.remaining();
                 self.r = Reader::new(&[]);
-                return Some(Err(ProtocolError::invalid("record batch", format!("{n} bytes after the last record"))));
+                return Some(Err(ProtocolError::invalid(
+                    "record batch",
+                    format!("{n} bytes after the last record"),
+                )));
             }
             return None;
         }
@@ -384,7 +430,10 @@ impl RecordBatchBuilder {
     }
 
     pub fn with_capacity(compression: Compression, capacity: usize) -> Self {
-        Self::with_buffer(compression, BytesMut::with_capacity(capacity.max(BATCH_HEADER_SIZE)))
+        Self::with_buffer(
+            compression,
+            BytesMut::with_capacity(capacity.max(BATCH_HEADER_SIZE)),
+        )
     }
 
     /// Build into `buf` (cleared first), so a producer can recycle the
@@ -469,26 +518,41 @@ impl RecordBatchBuilder {
         let ts_delta = timestamp.wrapping_sub(base_ts);
         let offset_delta = self.count;
         if offset_delta == i32::MAX {
-            return Err(ProtocolError::TooLarge { what: "records in batch", size: i32::MAX as usize, max: i32::MAX as usize - 1 });
+            return Err(ProtocolError::TooLarge {
+                what: "records in batch",
+                size: i32::MAX as usize,
+                max: i32::MAX as usize - 1,
+            });
         }
         let field_len = |b: Option<&[u8]>| -> Result<usize> {
             match b {
                 None => Ok(1),
                 Some(b) => {
-                    let n = i32::try_from(b.len())
-                        .map_err(|_| ProtocolError::TooLarge { what: "record field", size: b.len(), max: i32::MAX as usize })?;
+                    let n = i32::try_from(b.len()).map_err(|_| ProtocolError::TooLarge {
+                        what: "record field",
+                        size: b.len(),
+                        max: i32::MAX as usize,
+                    })?;
                     Ok(varint_len(n) + b.len())
                 }
             }
         };
-        let mut body = 1 + varlong_len(ts_delta) + varint_len(offset_delta) + field_len(key)? + field_len(value)?;
-        let n_headers = i32::try_from(headers.len()).map_err(|_| ProtocolError::invalid("headers", "too many"))?;
+        let mut body = 1
+            + varlong_len(ts_delta)
+            + varint_len(offset_delta)
+            + field_len(key)?
+            + field_len(value)?;
+        let n_headers = i32::try_from(headers.len())
+            .map_err(|_| ProtocolError::invalid("headers", "too many"))?;
         body += varint_len(n_headers);
         for h in headers {
             body += field_len(Some(h.key.as_bytes()))? + field_len(h.value)?;
         }
-        let body_i32 =
-            i32::try_from(body).map_err(|_| ProtocolError::TooLarge { what: "record", size: body, max: i32::MAX as usize })?;
+        let body_i32 = i32::try_from(body).map_err(|_| ProtocolError::TooLarge {
+            what: "record",
+            size: body,
+            max: i32::MAX as usize,
+        })?;
 
         // Length, attributes, timestamp delta, offset delta and key length
         // are assembled on the stack and copied in one go: per-byte `put`s
@@ -529,13 +593,21 @@ impl RecordBatchBuilder {
     pub fn finish(mut self) -> Result<BytesMut> {
         if self.compression != Compression::None {
             let mut compressed = Vec::with_capacity(self.buf.len() / 2 + 64);
-            compression::compress(self.compression, self.level, &self.buf[BATCH_HEADER_SIZE..], &mut compressed)?;
+            compression::compress(
+                self.compression,
+                self.level,
+                &self.buf[BATCH_HEADER_SIZE..],
+                &mut compressed,
+            )?;
             self.buf.truncate(BATCH_HEADER_SIZE);
             self.buf.extend_from_slice(&compressed);
         }
         let total = self.buf.len();
-        let batch_length = i32::try_from(total - 12)
-            .map_err(|_| ProtocolError::TooLarge { what: "record batch", size: total, max: i32::MAX as usize })?;
+        let batch_length = i32::try_from(total - 12).map_err(|_| ProtocolError::TooLarge {
+            what: "record batch",
+            size: total,
+            max: i32::MAX as usize,
+        })?;
         let mut attributes = self.compression as i16;
         if self.log_append_time {
             attributes |= TIMESTAMP_TYPE_BIT;

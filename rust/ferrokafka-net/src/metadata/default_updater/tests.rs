@@ -34,7 +34,11 @@ impl UpdaterContext for FakeCtx {
     fn least_loaded_node(&mut self, now_ms: i64) -> Option<Node> {
         // SEMANTICS 2.2: a ready node first, then a connecting one, then one
         // out of backoff, starting at a random index (here: rotating).
-        if let Some(n) = self.nodes.iter().find(|n| self.ready.contains(&n.id) || self.connecting.contains(&n.id)) {
+        if let Some(n) = self
+            .nodes
+            .iter()
+            .find(|n| self.ready.contains(&n.id) || self.connecting.contains(&n.id))
+        {
             return Some(n.clone());
         }
         self.rr += 1;
@@ -51,13 +55,22 @@ impl UpdaterContext for FakeCtx {
         self.ready.contains(&node_id) || self.connecting.contains(&node_id)
     }
     fn can_connect(&self, node: &Node, now_ms: i64) -> bool {
-        !self.is_connecting_or_connected(node.id) && self.backoff_until.get(&node.id).is_none_or(|t| now_ms >= *t)
+        !self.is_connecting_or_connected(node.id)
+            && self
+                .backoff_until
+                .get(&node.id)
+                .is_none_or(|t| now_ms >= *t)
     }
     fn initiate_connect(&mut self, node: &Node, now_ms: i64) {
         self.connects.push((now_ms, node.id));
         self.connecting.insert(node.id);
     }
-    fn send_metadata_request(&mut self, node_id: i32, spec: MetadataRequestSpec, now_ms: i64) -> Result<(), Error> {
+    fn send_metadata_request(
+        &mut self,
+        node_id: i32,
+        spec: MetadataRequestSpec,
+        now_ms: i64,
+    ) -> Result<(), Error> {
         self.sent.push((now_ms, node_id, spec));
         Ok(())
     }
@@ -154,13 +167,23 @@ fn unknown_topic_no_spin() {
         let _ = md.request_update_for_topic("missing");
         poll(&mut up, &mut ctx, now);
         if up.has_fetch_in_progress() {
-            up.handle_success_request(T0 + now, response(vec![topic_err("missing", codes::UNKNOWN_TOPIC_OR_PARTITION)]));
+            up.handle_success_request(
+                T0 + now,
+                response(vec![topic_err(
+                    "missing",
+                    codes::UNKNOWN_TOPIC_OR_PARTITION,
+                )]),
+            );
         }
     }
     assert!(md.fetch().partitions_for_topic("missing").is_empty());
     // At most one request per refresh_backoff_ms (100) after the first.
     let times: Vec<i64> = ctx.sent.iter().map(|s| s.0 - T0).collect();
-    assert!(times.len() <= 1 + 1000 / 100, "{} requests: {times:?}", times.len());
+    assert!(
+        times.len() <= 1 + 1000 / 100,
+        "{} requests: {times:?}",
+        times.len()
+    );
     for w in times.windows(2) {
         assert!(w[1] - w[0] >= 100, "{times:?}");
     }
@@ -220,8 +243,14 @@ fn rebootstrap_when_all_brokers_unreachable() {
         poll(&mut up, &mut ctx, now);
         now += 1;
     }
-    assert!(md.fetch().is_bootstrap_configured(), "never re-bootstrapped");
-    assert!(now >= 1_004, "re-bootstrapped before the grace period: {now}");
+    assert!(
+        md.fetch().is_bootstrap_configured(),
+        "never re-bootstrapped"
+    );
+    assert!(
+        now >= 1_004,
+        "re-bootstrapped before the grace period: {now}"
+    );
     assert_eq!(up.rebootstrap_count(), 1);
     // The next request goes to a seed again and its answer is applied.
     while now < 4000 && ctx.sent.len() < 2 {
@@ -269,7 +298,13 @@ fn disconnect_requests_update_and_auth_failure_is_fatal() {
     let (md, mut up) = updater(5);
     md.update(0, &response(vec![]), false, T0).unwrap();
     assert!(!md.update_requested());
-    up.handle_server_disconnect(T0 + 10, 0, Some(&Error::Authentication { detail: "bad".into() }));
+    up.handle_server_disconnect(
+        T0 + 10,
+        0,
+        Some(&Error::Authentication {
+            detail: "bad".into(),
+        }),
+    );
     assert!(md.update_requested());
     assert!(matches!(
         md.await_update(0, None, Some(std::time::Duration::ZERO)),
@@ -314,6 +349,12 @@ fn idle_producer_only_refreshes_at_max_age() {
     // for nothing more than the brokers).
     assert_eq!(times.len(), 3, "{times:?}");
     assert!(times[0] <= 10);
-    assert!((300_000..300_100).contains(&(times[1] - times[0])), "{times:?}");
-    assert!((300_000..300_100).contains(&(times[2] - times[1])), "{times:?}");
+    assert!(
+        (300_000..300_100).contains(&(times[1] - times[0])),
+        "{times:?}"
+    );
+    assert!(
+        (300_000..300_100).contains(&(times[2] - times[1])),
+        "{times:?}"
+    );
 }
