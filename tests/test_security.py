@@ -76,6 +76,24 @@ def test_tls_produce_consume(tls_broker, certs, topic_name):
     _round_trip(tls_broker.bootstrap_servers, topic_name, security_protocol="SSL", ssl_cafile=certs.ca)
 
 
+def test_tls_ca_directory(tls_broker, certs, topic_name, tmp_path):
+    """ssl_cafile may name a directory of CA files (librdkafka's
+    ssl.ca.location, OpenSSL's CApath): files that are not certificates are
+    skipped; a directory without any certificate is a ValueError."""
+    import shutil
+
+    d = tmp_path / "cas"
+    d.mkdir()
+    shutil.copy(certs.ca, d / "ca.pem")
+    (d / "README").write_text("not a certificate\n")
+    _round_trip(tls_broker.bootstrap_servers, topic_name, security_protocol="SSL", ssl_cafile=str(d))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "README").write_text("nothing here\n")
+    with pytest.raises(ValueError, match="ssl_cafile"):
+        fk.Producer(tls_broker.bootstrap_servers, security_protocol="SSL", ssl_cafile=str(empty))
+
+
 def test_tls_hostname_verification(tls_broker, certs, topic_name):
     """The certificate names localhost and 127.0.0.1: both verify; with
     checks off the chain must still be trusted."""

@@ -189,14 +189,39 @@ fn build_tls(o: &TlsOptions) -> Result<rustls::ClientConfig, Error> {
     let mut roots = rustls::RootCertStore::empty();
     match &o.ca_file {
         Some(path) => {
-            let pem = read_pem(path, "ssl_cafile")?;
+            // A file of PEM certificates, or (like librdkafka's
+            // `ssl.ca.location` and OpenSSL's CApath) a directory whose
+            // files are: every file there that holds PEM certificates counts,
+            // others (hash links' duplicates parse fine; READMEs do not) are
+            // skipped.
+            let files: Vec<std::path::PathBuf> = if std::path::Path::new(path).is_dir() {
+                let mut v: Vec<_> = std::fs::read_dir(path)
+                    .map_err(|e| cfg_err("ssl_cafile", format!("cannot read {path}: {e}")))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_file())
+                    .collect();
+                v.sort();
+                v
+            } else {
+                vec![path.into()]
+            };
+            let single = files.len() == 1 && !std::path::Path::new(path).is_dir();
             let mut n = 0;
-            for c in rustls_pemfile::certs(&mut pem.as_slice()) {
-                let c = c.map_err(|e| cfg_err("ssl_cafile", format!("{path}: {e}")))?;
-                roots
-                    .add(c)
-                    .map_err(|e| cfg_err("ssl_cafile", format!("{path}: {e}")))?;
-                n += 1;
+            for f in &files {
+                let fname = f.display().to_string();
+                let pem = read_pem(&fname, "ssl_cafile")?;
+                for c in rustls_pemfile::certs(&mut pem.as_slice()) {
+                    let c = match c {
+                        Ok(c) => c,
+                        Err(e) if single => return Err(cfg_err("ssl_cafile", format!("{fname}: {e}"))),
+                        Err(_) => break,
+                    };
+                    match roots.add(c) {
+                        Ok(()) => n += 1,
+                        Err(e) if single => return Err(cfg_err("ssl_cafile", format!("{fname}: {e}"))),
+                        Err(_) => {}
+                    }
+                }
             }
             if n == 0 {
                 return Err(cfg_err(
