@@ -23,8 +23,10 @@ command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
 cargo +nightly fuzz build -O
 bin=target/x86_64-unknown-linux-gnu/release
 report=report.md
-echo "| target | api | seconds | executions | crashes |" > "$report"
-echo "|---|---|---|---|---|" >> "$report"
+if [ ! -f "$report" ]; then # accumulates over runs; delete it to start over
+    echo "| target | api | seconds | executions | crashes |" > "$report"
+    echo "|---|---|---|---|---|" >> "$report"
+fi
 # Key numbers of the APIs the client speaks (frame::CORE_APIS).
 apis=(0 1 2 3 8 9 10 11 12 13 14 15 16 17 18 19 20 22 36)
 
