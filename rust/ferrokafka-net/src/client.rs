@@ -759,7 +759,7 @@ impl ClientCore {
                 self.disconnect_node(node, now_ms, Some(e), out);
             }
             Ok((_, body, _)) => match req.internal {
-                Internal::ApiVersions => self.handle_api_versions(node, body, now_ms, out),
+                Internal::ApiVersions => self.handle_api_versions(node, req.header.api_version, body, now_ms, out),
                 Internal::Metadata => {
                     if let ResponseKind::Metadata(m) = &body {
                         match metadata_response_from_wire(m) {
@@ -783,20 +783,29 @@ impl ClientCore {
         }
     }
 
-    fn handle_api_versions(&mut self, node: i32, body: ResponseKind, now_ms: i64, out: &mut Vec<ClientResponse>) {
+    fn handle_api_versions(&mut self, node: i32, sent_version: i16, body: ResponseKind, now_ms: i64, out: &mut Vec<ClientResponse>) {
         let ResponseKind::ApiVersions(r) = body else { return };
         if r.error_code == frame::UNSUPPORTED_VERSION {
             // The broker does not speak our ApiVersions version; its v0
-            // answer names the range it does speak. Retry at its max.
+            // answer names the range it does speak (an empty list means v0,
+            // as in Java). Retry at its max, but only if that is *lower* than
+            // what we just sent: a broker that refuses v0, or names the very
+            // version it refused (or a higher one), would otherwise keep the
+            // connection in CHECKING_API_VERSIONS forever, each retry being a
+            // fresh request with a fresh deadline so the request timeout
+            // never fires. Versions strictly decrease, so at most
+            // API_VERSIONS_START retries; after that the error below ends it.
             let theirs = r.api_keys.iter().find(|k| k.api_key == ApiKey::ApiVersions as i16).map(|k| k.max_version).unwrap_or(0);
-            let retry = theirs.min(API_VERSIONS_START);
-            let last = self.in_flight.count(node) == 0;
-            if let Some(c) = self.conns.get_mut(&node) {
-                if last {
-                    c.api_versions_pending = Some(retry.max(0));
+            let retry = theirs.min(API_VERSIONS_START).max(0);
+            if retry < sent_version {
+                let last = self.in_flight.count(node) == 0;
+                if let Some(c) = self.conns.get_mut(&node) {
+                    if last {
+                        c.api_versions_pending = Some(retry);
+                    }
                 }
+                return;
             }
-            return;
         }
         if r.error_code != 0 {
             let e = Error::broker(r.error_code, Some("ApiVersions".into()));
