@@ -71,7 +71,9 @@ impl AdminClient {
     }
 
     /// A fresh metadata snapshot (a completed refresh, not the bootstrap list).
-    fn fresh_cluster(&self, deadline: Instant) -> Result<Arc<Cluster>, Error> {
+    /// `timeout` is the caller's whole budget (`deadline` its end), named in
+    /// the error so the message states the timeout the caller actually set.
+    fn fresh_cluster(&self, deadline: Instant, timeout: Duration) -> Result<Arc<Cluster>, Error> {
         loop {
             let v = self.metadata.request_update();
             self.client.client().wakeup();
@@ -86,13 +88,16 @@ impl AdminClient {
                 Err(Error::Timeout { .. }) => {
                     return Err(Error::Timeout {
                         what: format!("waiting for cluster metadata{}", self.metadata.connection_error_hint()),
-                        timeout_ms: self.cfg.default_api_timeout_ms as u64,
+                        timeout_ms: timeout.as_millis() as u64,
                     })
                 }
                 Err(e) => return Err(e),
             }
             if Instant::now() >= deadline {
-                return Err(Error::Timeout { what: "waiting for cluster metadata".into(), timeout_ms: 0 });
+                return Err(Error::Timeout {
+                    what: format!("waiting for cluster metadata{}", self.metadata.connection_error_hint()),
+                    timeout_ms: timeout.as_millis() as u64,
+                });
             }
         }
     }
@@ -129,7 +134,7 @@ impl AdminClient {
                 }
                 break;
             }
-            let cluster = self.fresh_cluster(deadline)?;
+            let cluster = self.fresh_cluster(deadline, timeout)?;
             let Some(controller) = cluster.controller().cloned().or_else(|| cluster.nodes().first().cloned()) else {
                 self.backoff();
                 continue;
@@ -221,7 +226,7 @@ impl AdminClient {
     /// Topic -> partition count (internal topics left out).
     pub fn list_topics(&self, timeout: Duration) -> Result<BTreeMap<String, usize>, Error> {
         self.metadata.set_subscription(None)?;
-        let cluster = self.fresh_cluster(Instant::now() + timeout)?;
+        let cluster = self.fresh_cluster(Instant::now() + timeout, timeout)?;
         Ok(cluster
             .topics()
             .into_iter()
@@ -231,7 +236,7 @@ impl AdminClient {
     }
 
     pub fn describe_cluster(&self, timeout: Duration) -> Result<ClusterDescription, Error> {
-        let cluster = self.fresh_cluster(Instant::now() + timeout)?;
+        let cluster = self.fresh_cluster(Instant::now() + timeout, timeout)?;
         Ok(ClusterDescription {
             nodes: cluster.nodes().to_vec(),
             controller: cluster.controller().cloned(),
@@ -242,7 +247,7 @@ impl AdminClient {
     /// ListGroups on every broker, merged: (group id, protocol type, state).
     pub fn list_consumer_groups(&self, timeout: Duration) -> Result<Vec<(String, String, String)>, Error> {
         let deadline = Instant::now() + timeout;
-        let cluster = self.fresh_cluster(deadline)?;
+        let cluster = self.fresh_cluster(deadline, timeout)?;
         let mut out = BTreeMap::new();
         for node in cluster.nodes() {
             let mut attempt = 0;
@@ -280,7 +285,7 @@ impl AdminClient {
             if Instant::now() >= deadline {
                 return Err(timeout_err("listing group offsets", timeout, last));
             }
-            let cluster = self.fresh_cluster(deadline)?;
+            let cluster = self.fresh_cluster(deadline, timeout)?;
             let Some(any) = cluster.nodes().first().cloned() else {
                 self.backoff();
                 continue;
