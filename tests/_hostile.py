@@ -91,3 +91,90 @@ def api_versions_v0_answer(cid, keys, error_code):
     for k, lo, hi in keys:
         body += struct.pack(">hhh", k, lo, hi)
     return frame(body)
+
+
+GARBAGE_FRAME = b"\x00\x00\x00\x08garbage!"  # a frame, but not an answer to anything
+HTTP_ANSWER = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"  # prefix "HTTP" = 1.2 GB
+
+
+class SwitchProxy:
+    """A TCP proxy on a fixed port in front of a real broker, switchable at run
+    time between hostile modes and pass-through.
+
+    Modes (what a connection accepted in that mode gets):
+    ``"garbage"``: every request answered with :data:`GARBAGE_FRAME`;
+    ``"http"``: every request answered with :data:`HTTP_ANSWER`, then closed;
+    ``"close"``: closed at once; ``"pass"``: forwarded both ways to the broker.
+    Leaving ``"pass"`` cuts the forwarded connections, so established clients
+    meet the hostile mode on their next connection.
+    """
+
+    def __init__(self, target_port: int, port: int = 0, mode: str = "garbage"):
+        self.target_port = target_port
+        self.mode = mode
+        self.lock = threading.Lock()
+        self.piped: list[socket.socket] = []
+        self.accepted: dict[str, int] = {}
+        self.server = Hostile(self._serve, port=port)
+        self.port = self.server.port
+
+    def set_mode(self, mode: str) -> None:
+        with self.lock:
+            self.mode = mode
+            piped, self.piped = self.piped, []
+        if mode != "pass":
+            for s in piped:
+                _hard_close(s)
+
+    def _serve(self, c):
+        with self.lock:
+            mode = self.mode
+            self.accepted[mode] = self.accepted.get(mode, 0) + 1
+        if mode == "close":
+            c.close()
+        elif mode == "garbage":
+            while True:
+                read_request(c)
+                c.sendall(GARBAGE_FRAME)
+        elif mode == "http":
+            read_request(c)
+            c.sendall(HTTP_ANSWER)
+            c.close()
+        else:
+            up = socket.create_connection(("127.0.0.1", self.target_port))
+            with self.lock:
+                if self.mode != "pass":  # switched while we connected
+                    _hard_close(c)
+                    _hard_close(up)
+                    return
+                self.piped += [c, up]
+            threading.Thread(target=_pump, args=(up, c), daemon=True).start()
+            _pump(c, up)
+
+    def close(self):
+        self.set_mode("close")
+        self.server.close()
+
+
+def _pump(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    _hard_close(src)
+    _hard_close(dst)
+
+
+def _hard_close(s):
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        s.close()
+    except OSError:
+        pass

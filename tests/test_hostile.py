@@ -15,16 +15,18 @@ import uuid
 
 import pytest
 from _hostile import (
+    GARBAGE_FRAME,
     Hostile,
+    SwitchProxy,
     api_versions_answer,
     api_versions_v0_answer,
     frame,
     read_request,
-    recv_exact,
 )
 
 import ferrokafka as fk
 from ferrokafka.protocol import FindCoordinatorRequest, MetadataRequest
+from ferrokafka.testing import EmbeddedBroker
 from ferrokafka.testing._broker import free_port
 
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
@@ -378,3 +380,192 @@ def test_length_just_above_the_cap_fails_the_connection():
     srv.close()
     assert state == "DISCONNECTED" and "READY" not in saw
     assert elapsed < 1.0, elapsed  # the prefix alone ends it, not the 5 s timeout
+
+
+# --- 5. recovery when a good broker returns (high-level clients) --------------------------
+
+# Small timeouts: every hostile phase ends in seconds, and reconnects are quick.
+FAST = dict(request_timeout_ms=1000, retry_backoff_ms=50, reconnect_backoff_ms=50, reconnect_backoff_max_ms=200)
+
+
+@pytest.fixture(scope="module")
+def proxied(embedded_broker):
+    """A Tansu of our own behind a SwitchProxy; it advertises the proxy's port, so
+    every connection the clients open (bootstrap and leaders) goes through the
+    proxy. `embedded_broker` is there for its skip/fail logic and its binary."""
+    proxy = SwitchProxy(target_port=0, mode="pass")
+    broker = EmbeddedBroker(port=free_port(), advertised_port=proxy.port,
+                                       binary=embedded_broker.binary)
+    proxy.target_port = broker.port
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+        broker.close()
+
+
+@pytest.fixture
+def proxy_topic(proxied):
+    proxied.set_mode("pass")
+    name = f"hostile-{uuid.uuid4().hex[:8]}"
+    with fk.Admin(f"127.0.0.1:{proxied.port}", **FAST) as a:
+        a.create_topics([fk.NewTopic(name, 1, 1)], timeout_ms=10_000)
+    return name
+
+
+@pytest.mark.parametrize("hostile", ["garbage", "http", "close"])
+def test_producer_recovers_when_the_broker_returns(proxied, proxy_topic, hostile):
+    proxied.set_mode(hostile)
+    p = fk.Producer(f"127.0.0.1:{proxied.port}", linger_ms=0, max_block_ms=1500,
+                    delivery_timeout_ms=15_000, **FAST)
+    try:
+        # Hostile from the start: no metadata, so send() gives up at max_block_ms.
+        t0 = time.monotonic()
+        with pytest.raises(fk.KafkaError) as ei:
+            p.send(proxy_topic, b"never").result(5)
+        assert isinstance(ei.value, fk.KafkaTimeoutError), repr(ei.value)
+        assert time.monotonic() - t0 < 3
+        assert proxied.accepted.get(hostile, 0) >= 1
+
+        # The broker comes back: the same producer delivers.
+        proxied.set_mode("pass")
+        first = p.send(proxy_topic, b"r0").result(10)
+
+        # Hostile again with metadata known: records wait (none fails, none
+        # succeeds falsely), then all arrive once the broker is back.
+        seen = proxied.accepted.get(hostile, 0)
+        proxied.set_mode(hostile)
+        futs = [p.send(proxy_topic, f"r{i}".encode()) for i in range(1, 6)]
+        time.sleep(1.5)
+        assert not any(f.done() for f in futs), [f.exception(0) if f.done() else None for f in futs]
+        assert proxied.accepted.get(hostile, 0) > seen, "the producer did meet the hostile server"
+        proxied.set_mode("pass")
+        offsets = [f.result(10).offset for f in futs]
+        assert offsets == sorted(offsets) and len(set(offsets)) == 5
+        assert offsets[0] > first.offset
+    finally:
+        t0 = time.monotonic()
+        proxied.set_mode("pass")
+        p.close(5)
+        assert time.monotonic() - t0 < 5
+
+
+def test_consumer_recovers_when_the_broker_returns(proxied, proxy_topic):
+    bs = f"127.0.0.1:{proxied.port}"
+    tp = fk.TopicPartition(proxy_topic, 0)
+    with fk.Producer(bs, linger_ms=0, **FAST) as p:
+        for i in range(5):
+            p.send(proxy_topic, f"a{i}".encode())
+        assert p.flush(10) == 0
+
+    def poll_during_hostile(c, seconds):
+        got, errors = [], []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                got += c.poll(200)
+            except fk.KafkaError as e:  # allowed; anything else fails the test
+                errors.append(e)
+        return got, errors
+
+    def poll_until(c, n, seconds=10):
+        got = []
+        end = time.monotonic() + seconds
+        while len(got) < n and time.monotonic() < end:
+            got += c.poll(200)
+        return got
+
+    proxied.set_mode("garbage")
+    c = fk.Consumer(bs, auto_offset_reset="earliest", default_api_timeout_ms=2000, **FAST)
+    try:
+        c.assign([tp])
+        got, _ = poll_during_hostile(c, 1.5)
+        assert got == []
+        assert proxied.accepted.get("garbage", 0) >= 1
+
+        proxied.set_mode("pass")
+        got = poll_until(c, 5)
+        assert [(m.offset, m.value) for m in got] == [(i, f"a{i}".encode()) for i in range(5)]
+
+        # Hostile again mid-stream: nothing new (there is nothing to fetch
+        # anyway, and no garbage must turn into records), position kept.
+        seen = proxied.accepted.get("close", 0)
+        proxied.set_mode("close")
+        got, _ = poll_during_hostile(c, 1.5)
+        assert got == []
+        assert proxied.accepted.get("close", 0) > seen, "the consumer did meet the hostile server"
+        proxied.set_mode("pass")
+        with fk.Producer(bs, linger_ms=0, **FAST) as p:
+            for i in range(5, 8):
+                p.send(proxy_topic, f"a{i}".encode())
+            assert p.flush(10) == 0
+        got = poll_until(c, 3)
+        assert [(m.offset, m.value) for m in got] == [(i, f"a{i}".encode()) for i in range(5, 8)]
+    finally:
+        proxied.set_mode("pass")
+        t0 = time.monotonic()
+        c.close()
+        assert time.monotonic() - t0 < 5
+
+
+# --- 6. high-level clients against a pure garbage server -----------------------------------
+
+
+@pytest.fixture
+def garbage_server():
+    def garbage(c):
+        while True:
+            read_request(c)
+            c.sendall(GARBAGE_FRAME)
+
+    srv = Hostile(garbage)
+    yield f"127.0.0.1:{srv.port}"
+    srv.close()
+
+
+def test_producer_against_garbage(garbage_server):
+    p = fk.Producer(garbage_server, max_block_ms=2000, delivery_timeout_ms=3000, linger_ms=0, **FAST)
+    t0 = time.monotonic()
+    with pytest.raises(fk.KafkaError) as ei:
+        p.send("t", b"v").result(10)
+    elapsed = time.monotonic() - t0
+    assert 1.9 < elapsed < 3.5, elapsed  # max_block_ms, not the 10 s result timeout
+    assert isinstance(ei.value, fk.KafkaTimeoutError)
+    assert "correlation id mismatch" in str(ei.value), str(ei.value)  # the cause is named
+    t0 = time.monotonic()
+    p.close()
+    assert time.monotonic() - t0 < 1
+
+
+def test_admin_against_garbage(garbage_server):
+    a = fk.Admin(garbage_server, **FAST)
+    t0 = time.monotonic()
+    with pytest.raises(fk.KafkaError) as ei:
+        a.list_topics(timeout_ms=2000)
+    elapsed = time.monotonic() - t0
+    assert 1.9 < elapsed < 3.5, elapsed
+    assert isinstance(ei.value, fk.KafkaTimeoutError)
+    msg = str(ei.value)
+    assert "2000 ms" in msg and "correlation id mismatch" in msg, msg
+    t0 = time.monotonic()
+    a.close()
+    assert time.monotonic() - t0 < 1
+
+
+def test_consumer_against_garbage(garbage_server):
+    c = fk.Consumer(garbage_server, auto_offset_reset="earliest", default_api_timeout_ms=2000, **FAST)
+    c.assign([fk.TopicPartition("t", 0)])
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        try:
+            assert c.poll(200) == []
+        except fk.KafkaError:
+            pass
+    # A blocking call that needs the broker fails within its timeout.
+    t0 = time.monotonic()
+    with pytest.raises(fk.KafkaError):
+        c.end_offsets([fk.TopicPartition("t", 0)])
+    assert time.monotonic() - t0 < 3.5
+    t0 = time.monotonic()
+    c.close()
+    assert time.monotonic() - t0 < 1
