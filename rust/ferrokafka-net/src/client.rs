@@ -796,7 +796,7 @@ impl ClientCore {
             // never fires. Versions strictly decrease, so at most
             // API_VERSIONS_START retries; after that the error below ends it.
             let theirs = r.api_keys.iter().find(|k| k.api_key == ApiKey::ApiVersions as i16).map(|k| k.max_version).unwrap_or(0);
-            let retry = theirs.min(API_VERSIONS_START).max(0);
+            let retry = theirs.clamp(0, API_VERSIONS_START);
             if retry < sent_version {
                 let last = self.in_flight.count(node) == 0;
                 if let Some(c) = self.conns.get_mut(&node) {

@@ -297,7 +297,8 @@ fn api_versions_unsupported_retries_at_broker_version() {
 #[test]
 fn api_versions_unsupported_without_a_lower_version_disconnects() {
     // (keys in the error answer, versions we expect to send before giving up)
-    let cases: &[(&[(i16, i16, i16)], &[i16])] = &[
+    type Case<'a> = (&'a [(i16, i16, i16)], &'a [i16]);
+    let cases: &[Case] = &[
         (&[], &[3, 0]),            // empty list: fall back to v0 once, then stop
         (&[(18, 0, 3)], &[3]),     // names the version it just refused
         (&[(18, 0, 9)], &[3]),     // names a higher one

@@ -150,8 +150,8 @@ fn frame_decoder_reserves_as_bytes_arrive() {
     // An 8 MiB frame read the way io.rs reads: socket bytes land only in the
     // spare capacity (`read_buf`), which the reader tops up by 64 KiB when
     // nearly full; capacity must stay within ~2x of what has arrived.
-    let len = 8 << 20;
-    let mut wire = ((len as i32).to_be_bytes()).to_vec();
+    let len: usize = 8 << 20;
+    let mut wire = (len as i32).to_be_bytes().to_vec();
     wire.extend((0..len).map(|i| i as u8));
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut fed = 0;
