@@ -14,6 +14,9 @@ import threading
 import time
 
 import pytest
+from _hostile import Hostile
+from _hostile import api_versions_answer as _api_versions_answer
+from _hostile import read_request as _read_request
 
 import ferrokafka as fk
 from ferrokafka.protocol import (
@@ -251,15 +254,6 @@ def test_poll_releases_the_gil(broker):
     nc.close()
 
 
-def _api_versions_answer(cid, keys):
-    """ApiVersions v3 answer (response header v0): error 0, keys as a compact array."""
-    body = struct.pack(">ih", cid, 0) + bytes([len(keys) + 1])
-    for k, lo, hi in keys:
-        body += struct.pack(">hhh", k, lo, hi) + b"\x00"
-    body += struct.pack(">i", 0) + b"\x00"
-    return struct.pack(">i", len(body)) + body
-
-
 def test_unsupported_version_completes_locally():
     """A broker announcing only ApiVersions: a FindCoordinator completes on the next
     poll with UnsupportedVersionError (code 35) and never reaches the socket."""
@@ -320,61 +314,6 @@ def test_connect_refused_backs_off():
 
 
 # --- hostile servers -----------------------------------------------------------------
-
-
-class Hostile:
-    """One-connection TCP server; ``behaviour(conn)`` decides what it answers."""
-
-    def __init__(self, behaviour):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.behaviour = behaviour
-        self.conns = []
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(c)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def _serve(self, c):
-        try:
-            self.behaviour(c)
-        except OSError:
-            pass
-
-    def close(self):
-        self.sock.close()
-        for c in self.conns:
-            try:
-                c.close()
-            except OSError:
-                pass
-
-
-def _read_request(c):
-    hdr = b""
-    while len(hdr) < 4:
-        chunk = c.recv(4 - len(hdr))
-        if not chunk:
-            raise OSError("eof")
-        hdr += chunk
-    (n,) = struct.unpack(">i", hdr)
-    body = b""
-    while len(body) < n:
-        chunk = c.recv(n - len(body))
-        if not chunk:
-            raise OSError("eof")
-        body += chunk
-    api_key, api_version, cid = struct.unpack(">hhi", body[:8])
-    return api_key, api_version, cid
 
 
 def _hostile_case(behaviour, request_timeout_ms=1500):

@@ -155,3 +155,39 @@ fn async_face_against_tansu() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+/// Admin against a server that answers every request with garbage: the call
+/// fails within the timeout the caller gave, and the error names that
+/// timeout (it used to name `default_api_timeout_ms`, 60000, whatever the
+/// caller passed) and the connection error behind it.
+#[test]
+fn admin_timeout_error_names_the_callers_timeout() {
+    use ferrokafka_net::admin::client::{AdminClient, AdminConfig};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                while read_request(&mut s).is_ok() {
+                    if s.write_all(b"\x00\x00\x00\x08garbage!").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let md = Arc::new(ferrokafka_net::Metadata::new(ferrokafka_net::MetadataConfig::default()).unwrap());
+    md.bootstrap(&[format!("127.0.0.1:{port}")]).unwrap();
+    let updater = ferrokafka_net::DefaultMetadataUpdater::new(md.clone(), ferrokafka_net::UpdaterConfig { request_timeout_ms: 500, ..Default::default() });
+    let cfg = ClientConfig { request_timeout_ms: 500, reconnect_backoff_ms: 50, reconnect_backoff_max_ms: 100, ..ClientConfig::default() };
+    let net = Arc::new(NetworkClient::new(cfg, Box::new(updater)).unwrap());
+    let admin = AdminClient::new(AdminConfig { request_timeout_ms: 500, retry_backoff_ms: 50, default_api_timeout_ms: 60_000 }, md, net);
+    let t0 = Instant::now();
+    let e = admin.list_topics(Duration::from_millis(700)).unwrap_err();
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(650) && took < Duration::from_secs(3), "{took:?}");
+    let Error::Timeout { what, timeout_ms } = &e else { panic!("{e:?}") };
+    assert_eq!(*timeout_ms, 700, "{e}");
+    assert!(what.contains("correlation id mismatch"), "{what}");
+}

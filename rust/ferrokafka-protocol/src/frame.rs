@@ -222,6 +222,10 @@ pub fn check_frame_length(raw: i32, max: usize) -> Result<usize> {
     Ok(len)
 }
 
+/// The most [`FrameDecoder::decode`] reserves for a partial frame beyond the
+/// bytes already buffered (see there).
+pub const RESERVE_CHUNK: usize = 64 * 1024;
+
 /// Incremental splitter of a byte stream into frames (without their prefix).
 ///
 /// The reader appends socket bytes to a `BytesMut` and calls `decode` until it
@@ -252,9 +256,18 @@ impl FrameDecoder {
         let raw = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
         let len = check_frame_length(raw, self.max_frame)?;
         if buf.len() < LENGTH_PREFIX + len {
-            // Reserve what the frame needs (already capped above), so the
-            // next socket reads land in place instead of growing piecemeal.
-            buf.reserve(LENGTH_PREFIX + len - buf.len());
+            // Grow towards the announced size by at most RESERVE_CHUNK at a
+            // time. The length is the peer's word: reserving all of it up
+            // front let a peer that sends a 4-byte prefix just under the cap
+            // (100 MiB by default) and then stalls pin that much address
+            // space per connection (20 such connections: 2 GiB; with strict
+            // overcommit the allocation fails and aborts the process).
+            // `reserve` only acts when the spare room is below the chunk, and
+            // then grows the buffer geometrically (Vec/BytesMut double), so
+            // an honest big frame (a fetch answer) still costs O(log n)
+            // copies, and memory stays within ~2x of what actually arrived.
+            let missing = LENGTH_PREFIX + len - buf.len();
+            buf.reserve(missing.min(RESERVE_CHUNK));
             return Ok(None);
         }
         buf.advance(LENGTH_PREFIX);

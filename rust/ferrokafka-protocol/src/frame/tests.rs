@@ -166,6 +166,45 @@ fn frame_decoder_splits_and_caps() {
     ));
 }
 
+/// A prefix announcing a frame just under the cap must not reserve the whole
+/// frame before its bytes arrive: capacity follows the received bytes
+/// (geometric growth, ~2x of what arrived), and an honest big frame still
+/// comes out whole.
+#[test]
+fn frame_decoder_reserves_as_bytes_arrive() {
+    let max = 100 << 20;
+    let d = FrameDecoder::new(max);
+    let mut buf = BytesMut::new();
+    buf.extend_from_slice(&((max - 16) as i32).to_be_bytes());
+    buf.extend_from_slice(&[7; 60]);
+    assert_eq!(d.decode(&mut buf).unwrap(), None);
+    assert!(buf.capacity() <= 2 * RESERVE_CHUNK, "reserved {} bytes for 64 received", buf.capacity());
+
+    // An 8 MiB frame read the way io.rs reads: socket bytes land only in the
+    // spare capacity (`read_buf`), which the reader tops up by 64 KiB when
+    // nearly full; capacity must stay within ~2x of what has arrived.
+    let len: usize = 8 << 20;
+    let mut wire = (len as i32).to_be_bytes().to_vec();
+    wire.extend((0..len).map(|i| i as u8));
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut fed = 0;
+    let frame = loop {
+        if let Some(f) = d.decode(&mut buf).unwrap() {
+            break f;
+        }
+        assert!(buf.capacity() <= 2 * buf.len() + 4 * RESERVE_CHUNK, "capacity {} for {} buffered", buf.capacity(), buf.len());
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(64 * 1024);
+        }
+        let n = (buf.capacity() - buf.len()).min(wire.len() - fed).min(1 << 20);
+        buf.extend_from_slice(&wire[fed..fed + n]);
+        fed += n;
+    };
+    assert_eq!(fed, wire.len());
+    assert_eq!(&frame[..], &wire[4..]);
+    assert!(buf.is_empty());
+}
+
 #[test]
 fn every_core_api_has_a_range_and_header_versions() {
     for k in CORE_APIS {
