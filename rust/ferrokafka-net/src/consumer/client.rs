@@ -220,14 +220,15 @@ enum Tag {
     FindCoordinator,
     Join,
     Sync { generation_id: i32 },
-    Heartbeat,
+    /// The generation the heartbeat was sent with (stale answers are ignored).
+    Heartbeat { generation: crate::consumer::coordinator::Generation },
     /// `offsets`: where each partition was fetched from; an answer is used
     /// only if that is still where the partition continues (seek, reset and
     /// revocation make it stale without further bookkeeping).
     Fetch { node: i32, offsets: HashMap<TopicPartition, i64>, names: HashMap<[u8; 16], String> },
     OffsetFetch,
     Reset { parts: Vec<(TopicPartition, OffsetResetStrategy)> },
-    AutoCommit { offsets: BTreeMap<TopicPartition, i64>, pre_join: bool },
+    AutoCommit { offsets: BTreeMap<TopicPartition, i64>, pre_join: bool, generation: crate::consumer::coordinator::Generation },
     /// LeaveGroup: nothing to do with the answer.
     Leave,
 }
@@ -685,7 +686,7 @@ impl Consumer {
             };
             let body = commit_body(&self.inner, &group_id, &generation, instance, &offsets);
             let r = self.inner.client.request_blocking(coordinator_connection(&node), body, RequestOpts::default(), left.as_millis() as i64);
-            match self.inner.commit_result(r, &offsets) {
+            match self.inner.commit_result(r, &offsets, &generation) {
                 Ok(()) => return Ok(()),
                 Err((e, retriable)) => {
                     if !retriable || Instant::now() + Duration::from_millis(self.inner.cfg.retry_backoff_ms as u64) >= deadline || interrupted() {
@@ -753,7 +754,7 @@ impl Consumer {
                         return Ok(out);
                     }
                     let reaction = offset_fetch_reaction(code);
-                    self.inner.apply_coordinator_reaction(reaction, "offset fetch");
+                    self.inner.apply_coordinator_reaction(reaction, "offset fetch", None);
                     (Error::broker(code, None), matches!(reaction, Reaction::Retry | Reaction::CoordinatorUnknown))
                 }
                 Ok(_) => (Error::State { detail: "unexpected OffsetFetch answer".into() }, false),
@@ -1009,10 +1010,19 @@ fn commit_body(
 
 impl Inner {
     /// Apply a coordinator-related reaction to the membership.
-    fn apply_coordinator_reaction(&self, r: Reaction, what: &str) {
+    /// `sent`: the generation the request carried. A rebalance or
+    /// generation error about a generation we have already left (a commit
+    /// sent in generation N answered after the sync of N+1) changes nothing:
+    /// acting on it would throw away a valid membership and start one more
+    /// rebalance (Java KAFKA-9823 checks `generationUnchanged` the same way).
+    fn apply_coordinator_reaction(&self, r: Reaction, what: &str, sent: Option<&crate::consumer::coordinator::Generation>) {
         let mut st = self.lock();
         let lost = {
             let Some(g) = st.group.as_mut() else { return };
+            let stale = sent.is_some_and(|s| s != g.generation());
+            if stale && matches!(r, Reaction::Rejoin | Reaction::ResetAndRejoin | Reaction::ResetGeneration) {
+                return;
+            }
             match r {
                 Reaction::CoordinatorUnknown => {
                     g.mark_coordinator_unknown(what, now_ms());
@@ -1022,8 +1032,8 @@ impl Inner {
                     g.request_rejoin(format!("{what}: group is rebalancing"));
                     false
                 }
-                Reaction::ResetAndRejoin => {
-                    g.on_leave(&format!("{what}: member id or generation no longer valid"));
+                Reaction::ResetAndRejoin | Reaction::ResetGeneration => {
+                    g.on_generation_error(r, what);
                     true
                 }
                 _ => false,
@@ -1037,7 +1047,12 @@ impl Inner {
     }
 
     /// Commit answer -> Ok, or (error, retriable).
-    fn commit_result(&self, r: Result<(ResponseKind, i16), Error>, offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>) -> Result<(), (Error, bool)> {
+    fn commit_result(
+        &self,
+        r: Result<(ResponseKind, i16), Error>,
+        offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>,
+        sent: &crate::consumer::coordinator::Generation,
+    ) -> Result<(), (Error, bool)> {
         match r {
             Ok((ResponseKind::OffsetCommit(resp), _)) => {
                 let cluster = self.metadata.fetch();
@@ -1053,10 +1068,10 @@ impl Inner {
                     }
                     Some((tp, code)) => {
                         let reaction = commit_reaction(*code);
-                        self.apply_coordinator_reaction(reaction, "offset commit");
+                        self.apply_coordinator_reaction(reaction, "offset commit", Some(sent));
                         let retriable = matches!(reaction, Reaction::Retry | Reaction::CoordinatorUnknown);
                         let msg = match reaction {
-                            Reaction::Rejoin | Reaction::ResetAndRejoin => format!(
+                            Reaction::Rejoin | Reaction::ResetAndRejoin | Reaction::ResetGeneration => format!(
                                 "commit of {}-{} failed: the group rebalanced; the partitions may now belong to another member",
                                 tp.topic, tp.partition
                             ),
@@ -1068,7 +1083,7 @@ impl Inner {
             }
             Ok(_) => Err((Error::State { detail: "unexpected OffsetCommit answer".into() }, false)),
             Err(e) => {
-                self.apply_coordinator_reaction(Reaction::CoordinatorUnknown, "offset commit failed");
+                self.apply_coordinator_reaction(Reaction::CoordinatorUnknown, "offset commit failed", None);
                 let retriable = e.retriable() || matches!(e, Error::Disconnected { .. } | Error::Timeout { .. });
                 Err((e, retriable))
             }
@@ -1308,7 +1323,7 @@ fn maybe_auto_commit(inner: &Arc<Inner>, st: &mut State, pre_join: bool) -> bool
         .collect();
     let body = commit_body(inner, g.group_id.as_str(), &generation, g.group_instance_id.clone(), &full);
     st.auto_commit_in_flight = true;
-    inner.submit(coordinator_connection(&node), body, RequestOpts::default(), Tag::AutoCommit { offsets, pre_join });
+    inner.submit(coordinator_connection(&node), body, RequestOpts::default(), Tag::AutoCommit { offsets, pre_join, generation });
     true
 }
 
@@ -1466,13 +1481,14 @@ fn send_find_coordinator(inner: &Arc<Inner>, g: &mut GroupMembership, now: i64) 
 
 fn send_heartbeat(inner: &Arc<Inner>, g: &GroupMembership, generation: crate::consumer::coordinator::Generation) {
     let Some(node) = g.coordinator().map(coordinator_connection) else { return };
+    let sent = generation.clone();
     let (gid, inst) = (g.group_id.clone(), g.group_instance_id.clone());
     let body = Body::Versioned {
         api_key: ApiKey::Heartbeat as i16,
         max_version: None,
         build: Box::new(move |v| RequestKind::Heartbeat(rq::heartbeat(&generation, &gid, inst.as_deref(), v))),
     };
-    inner.submit(node, body, RequestOpts::default(), Tag::Heartbeat);
+    inner.submit(node, body, RequestOpts::default(), Tag::Heartbeat { generation: sent });
 }
 
 /// Eager protocol: everything owned is revoked before the join. The
@@ -1677,10 +1693,16 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
             drop(st);
             inner.data.notify_all();
         }
-        Tag::Heartbeat => {
+        Tag::Heartbeat { generation } => {
             let mut st = inner.lock();
             let lost = {
                 let Some(g) = st.group.as_mut() else { return };
+                if result.is_ok() && *g.generation() != generation {
+                    // Sent in a generation we have left since (Java
+                    // KAFKA-9823, `generationUnchanged`): whatever it says
+                    // about that generation no longer concerns us.
+                    return;
+                }
                 let r = match &result {
                     Ok((ResponseKind::Heartbeat(resp), _)) => g.on_heartbeat(Ok(resp.error_code), now),
                     _ => {
@@ -1688,7 +1710,7 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                         g.on_heartbeat(Err(()), now)
                     }
                 };
-                matches!(r, Reaction::ResetAndRejoin)
+                matches!(r, Reaction::ResetAndRejoin | Reaction::ResetGeneration)
             };
             if lost {
                 lose_partitions(&mut st);
@@ -1746,7 +1768,7 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     st.errors.push_back(Error::broker(code, Some("joining the group".into())));
                     inner.data.notify_all();
                 }
-                Reaction::ResetAndRejoin => {
+                Reaction::ResetAndRejoin | Reaction::ResetGeneration => {
                     lose_partitions(&mut st);
                     inner.data.notify_all();
                 }
@@ -1763,12 +1785,18 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                         Err(e) => format!("sync failed: {e}"),
                         _ => "unexpected SyncGroup answer".into(),
                     };
+                    if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
+                        eprintln!("{reason}");
+                    }
                     g.mark_coordinator_unknown(&reason, now);
                     g.on_sync(15, now);
                     return;
                 }
             };
             if g.generation().generation_id != generation_id {
+                if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
+                    eprintln!("sync: code {} for generation {generation_id} ignored: now in {}", resp.error_code, g.generation().generation_id);
+                }
                 return;
             }
             let r = g.on_sync(resp.error_code, now);
@@ -1792,7 +1820,7 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     st.errors.push_back(Error::broker(code, Some("syncing the group".into())));
                     inner.data.notify_all();
                 }
-                Reaction::ResetAndRejoin => {
+                Reaction::ResetAndRejoin | Reaction::ResetGeneration => {
                     lose_partitions(&mut st);
                     inner.data.notify_all();
                 }
@@ -1814,7 +1842,7 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                             inner.lock().errors.push_back(Error::broker(c, Some("fetching committed offsets".into())));
                             inner.data.notify_all();
                         } else {
-                            inner.apply_coordinator_reaction(reaction, "offset fetch");
+                            inner.apply_coordinator_reaction(reaction, "offset fetch", None);
                         }
                         return;
                     }
@@ -1849,7 +1877,7 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 }
                 _ => {
                     drop(st);
-                    inner.apply_coordinator_reaction(Reaction::CoordinatorUnknown, "offset fetch failed");
+                    inner.apply_coordinator_reaction(Reaction::CoordinatorUnknown, "offset fetch failed", None);
                 }
             }
         }
@@ -1879,10 +1907,10 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 }
             }
         }
-        Tag::AutoCommit { offsets, pre_join } => {
+        Tag::AutoCommit { offsets, pre_join, generation } => {
             let full: BTreeMap<TopicPartition, OffsetAndMetadata> =
                 offsets.iter().map(|(tp, o)| (tp.clone(), OffsetAndMetadata { offset: *o, leader_epoch: -1, metadata: None })).collect();
-            let r = inner.commit_result(result, &full);
+            let r = inner.commit_result(result, &full, &generation);
             let mut st = inner.lock();
             st.auto_commit_in_flight = false;
             if pre_join && st.prepare == Prepare::Committing {

@@ -45,8 +45,17 @@ pub enum Reaction {
     CoordinatorUnknown,
     /// Join again (keep member id and generation: a plain rebalance).
     Rejoin,
-    /// Our member id / generation is no longer valid: reset them, then join.
+    /// Our member id is no longer valid (UNKNOWN_MEMBER_ID): reset member id
+    /// and generation, then join as a new member.
     ResetAndRejoin,
+    /// Our generation is no longer valid (ILLEGAL_GENERATION) but the member
+    /// id still is: reset the generation only and join with the same member
+    /// id. Java since KAFKA-13419 (3.2): dropping the member id here makes the
+    /// broker keep the old id as a member that never rejoins, so every
+    /// rebalance waits for it until its session expires and the group counts
+    /// one ghost per such error (seen with the mock cluster: rebalances of a
+    /// few members took 15+ s and went round in circles).
+    ResetGeneration,
     /// JoinGroup v4+: the broker assigned a member id; join again at once.
     RejoinWithMemberId,
     /// Stop: the error goes to the user (and the consumer stays failed for
@@ -75,7 +84,8 @@ pub fn sync_reaction(code: i16) -> Reaction {
     match code {
         NONE => Reaction::Ok,
         REBALANCE_IN_PROGRESS => Reaction::Rejoin,
-        UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION => Reaction::ResetAndRejoin,
+        UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
+        ILLEGAL_GENERATION => Reaction::ResetGeneration,
         COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
         _ => Reaction::Fatal(code),
     }
@@ -86,7 +96,8 @@ pub fn heartbeat_reaction(code: i16) -> Reaction {
     match code {
         NONE => Reaction::Ok,
         REBALANCE_IN_PROGRESS => Reaction::Rejoin,
-        UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION => Reaction::ResetAndRejoin,
+        UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
+        ILLEGAL_GENERATION => Reaction::ResetGeneration,
         COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
         COORDINATOR_LOAD_IN_PROGRESS => Reaction::Retry,
         _ => Reaction::Fatal(code),
@@ -102,7 +113,8 @@ pub fn commit_reaction(code: i16) -> Reaction {
         COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
         // The generation moved on: this commit is lost (Java CommitFailedException);
         // the member rejoins and its partitions may belong to someone else now.
-        UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION => Reaction::ResetAndRejoin,
+        UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
+        ILLEGAL_GENERATION => Reaction::ResetGeneration,
         REBALANCE_IN_PROGRESS => Reaction::CommitFailed(code),
         OFFSET_METADATA_TOO_LARGE | INVALID_COMMIT_OFFSET_SIZE | TOPIC_AUTHORIZATION_FAILED => Reaction::CommitFailed(code),
         GROUP_AUTHORIZATION_FAILED | FENCED_INSTANCE_ID => Reaction::Fatal(code),
@@ -246,8 +258,12 @@ impl GroupMembership {
         self.next_attempt_ms = now_ms + self.retry_backoff_ms;
     }
 
-    fn reset_generation(&mut self, reason: &str) {
+    fn reset_generation(&mut self, reason: &str, keep_member_id: bool) {
+        let member_id = std::mem::take(&mut self.generation.member_id);
         self.generation = Generation::none();
+        if keep_member_id {
+            self.generation.member_id = member_id;
+        }
         self.state = MemberState::Unjoined;
         self.request_rejoin(reason.to_string());
     }
@@ -275,7 +291,11 @@ impl GroupMembership {
                 }
             }
             Reaction::ResetAndRejoin => {
-                self.reset_generation(&format!("{what}: member id or generation no longer valid"));
+                self.reset_generation(&format!("{what}: member id no longer valid"), false);
+                self.next_attempt_ms = now_ms;
+            }
+            Reaction::ResetGeneration => {
+                self.reset_generation(&format!("{what}: generation no longer valid"), true);
                 self.next_attempt_ms = now_ms;
             }
             Reaction::RejoinWithMemberId => {
@@ -439,6 +459,16 @@ impl GroupMembership {
     /// LeaveGroup sent (close, unsubscribe, poll timeout): back to unjoined.
     /// Static members keep their member id semantics on the broker, but we
     /// drop our generation either way.
+    /// A commit or heartbeat answer said our generation or member id is no
+    /// longer valid: reset (keeping the member id for ILLEGAL_GENERATION).
+    pub fn on_generation_error(&mut self, r: Reaction, what: &str) {
+        match r {
+            Reaction::ResetGeneration => self.reset_generation(&format!("{what}: generation no longer valid"), true),
+            _ => self.reset_generation(&format!("{what}: member id no longer valid"), false),
+        }
+        self.pending = false;
+    }
+
     pub fn on_leave(&mut self, reason: &str) {
         self.generation = Generation::none();
         self.state = MemberState::Unjoined;
@@ -494,11 +524,23 @@ mod tests {
     }
 
     #[test]
-    fn illegal_generation_resets_member() {
+    fn illegal_generation_resets_generation_and_keeps_member_id() {
+        // KAFKA-13419: the member id is still valid, rejoin with it (a new
+        // id would leave the old one behind as a ghost member).
         let mut m = member(0);
         join_and_sync(&mut m, 0);
         m.next_action(3_000);
-        assert_eq!(m.on_heartbeat(Ok(codes::ILLEGAL_GENERATION), 3_001), Reaction::ResetAndRejoin);
+        assert_eq!(m.on_heartbeat(Ok(codes::ILLEGAL_GENERATION), 3_001), Reaction::ResetGeneration);
+        assert_eq!(m.generation().generation_id, NO_GENERATION);
+        assert_eq!(m.next_action(3_002), Action::Join { member_id: "m-1".into() });
+    }
+
+    #[test]
+    fn unknown_member_id_resets_member() {
+        let mut m = member(0);
+        join_and_sync(&mut m, 0);
+        m.next_action(3_000);
+        assert_eq!(m.on_heartbeat(Ok(codes::UNKNOWN_MEMBER_ID), 3_001), Reaction::ResetAndRejoin);
         assert_eq!(m.generation().generation_id, NO_GENERATION);
         assert_eq!(m.next_action(3_002), Action::Join { member_id: String::new() });
     }
@@ -533,7 +575,8 @@ mod tests {
         assert_eq!(join_reaction(codes::COORDINATOR_LOAD_IN_PROGRESS), Reaction::Retry);
         assert_eq!(sync_reaction(codes::NOT_COORDINATOR), Reaction::CoordinatorUnknown);
         assert_eq!(commit_reaction(codes::OFFSET_METADATA_TOO_LARGE), Reaction::CommitFailed(12));
-        assert_eq!(commit_reaction(codes::ILLEGAL_GENERATION), Reaction::ResetAndRejoin);
+        assert_eq!(commit_reaction(codes::ILLEGAL_GENERATION), Reaction::ResetGeneration);
+        assert_eq!(commit_reaction(codes::UNKNOWN_MEMBER_ID), Reaction::ResetAndRejoin);
         assert_eq!(offset_fetch_reaction(codes::UNSTABLE_OFFSET_COMMIT), Reaction::Retry);
         let mut m = member(0);
         m.next_action(0);
