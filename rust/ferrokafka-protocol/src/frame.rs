@@ -325,8 +325,13 @@ pub fn decode_response_body(
             return Ok((r, 0));
         }
     }
-    let decoded = ResponseKind::decode(k, &mut body, version)
-        .map_err(|e| ProtocolError::invalid("response body", format!("{k:?} v{version}: {e}")))?;
+    let raw = body.clone();
+    let decoded = ResponseKind::decode(k, &mut body, version).map_err(|e| {
+        if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
+            eprintln!("undecodable {k:?} v{version}: {raw:02x?}");
+        }
+        ProtocolError::invalid("response body", format!("{k:?} v{version}: {e}"))
+    })?;
     Ok((decoded, version))
 }
 

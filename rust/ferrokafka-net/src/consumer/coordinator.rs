@@ -45,8 +45,17 @@ pub enum Reaction {
     CoordinatorUnknown,
     /// Join again (keep member id and generation: a plain rebalance).
     Rejoin,
-    /// Our member id / generation is no longer valid: reset them, then join.
+    /// Our member id is no longer valid (UNKNOWN_MEMBER_ID): reset member id
+    /// and generation, then join as a new member.
     ResetAndRejoin,
+    /// Our generation is no longer valid (ILLEGAL_GENERATION) but the member
+    /// id still is: reset the generation only and join with the same member
+    /// id. Java since KAFKA-13419 (3.2): dropping the member id here makes the
+    /// broker keep the old id as a member that never rejoins, so every
+    /// rebalance waits for it until its session expires and the group counts
+    /// one ghost per such error (seen with the mock cluster: rebalances of a
+    /// few members took 15+ s and went round in circles).
+    ResetGeneration,
     /// JoinGroup v4+: the broker assigned a member id; join again at once.
     RejoinWithMemberId,
     /// Stop: the error goes to the user (and the consumer stays failed for
@@ -62,9 +71,7 @@ pub fn join_reaction(code: i16) -> Reaction {
         NONE => Reaction::Ok,
         COORDINATOR_LOAD_IN_PROGRESS | REBALANCE_IN_PROGRESS => Reaction::Retry,
         UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
-            Reaction::CoordinatorUnknown
-        }
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
         MEMBER_ID_REQUIRED => Reaction::RejoinWithMemberId,
         // FENCED_INSTANCE_ID: another process runs with our group.instance.id.
         // The rest are configuration errors that retrying cannot fix.
@@ -77,10 +84,9 @@ pub fn sync_reaction(code: i16) -> Reaction {
     match code {
         NONE => Reaction::Ok,
         REBALANCE_IN_PROGRESS => Reaction::Rejoin,
-        UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION => Reaction::ResetAndRejoin,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
-            Reaction::CoordinatorUnknown
-        }
+        UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
+        ILLEGAL_GENERATION => Reaction::ResetGeneration,
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
         _ => Reaction::Fatal(code),
     }
 }
@@ -90,10 +96,9 @@ pub fn heartbeat_reaction(code: i16) -> Reaction {
     match code {
         NONE => Reaction::Ok,
         REBALANCE_IN_PROGRESS => Reaction::Rejoin,
-        UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION => Reaction::ResetAndRejoin,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
-            Reaction::CoordinatorUnknown
-        }
+        UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
+        ILLEGAL_GENERATION => Reaction::ResetGeneration,
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
         COORDINATOR_LOAD_IN_PROGRESS => Reaction::Retry,
         _ => Reaction::Fatal(code),
     }
@@ -105,16 +110,13 @@ pub fn commit_reaction(code: i16) -> Reaction {
     match code {
         NONE => Reaction::Ok,
         COORDINATOR_LOAD_IN_PROGRESS | UNKNOWN_TOPIC_OR_PARTITION => Reaction::Retry,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
-            Reaction::CoordinatorUnknown
-        }
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
         // The generation moved on: this commit is lost (Java CommitFailedException);
         // the member rejoins and its partitions may belong to someone else now.
-        UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION => Reaction::ResetAndRejoin,
+        UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
+        ILLEGAL_GENERATION => Reaction::ResetGeneration,
         REBALANCE_IN_PROGRESS => Reaction::CommitFailed(code),
-        OFFSET_METADATA_TOO_LARGE | INVALID_COMMIT_OFFSET_SIZE | TOPIC_AUTHORIZATION_FAILED => {
-            Reaction::CommitFailed(code)
-        }
+        OFFSET_METADATA_TOO_LARGE | INVALID_COMMIT_OFFSET_SIZE | TOPIC_AUTHORIZATION_FAILED => Reaction::CommitFailed(code),
         GROUP_AUTHORIZATION_FAILED | FENCED_INSTANCE_ID => Reaction::Fatal(code),
         _ => Reaction::CommitFailed(code),
     }
@@ -127,9 +129,7 @@ pub fn offset_fetch_reaction(code: i16) -> Reaction {
     match code {
         NONE => Reaction::Ok,
         COORDINATOR_LOAD_IN_PROGRESS | UNSTABLE_OFFSET_COMMIT => Reaction::Retry,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
-            Reaction::CoordinatorUnknown
-        }
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
         _ => Reaction::Fatal(code),
     }
 }
@@ -212,13 +212,7 @@ impl GroupMembership {
             pending: false,
             next_attempt_ms: 0,
             fatal: None,
-            heartbeat: Heartbeat::new(
-                session_timeout_ms,
-                heartbeat_interval_ms,
-                max_poll_interval_ms,
-                retry_backoff_ms,
-                now_ms,
-            ),
+            heartbeat: Heartbeat::new(session_timeout_ms, heartbeat_interval_ms, max_poll_interval_ms, retry_backoff_ms, now_ms),
         }
     }
 
@@ -264,8 +258,12 @@ impl GroupMembership {
         self.next_attempt_ms = now_ms + self.retry_backoff_ms;
     }
 
-    fn reset_generation(&mut self, reason: &str) {
+    fn reset_generation(&mut self, reason: &str, keep_member_id: bool) {
+        let member_id = std::mem::take(&mut self.generation.member_id);
         self.generation = Generation::none();
+        if keep_member_id {
+            self.generation.member_id = member_id;
+        }
         self.state = MemberState::Unjoined;
         self.request_rejoin(reason.to_string());
     }
@@ -293,7 +291,11 @@ impl GroupMembership {
                 }
             }
             Reaction::ResetAndRejoin => {
-                self.reset_generation(&format!("{what}: member id or generation no longer valid"));
+                self.reset_generation(&format!("{what}: member id no longer valid"), false);
+                self.next_attempt_ms = now_ms;
+            }
+            Reaction::ResetGeneration => {
+                self.reset_generation(&format!("{what}: generation no longer valid"), true);
                 self.next_attempt_ms = now_ms;
             }
             Reaction::RejoinWithMemberId => {
@@ -328,17 +330,11 @@ impl GroupMembership {
             if self.heartbeat.session_timeout_expired(now_ms) {
                 // No heartbeat got through for a whole session: the
                 // coordinator has evicted us or is gone.
-                self.mark_coordinator_unknown(
-                    "session timed out without a heartbeat answer",
-                    now_ms,
-                );
+                self.mark_coordinator_unknown("session timed out without a heartbeat answer", now_ms);
                 return Action::FindCoordinator;
             }
         }
-        if self.rejoin_needed
-            && self.state != MemberState::PreparingRebalance
-            && self.state != MemberState::CompletingRebalance
-        {
+        if self.rejoin_needed && self.state != MemberState::PreparingRebalance && self.state != MemberState::CompletingRebalance {
             self.state = MemberState::PreparingRebalance;
             self.pending = true;
             return Action::Join {
@@ -463,6 +459,16 @@ impl GroupMembership {
     /// LeaveGroup sent (close, unsubscribe, poll timeout): back to unjoined.
     /// Static members keep their member id semantics on the broker, but we
     /// drop our generation either way.
+    /// A commit or heartbeat answer said our generation or member id is no
+    /// longer valid: reset (keeping the member id for ILLEGAL_GENERATION).
+    pub fn on_generation_error(&mut self, r: Reaction, what: &str) {
+        match r {
+            Reaction::ResetGeneration => self.reset_generation(&format!("{what}: generation no longer valid"), true),
+            _ => self.reset_generation(&format!("{what}: member id no longer valid"), false),
+        }
+        self.pending = false;
+    }
+
     pub fn on_leave(&mut self, reason: &str) {
         self.generation = Generation::none();
         self.state = MemberState::Unjoined;
@@ -486,26 +492,10 @@ mod tests {
     fn join_and_sync(m: &mut GroupMembership, now: i64) {
         assert_eq!(m.next_action(now), Action::FindCoordinator);
         m.on_find_coordinator(Ok(coordinator()), now);
-        assert_eq!(
-            m.next_action(now),
-            Action::Join {
-                member_id: String::new()
-            }
-        );
-        assert_eq!(
-            m.on_join(codes::MEMBER_ID_REQUIRED, -1, "m-1", "", None, now),
-            Reaction::RejoinWithMemberId
-        );
-        assert_eq!(
-            m.next_action(now),
-            Action::Join {
-                member_id: "m-1".into()
-            }
-        );
-        assert_eq!(
-            m.on_join(0, 5, "m-1", "m-1", Some("range"), now),
-            Reaction::Ok
-        );
+        assert_eq!(m.next_action(now), Action::Join { member_id: String::new() });
+        assert_eq!(m.on_join(codes::MEMBER_ID_REQUIRED, -1, "m-1", "", None, now), Reaction::RejoinWithMemberId);
+        assert_eq!(m.next_action(now), Action::Join { member_id: "m-1".into() });
+        assert_eq!(m.on_join(0, 5, "m-1", "m-1", Some("range"), now), Reaction::Ok);
         assert!(m.is_leader("m-1"));
         assert_eq!(m.state(), MemberState::CompletingRebalance);
         assert_eq!(m.on_sync(0, now), Reaction::Ok);
@@ -529,34 +519,30 @@ mod tests {
         let mut m = member(0);
         join_and_sync(&mut m, 0);
         m.next_action(3_000);
-        assert_eq!(
-            m.on_heartbeat(Ok(codes::REBALANCE_IN_PROGRESS), 3_001),
-            Reaction::Rejoin
-        );
-        assert_eq!(
-            m.next_action(3_002),
-            Action::Join {
-                member_id: "m-1".into()
-            }
-        );
+        assert_eq!(m.on_heartbeat(Ok(codes::REBALANCE_IN_PROGRESS), 3_001), Reaction::Rejoin);
+        assert_eq!(m.next_action(3_002), Action::Join { member_id: "m-1".into() });
     }
 
     #[test]
-    fn illegal_generation_resets_member() {
+    fn illegal_generation_resets_generation_and_keeps_member_id() {
+        // KAFKA-13419: the member id is still valid, rejoin with it (a new
+        // id would leave the old one behind as a ghost member).
         let mut m = member(0);
         join_and_sync(&mut m, 0);
         m.next_action(3_000);
-        assert_eq!(
-            m.on_heartbeat(Ok(codes::ILLEGAL_GENERATION), 3_001),
-            Reaction::ResetAndRejoin
-        );
+        assert_eq!(m.on_heartbeat(Ok(codes::ILLEGAL_GENERATION), 3_001), Reaction::ResetGeneration);
         assert_eq!(m.generation().generation_id, NO_GENERATION);
-        assert_eq!(
-            m.next_action(3_002),
-            Action::Join {
-                member_id: String::new()
-            }
-        );
+        assert_eq!(m.next_action(3_002), Action::Join { member_id: "m-1".into() });
+    }
+
+    #[test]
+    fn unknown_member_id_resets_member() {
+        let mut m = member(0);
+        join_and_sync(&mut m, 0);
+        m.next_action(3_000);
+        assert_eq!(m.on_heartbeat(Ok(codes::UNKNOWN_MEMBER_ID), 3_001), Reaction::ResetAndRejoin);
+        assert_eq!(m.generation().generation_id, NO_GENERATION);
+        assert_eq!(m.next_action(3_002), Action::Join { member_id: String::new() });
     }
 
     #[test]
@@ -564,10 +550,7 @@ mod tests {
         let mut m = member(0);
         join_and_sync(&mut m, 0);
         m.next_action(3_000);
-        assert_eq!(
-            m.on_heartbeat(Ok(codes::NOT_COORDINATOR), 3_001),
-            Reaction::CoordinatorUnknown
-        );
+        assert_eq!(m.on_heartbeat(Ok(codes::NOT_COORDINATOR), 3_001), Reaction::CoordinatorUnknown);
         assert!(m.coordinator_unknown());
         assert_eq!(m.next_action(3_050), Action::Wait(51));
         assert_eq!(m.next_action(3_101), Action::FindCoordinator);
@@ -587,42 +570,19 @@ mod tests {
 
     #[test]
     fn fencing_is_fatal_and_coordinator_errors_are_retried() {
-        assert_eq!(
-            join_reaction(codes::FENCED_INSTANCE_ID),
-            Reaction::Fatal(codes::FENCED_INSTANCE_ID)
-        );
-        assert_eq!(
-            join_reaction(codes::INCONSISTENT_GROUP_PROTOCOL),
-            Reaction::Fatal(23)
-        );
-        assert_eq!(
-            join_reaction(codes::COORDINATOR_LOAD_IN_PROGRESS),
-            Reaction::Retry
-        );
-        assert_eq!(
-            sync_reaction(codes::NOT_COORDINATOR),
-            Reaction::CoordinatorUnknown
-        );
-        assert_eq!(
-            commit_reaction(codes::OFFSET_METADATA_TOO_LARGE),
-            Reaction::CommitFailed(12)
-        );
-        assert_eq!(
-            commit_reaction(codes::ILLEGAL_GENERATION),
-            Reaction::ResetAndRejoin
-        );
-        assert_eq!(
-            offset_fetch_reaction(codes::UNSTABLE_OFFSET_COMMIT),
-            Reaction::Retry
-        );
+        assert_eq!(join_reaction(codes::FENCED_INSTANCE_ID), Reaction::Fatal(codes::FENCED_INSTANCE_ID));
+        assert_eq!(join_reaction(codes::INCONSISTENT_GROUP_PROTOCOL), Reaction::Fatal(23));
+        assert_eq!(join_reaction(codes::COORDINATOR_LOAD_IN_PROGRESS), Reaction::Retry);
+        assert_eq!(sync_reaction(codes::NOT_COORDINATOR), Reaction::CoordinatorUnknown);
+        assert_eq!(commit_reaction(codes::OFFSET_METADATA_TOO_LARGE), Reaction::CommitFailed(12));
+        assert_eq!(commit_reaction(codes::ILLEGAL_GENERATION), Reaction::ResetGeneration);
+        assert_eq!(commit_reaction(codes::UNKNOWN_MEMBER_ID), Reaction::ResetAndRejoin);
+        assert_eq!(offset_fetch_reaction(codes::UNSTABLE_OFFSET_COMMIT), Reaction::Retry);
         let mut m = member(0);
         m.next_action(0);
         m.on_find_coordinator(Ok(coordinator()), 0);
         m.next_action(0);
-        assert_eq!(
-            m.on_join(codes::FENCED_INSTANCE_ID, -1, "", "", None, 0),
-            Reaction::Fatal(82)
-        );
+        assert_eq!(m.on_join(codes::FENCED_INSTANCE_ID, -1, "", "", None, 0), Reaction::Fatal(82));
         assert_eq!(m.fatal(), Some(82));
         assert!(matches!(m.next_action(1_000), Action::Wait(_)));
     }
