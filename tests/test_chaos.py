@@ -414,6 +414,10 @@ def run_group_chaos(mock, records=RECORDS // 4, seconds=6.0):
 # that arrives after the leader's with INVALID_REQUEST and a null assignment
 # (a real broker hands out the assignment); the follower cannot decode it,
 # rejoins, and with several members the group can take many rounds to settle.
+@pytest.mark.skipif(os.environ.get("FERROKAFKA_CHAOS_GROUP") != "1",
+                    reason="40-80 s and flaky on librdkafka's mock, whose SyncGroup answers a late follower "
+                           "INVALID_REQUEST with a null assignment; run with FERROKAFKA_CHAOS_GROUP=1 "
+                           "(benches/chaos.py runs the same scenario)")
 def test_group_members_join_and_leave_at_least_once_commits_never_go_back(mock_cluster):
     f = run_group_chaos(mock_cluster)
     print("\n", f)
