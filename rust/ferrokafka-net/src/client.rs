@@ -749,14 +749,30 @@ impl ClientCore {
         let decoded = frame::decode_response(req.header.api_key, req.header.api_version, f);
         match decoded {
             Err(e) => {
-                // An undecodable body: this request fails with the reason, and
-                // the connection is closed because we can no longer be sure
-                // the broker and we agree on what was sent.
+                // An undecodable body fails this request only. The stream is
+                // still in step: the frame had its own length and the
+                // correlation id we expected, so the next frame starts where
+                // it should. Closing here would fail every other request in
+                // flight with an error about a body that was not theirs
+                // (seen on librdkafka's mock, whose error answers to
+                // JoinGroup v5 and SyncGroup v3 carry nulls in non-nullable
+                // fields, failing a group member's unrelated OffsetCommit).
+                // Framing errors (above) still poison the connection.
+                //
+                // The request completes as `disconnected` with the decode error:
+                // every caller already treats that as "no usable answer" (a
+                // Produce batch is retried with its sequence, which the broker
+                // deduplicates), where a body-less non-disconnected response
+                // would read as an acks=0 completion.
                 let e = Error::Protocol(e);
                 let internal = req.internal;
                 let r = req.into_response(now_ms, true, None, Some(e.clone()));
                 self.finish(r, internal, out);
-                self.disconnect_node(node, now_ms, Some(e), out);
+                if matches!(internal, Internal::ApiVersions) {
+                    // Without a readable ApiVersions answer the connection
+                    // never becomes ready: end it.
+                    self.disconnect_node(node, now_ms, Some(e), out);
+                }
             }
             Ok((_, body, _)) => match req.internal {
                 Internal::ApiVersions => self.handle_api_versions(node, req.header.api_version, body, now_ms, out),

@@ -306,6 +306,43 @@ fn wrong_correlation_id_poisons_the_connection() {
 }
 
 #[test]
+fn undecodable_body_fails_only_its_request_and_keeps_the_connection() {
+    // A frame with the right correlation id whose body does not decode (a
+    // Heartbeat v0 answer cut to one byte of its error code): the stream is
+    // still in step, so only that request fails; the next one on the same
+    // connection is answered normally and nothing is closed.
+    let mut h = harness(1, ClientConfig::default());
+    let conn = bring_up(&mut h, 0, 0);
+    let mut cids = vec![];
+    for _ in 0..2 {
+        let r = h.core.new_client_request(0, heartbeat(), true, None, 1);
+        cids.push(r.correlation_id);
+        h.core.send(r, 1).unwrap();
+        h.core.handle_events(vec![h.t.sent(0, conn)], 1);
+    }
+    h.t.take();
+    let mut bad = BytesMut::new();
+    bad.put_i32(cids[0]);
+    bad.put_u8(0);
+    let rs = h.core.handle_events(
+        vec![
+            Event::Frame { node: 0, conn, frame: bad.freeze() },
+            Event::Frame { node: 0, conn, frame: heartbeat_frame(cids[1]) },
+        ],
+        2,
+    );
+    assert_eq!(rs.len(), 2);
+    assert_eq!(rs[0].request_header.correlation_id, cids[0]);
+    assert!(rs[0].disconnected && rs[0].body.is_none(), "no usable answer: callers retry or fail it");
+    assert!(matches!(rs[0].error, Some(Error::Protocol(_))), "{:?}", rs[0].error);
+    assert!(!rs[1].disconnected && rs[1].error.is_none());
+    assert!(matches!(rs[1].body, Some(ResponseKind::Heartbeat(_))));
+    assert_eq!(h.core.connection_state(0), ConnectionState::Ready);
+    assert!(h.t.take().is_empty(), "nothing closed");
+    assert!(h.disconnects.lock().unwrap().is_empty());
+}
+
+#[test]
 fn unsupported_version_completes_locally_without_io() {
     let mut h = harness(1, ClientConfig::default());
     bring_up(&mut h, 0, 0);
