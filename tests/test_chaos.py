@@ -210,6 +210,7 @@ class GroupLedger:
         self.below_commit = []  # (member, partition, offset, committed)
         self.deliveries = []  # (time, member, partition, offset)
         self.poll_errors = Counter()
+        self.assigned = {}  # member -> (time, partitions) after its last poll
 
     def snapshot(self):
         with self.lock:
@@ -224,6 +225,22 @@ class GroupLedger:
                 c = before.get(m.partition)
                 if c is not None and m.offset < c:
                     self.below_commit.append((k, m.partition, m.offset, c))
+
+    def explain_missing(self, missing, partition_of):
+        """For a failure message: the missing records per partition (first
+        offset), the last delivery of each partition, who owns what now."""
+        with self.lock:
+            by_part = defaultdict(list)
+            for v in missing:
+                by_part[partition_of(v)].append(v)
+            last = {}
+            for t, k, q, o in self.deliveries:
+                last[q] = (round(t % 1000, 1), k, o)
+            now = time.time()
+            owners = {k: (round(now - t, 1), ps) for k, (t, ps) in self.assigned.items()}
+            return (f"missing per partition {({q: len(vs) for q, vs in by_part.items()})}; last delivery per partition "
+                    f"(t, member, offset) {last}; members (s since last poll, partitions) {owners}; "
+                    f"committed {self.committed}; poll errors {dict(self.poll_errors)}")
 
     def acked_commit(self, offs):
         with self.lock:
@@ -253,6 +270,8 @@ def member_loop(mock, group, ledger, k, stop, lifetime=None, pace=0.0, session_t
                     ledger.poll_errors[type(e).__name__] += 1
                 continue  # injected errors may surface here; keep polling
             ledger.delivered(k, before, msgs)
+            with ledger.lock:
+                ledger.assigned[k] = (time.time(), sorted(tp.partition for tp in c.assignment()))
             if not msgs:
                 continue
             owned = set(c.assignment())
@@ -514,7 +533,8 @@ def run_outage(mock, where="all", rate=400, seconds=8.0, down_at=2.5, down_for=3
     assert acked_after_up > 0, "the producer sent nothing after the outage"
     # no acknowledged record lost: the group saw each of them ...
     missing = set(acked) - set(ledger.seen)
-    assert not missing, f"{len(missing)} acknowledged records never consumed"
+    assert not missing, (f"{len(missing)} acknowledged records never consumed: "
+                         + ledger.explain_missing(missing, lambda v: acked[v].partition))
     # ... and the log holds each exactly once, in order (idempotence)
     seen_log = read_back(mock, topic, parts, len(acked))
     lost, dups_log = check_exactly_once_in_order(seen_log, acked)

@@ -326,13 +326,57 @@ pub fn decode_response_body(
         }
     }
     let raw = body.clone();
-    let decoded = ResponseKind::decode(k, &mut body, version).map_err(|e| {
-        if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-            eprintln!("undecodable {k:?} v{version}: {raw:02x?}");
+    let decoded = match ResponseKind::decode(k, &mut body, version) {
+        Ok(d) => d,
+        Err(e) => {
+            if let Some(r) = group_error_answer(k, version, &raw) {
+                return Ok((r, version));
+            }
+            if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
+                eprintln!("undecodable {k:?} v{version}: {raw:02x?}");
+            }
+            return Err(ProtocolError::invalid("response body", format!("{k:?} v{version}: {e}")));
         }
-        ProtocolError::invalid("response body", format!("{k:?} v{version}: {e}"))
-    })?;
+    };
     Ok((decoded, version))
+}
+
+/// A JoinGroup or SyncGroup *error* answer whose other fields do not follow
+/// the schema, read for its error code alone.
+///
+/// librdkafka's mock cluster (and so any broker built the same way) answers
+/// a failed JoinGroup with null ProtocolName/MemberId and a failed SyncGroup
+/// with a null Assignment, fields that are not nullable at the versions it
+/// speaks. Java would throw; librdkafka reads the error code first. When the
+/// code is readable and non-zero, the rest carries nothing we use, and
+/// knowing it is REBALANCE_IN_PROGRESS rather than "undecodable" decides
+/// whether the member rejoins at once or hunts for a new coordinator. A
+/// success (code 0) must still decode in full: there the fields matter.
+/// MEMBER_ID_REQUIRED (79) also needs its member id, so it is not read here.
+fn group_error_answer(k: ApiKey, version: i16, body: &[u8]) -> Option<ResponseKind> {
+    use kafka_protocol::messages::{JoinGroupResponse, SyncGroupResponse};
+    // Both bodies begin with throttle_time_ms (JoinGroup v2+, SyncGroup v1+)
+    // and then error_code.
+    let throttled = match k {
+        ApiKey::JoinGroup => version >= 2,
+        ApiKey::SyncGroup => version >= 1,
+        _ => return None,
+    };
+    let at = if throttled { 4 } else { 0 };
+    let code = i16::from_be_bytes(body.get(at..at + 2)?.try_into().ok()?);
+    if code == 0 || code == 79 {
+        return None;
+    }
+    let throttle = if throttled { i32::from_be_bytes(body[..4].try_into().ok()?) } else { 0 };
+    Some(match k {
+        ApiKey::JoinGroup => ResponseKind::JoinGroup(
+            JoinGroupResponse::default()
+                .with_throttle_time_ms(throttle)
+                .with_error_code(code)
+                .with_generation_id(-1),
+        ),
+        _ => ResponseKind::SyncGroup(SyncGroupResponse::default().with_throttle_time_ms(throttle).with_error_code(code)),
+    })
 }
 
 /// A whole response frame (without length prefix): header then body.

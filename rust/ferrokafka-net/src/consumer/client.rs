@@ -1200,21 +1200,29 @@ fn step(inner: &Arc<Inner>, now: i64) -> Duration {
         }
     }
 
-    // Fetches: one in flight per leader; a partition is fetched again while
-    // at most one decoded answer of it waits, so the next range is already
-    // here when the application asks (prefetch), and memory stays bounded.
-    let mut buffered: HashMap<TopicPartition, (usize, i64)> = HashMap::new();
+    // Fetches: one in flight per leader. A partition is fetched again while
+    // at most one decoded answer of it waits (prefetch: the next range is
+    // here when the application asks), or while what waits is less than one
+    // full partition answer (max_partition_fetch_bytes). The second rule is
+    // for logs of many small batches from a broker that answers one batch
+    // per partition per Fetch (librdkafka's mock does): capped by count
+    // alone, such a partition drops out of the next Fetch, which then holds
+    // only caught-up partitions and waits fetch_max_wait_ms at the broker,
+    // a few batches per half second while a backlog waits. Memory stays
+    // bounded by bytes either way (and by `cap` overall).
+    let mut buffered: HashMap<TopicPartition, (usize, i64, usize)> = HashMap::new();
     for c in &st.buffer {
-        let e = buffered.entry(c.tp.clone()).or_insert((0, c.next_offset));
+        let e = buffered.entry(c.tp.clone()).or_insert((0, c.next_offset, 0));
         e.0 += 1;
         e.1 = c.next_offset;
+        e.2 += c.bytes;
     }
     let cap = (inner.cfg.fetch_max_bytes as usize).max(inner.cfg.max_partition_fetch_bytes as usize * 2);
     if st.buffered_bytes < cap {
         let mut plan: BTreeMap<i32, (Node, Vec<PartitionFetch>)> = BTreeMap::new();
         for (tp, pos) in st.subs.fetchable_partitions() {
-            let (count, next) = buffered.get(&tp).copied().unwrap_or((0, pos.offset));
-            if count >= 2 {
+            let (count, next, bytes) = buffered.get(&tp).copied().unwrap_or((0, pos.offset, 0));
+            if count >= 2 && bytes >= inner.cfg.max_partition_fetch_bytes.max(1) as usize {
                 continue;
             }
             let Some(leader) = cluster.leader_for(&tp.topic, tp.partition) else {

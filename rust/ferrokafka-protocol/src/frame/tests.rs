@@ -313,6 +313,51 @@ fn kafka_protocol_body_decode_is_an_error_not_an_abort() {
     assert!(decode_response_body(3, 12, body).is_err());
 }
 
+/// librdkafka's mock answers a failed SyncGroup v3 with a null Assignment
+/// (bytes captured from it): read for its error code, REBALANCE_IN_PROGRESS.
+#[test]
+fn sync_group_error_answer_with_null_assignment() {
+    let body = Bytes::from_static(&[
+        0, 0, 0, 0, // throttle_time_ms 0
+        0, 27, // error_code REBALANCE_IN_PROGRESS
+        0xff, 0xff, 0xff, 0xff, // assignment: null (not nullable in any version)
+    ]);
+    let (r, v) = decode_response_body(14, 3, body).unwrap();
+    assert_eq!(v, 3);
+    let ResponseKind::SyncGroup(r) = r else { panic!("{r:?}") };
+    assert_eq!((r.error_code, r.assignment.len()), (27, 0));
+    // The same null with error_code 0 is a broken success: still an error.
+    let body = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    assert!(decode_response_body(14, 3, body).is_err());
+}
+
+/// The mock's failed JoinGroup v5: null ProtocolName, LeaderId, MemberId.
+#[test]
+fn join_group_error_answer_with_null_strings() {
+    let body = Bytes::from_static(&[
+        0, 0, 0, 7, // throttle_time_ms 7
+        0, 16, // error_code NOT_COORDINATOR
+        0xff, 0xff, 0xff, 0xff, // generation_id -1
+        0xff, 0xff, // protocol_name: null (nullable only from v7)
+        0xff, 0xff, // leader: null (never nullable)
+        0xff, 0xff, // member_id: null (never nullable)
+        0, 0, 0, 0, // members: 0
+    ]);
+    let (r, _) = decode_response_body(11, 5, body.clone()).unwrap();
+    let ResponseKind::JoinGroup(r) = r else { panic!("{r:?}") };
+    assert_eq!((r.throttle_time_ms, r.error_code, r.generation_id), (7, 16, -1));
+    assert!(r.member_id.is_empty() && r.members.is_empty());
+    // MEMBER_ID_REQUIRED needs its member id: not read leniently.
+    let mut b = body.to_vec();
+    b[5] = 79;
+    assert!(decode_response_body(11, 5, Bytes::from(b)).is_err());
+    // v0/v1 have no throttle: the code comes first.
+    let body = Bytes::from_static(&[0, 27, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+    let (r, _) = decode_response_body(11, 1, body).unwrap();
+    let ResponseKind::JoinGroup(r) = r else { panic!("{r:?}") };
+    assert_eq!(r.error_code, 27);
+}
+
 /// The APIs the client sends (issue 2's list).
 const CLIENT_APIS: [i16; 19] = [
     18, 3, 0, 1, 2, 10, 11, 14, 12, 13, 8, 9, 19, 20, 22, 15, 16, 17, 36,
