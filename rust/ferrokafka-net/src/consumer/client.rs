@@ -1776,6 +1776,15 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     st.errors.push_back(Error::broker(code, Some("joining the group".into())));
                     inner.data.notify_all();
                 }
+                Reaction::RaiseAndRejoin(code) => {
+                    // Raised once from poll; the member rejoins by itself.
+                    // One of a kind waits at a time: a member that polls
+                    // rarely must not find a backlog of the same error.
+                    if !st.errors.iter().any(|e| e.code() == code) {
+                        st.errors.push_back(Error::broker(code, Some("joining the group (unexpected answer; rejoining)".into())));
+                    }
+                    inner.data.notify_all();
+                }
                 Reaction::ResetAndRejoin | Reaction::ResetGeneration => {
                     lose_partitions(&mut st);
                     inner.data.notify_all();
@@ -1826,6 +1835,15 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 }
                 Reaction::Fatal(code) => {
                     st.errors.push_back(Error::broker(code, Some("syncing the group".into())));
+                    inner.data.notify_all();
+                }
+                Reaction::RaiseAndRejoin(code) => {
+                    // Raised once from poll; the member rejoins by itself.
+                    // One of a kind waits at a time: a member that polls
+                    // rarely must not find a backlog of the same error.
+                    if !st.errors.iter().any(|e| e.code() == code) {
+                        st.errors.push_back(Error::broker(code, Some("syncing the group (unexpected answer; rejoining)".into())));
+                    }
                     inner.data.notify_all();
                 }
                 Reaction::ResetAndRejoin | Reaction::ResetGeneration => {

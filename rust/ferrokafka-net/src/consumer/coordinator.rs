@@ -61,6 +61,13 @@ pub enum Reaction {
     /// Stop: the error goes to the user (and the consumer stays failed for
     /// fencing / authorization).
     Fatal(i16),
+    /// An error the protocol does not expect here (INVALID_REQUEST, an
+    /// unknown server error): the user sees it once, from poll, and the
+    /// member joins again after the retry backoff. Java raises "Unexpected
+    /// error in join/sync group response" and rejoins on the next poll; it
+    /// does not give the group up. (librdkafka's mock answers a SyncGroup
+    /// that arrives after the leader's with INVALID_REQUEST.)
+    RaiseAndRejoin(i16),
     /// Offset commit only: this commit failed, the group is fine.
     CommitFailed(i16),
 }
@@ -75,7 +82,9 @@ pub fn join_reaction(code: i16) -> Reaction {
         MEMBER_ID_REQUIRED => Reaction::RejoinWithMemberId,
         // FENCED_INSTANCE_ID: another process runs with our group.instance.id.
         // The rest are configuration errors that retrying cannot fix.
-        _ => Reaction::Fatal(code),
+        FENCED_INSTANCE_ID | GROUP_AUTHORIZATION_FAILED | INCONSISTENT_GROUP_PROTOCOL | INVALID_GROUP_ID
+        | INVALID_SESSION_TIMEOUT | GROUP_MAX_SIZE_REACHED | UNSUPPORTED_VERSION => Reaction::Fatal(code),
+        _ => Reaction::RaiseAndRejoin(code),
     }
 }
 
@@ -87,7 +96,10 @@ pub fn sync_reaction(code: i16) -> Reaction {
         UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
         ILLEGAL_GENERATION => Reaction::ResetGeneration,
         COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
-        _ => Reaction::Fatal(code),
+        FENCED_INSTANCE_ID | GROUP_AUTHORIZATION_FAILED | INCONSISTENT_GROUP_PROTOCOL | UNSUPPORTED_VERSION => {
+            Reaction::Fatal(code)
+        }
+        _ => Reaction::RaiseAndRejoin(code),
     }
 }
 
@@ -301,6 +313,11 @@ impl GroupMembership {
             Reaction::RejoinWithMemberId => {
                 self.state = MemberState::Unjoined;
                 self.next_attempt_ms = now_ms;
+            }
+            Reaction::RaiseAndRejoin(code) => {
+                self.request_rejoin(format!("{what}: unexpected error {code}"));
+                self.state = MemberState::Unjoined;
+                self.next_attempt_ms = now_ms + self.retry_backoff_ms;
             }
             Reaction::Fatal(code) | Reaction::CommitFailed(code) => {
                 if matches!(reaction, Reaction::Fatal(_)) {
@@ -578,6 +595,8 @@ mod tests {
         assert_eq!(commit_reaction(codes::ILLEGAL_GENERATION), Reaction::ResetGeneration);
         assert_eq!(commit_reaction(codes::UNKNOWN_MEMBER_ID), Reaction::ResetAndRejoin);
         assert_eq!(offset_fetch_reaction(codes::UNSTABLE_OFFSET_COMMIT), Reaction::Retry);
+        assert_eq!(join_reaction(codes::GROUP_AUTHORIZATION_FAILED), Reaction::Fatal(30));
+        assert_eq!(sync_reaction(codes::FENCED_INSTANCE_ID), Reaction::Fatal(82));
         let mut m = member(0);
         m.next_action(0);
         m.on_find_coordinator(Ok(coordinator()), 0);
@@ -585,6 +604,25 @@ mod tests {
         assert_eq!(m.on_join(codes::FENCED_INSTANCE_ID, -1, "", "", None, 0), Reaction::Fatal(82));
         assert_eq!(m.fatal(), Some(82));
         assert!(matches!(m.next_action(1_000), Action::Wait(_)));
+    }
+
+    #[test]
+    fn unexpected_sync_error_is_raised_once_and_the_member_rejoins() {
+        // INVALID_REQUEST (42) to a SyncGroup: not the member's fault and not
+        // permanent. The member is not failed; it joins again after backoff
+        // with its member id.
+        assert_eq!(sync_reaction(42), Reaction::RaiseAndRejoin(42));
+        assert_eq!(join_reaction(-1), Reaction::RaiseAndRejoin(-1));
+        let mut m = member(0);
+        m.next_action(0);
+        m.on_find_coordinator(Ok(coordinator()), 0);
+        assert!(matches!(m.next_action(0), Action::Join { .. }));
+        assert_eq!(m.on_join(0, 3, "m-1", "leader", Some("range"), 0), Reaction::Ok);
+        assert_eq!(m.on_sync(42, 10), Reaction::RaiseAndRejoin(42));
+        assert_eq!(m.fatal(), None);
+        assert!(matches!(m.next_action(20), Action::Wait(_)), "backs off first");
+        let Action::Join { member_id } = m.next_action(10 + 100) else { panic!("rejoins after the backoff") };
+        assert_eq!(member_id, "m-1");
     }
 
     #[test]
