@@ -190,6 +190,20 @@ fn heartbeat() -> RequestKind {
     RequestKind::Heartbeat(Default::default())
 }
 
+/// `n` Heartbeats written to node 0 on `conn` at t=1; the recorded ops are
+/// cleared. Returns their correlation ids.
+fn send_heartbeats(h: &mut H, conn: u64, n: usize) -> Vec<i32> {
+    let mut cids = vec![];
+    for _ in 0..n {
+        let r = h.core.new_client_request(0, heartbeat(), true, None, 1);
+        cids.push(r.correlation_id);
+        h.core.send(r, 1).unwrap();
+        h.core.handle_events(vec![h.t.sent(0, conn)], 1);
+    }
+    h.t.take();
+    cids
+}
+
 #[test]
 fn connect_negotiate_send_receive() {
     let mut h = harness(1, ClientConfig::default());
@@ -265,14 +279,7 @@ fn in_flight_cap_and_oldest_first() {
 fn wrong_correlation_id_poisons_the_connection() {
     let mut h = harness(1, ClientConfig::default());
     let conn = bring_up(&mut h, 0, 0);
-    let mut cids = vec![];
-    for _ in 0..2 {
-        let r = h.core.new_client_request(0, heartbeat(), true, None, 1);
-        cids.push(r.correlation_id);
-        h.core.send(r, 1).unwrap();
-        h.core.handle_events(vec![h.t.sent(0, conn)], 1);
-    }
-    h.t.take();
+    let cids = send_heartbeats(&mut h, conn, 2);
     let rs = h.core.handle_events(
         vec![Event::Frame {
             node: 0,
@@ -313,14 +320,7 @@ fn undecodable_body_fails_only_its_request_and_keeps_the_connection() {
     // connection is answered normally and nothing is closed.
     let mut h = harness(1, ClientConfig::default());
     let conn = bring_up(&mut h, 0, 0);
-    let mut cids = vec![];
-    for _ in 0..2 {
-        let r = h.core.new_client_request(0, heartbeat(), true, None, 1);
-        cids.push(r.correlation_id);
-        h.core.send(r, 1).unwrap();
-        h.core.handle_events(vec![h.t.sent(0, conn)], 1);
-    }
-    h.t.take();
+    let cids = send_heartbeats(&mut h, conn, 2);
     let mut bad = BytesMut::new();
     bad.put_i32(cids[0]);
     bad.put_u8(0);
