@@ -418,20 +418,28 @@ def test_hostile_user_request_gets_clear_error():
 
 def test_ctrl_c_interrupts_poll(broker):
     import _thread
+    import signal
 
+    # A shell starts background jobs with SIGINT ignored, and Python then
+    # keeps it ignored: interrupt_main() would do nothing. Give the test the
+    # handler an interactive Python has.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     nc = fk.NetworkClient(broker.bootstrap_servers)
-    _connect(nc)
-    assert _until(lambda: nc.in_flight_request_count() == 0, nc=nc)
-    timer = threading.Timer(0.2, _thread.interrupt_main)
-    timer.start()
-    t0 = time.time()
-    with pytest.raises(KeyboardInterrupt):
-        # poll returns after any I/O (as Java's does), e.g. the updater's own
-        # Metadata answer: poll again until the Ctrl-C lands in one.
-        while time.time() - t0 < 10:
-            nc.poll(10_000)
-    assert time.time() - t0 < 2
-    nc.close()
+    try:
+        _connect(nc)
+        assert _until(lambda: nc.in_flight_request_count() == 0, nc=nc)
+        timer = threading.Timer(0.2, _thread.interrupt_main)
+        timer.start()
+        t0 = time.time()
+        with pytest.raises(KeyboardInterrupt):
+            # poll returns after any I/O (as Java's does), e.g. the updater's
+            # own Metadata answer: poll again until the Ctrl-C lands in one.
+            while time.time() - t0 < 10:
+                nc.poll(10_000)
+        assert time.time() - t0 < 2
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        nc.close()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
