@@ -1777,12 +1777,7 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     inner.data.notify_all();
                 }
                 Reaction::RaiseAndRejoin(code) => {
-                    // Raised once from poll; the member rejoins by itself.
-                    // One of a kind waits at a time: a member that polls
-                    // rarely must not find a backlog of the same error.
-                    if !st.errors.iter().any(|e| e.code() == code) {
-                        st.errors.push_back(Error::broker(code, Some("joining the group (unexpected answer; rejoining)".into())));
-                    }
+                    raise_once(&mut st, code, "joining the group");
                     inner.data.notify_all();
                 }
                 Reaction::ResetAndRejoin | Reaction::ResetGeneration => {
@@ -1838,12 +1833,7 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     inner.data.notify_all();
                 }
                 Reaction::RaiseAndRejoin(code) => {
-                    // Raised once from poll; the member rejoins by itself.
-                    // One of a kind waits at a time: a member that polls
-                    // rarely must not find a backlog of the same error.
-                    if !st.errors.iter().any(|e| e.code() == code) {
-                        st.errors.push_back(Error::broker(code, Some("syncing the group (unexpected answer; rejoining)".into())));
-                    }
+                    raise_once(&mut st, code, "syncing the group");
                     inner.data.notify_all();
                 }
                 Reaction::ResetAndRejoin | Reaction::ResetGeneration => {
@@ -1947,6 +1937,15 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
             }
             let _ = r;
         }
+    }
+}
+
+/// An unexpected JoinGroup/SyncGroup error for poll to raise; the member
+/// rejoins by itself. One of a kind waits at a time: a member that polls
+/// rarely must not find a backlog of the same error.
+fn raise_once(st: &mut State, code: i16, what: &str) {
+    if !st.errors.iter().any(|e| e.code() == code) {
+        st.errors.push_back(Error::broker(code, Some(format!("{what} (unexpected answer; rejoining)"))));
     }
 }
 
