@@ -1,7 +1,10 @@
 """The long fault run of issue 8: the scenarios of tests/test_chaos.py with
 bigger numbers, on a fresh 3-broker mock cluster each.
 
-    python benches/chaos.py [--records N] [--only producer,group,outage-all,outage-coordinator]
+    python benches/chaos.py [--records N] [--only producer,group,outage-all,outage-coordinator] [--repeat K]
+
+`--repeat K` runs each scenario K times (pass counts and duration ranges,
+as reported for CI's bounded scenarios in docs/reliability.md).
 
 Prints one row per run: records sent / acknowledged / consumed / lost /
 duplicated (for the group: deliveries beyond the first, which at-least-once
@@ -31,6 +34,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=200_000, help="records of the producer run")
     ap.add_argument("--only", default="producer,group,outage-all,outage-coordinator")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each scenario")
     args = ap.parse_args()
     from ferrokafka.testing import MockCluster
 
@@ -42,7 +46,7 @@ def main():
         "outage-coordinator": lambda m: sc.run_outage(m, "coordinator", rate=1000, seconds=12.0),
     }
     rows = []
-    for name in args.only.split(","):
+    for name in [n for n in args.only.split(",") for _ in range(max(1, args.repeat))]:
         t0 = time.time()
         with MockCluster(3) as m:
             try:
