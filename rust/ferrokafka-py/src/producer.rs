@@ -201,6 +201,7 @@ impl PyProducer {
             delivery_timeout_ms: get(cfg, "delivery_timeout_ms")?,
             max_request_size: get(cfg, "max_request_size")?,
             partitioner_adaptive: true,
+            ..ProducerConfig::default()
         };
         pcfg.validate(max_in_flight).map_err(FkError)?;
         let (md, net) = crate::config::metadata_and_network(

@@ -88,6 +88,10 @@ pub struct ProducerConfig {
     pub max_request_size: usize,
     /// Uniform sticky (KIP-794 off) when false.
     pub partitioner_adaptive: bool,
+    /// Idempotence: batches of one partition in flight at once. 1 keeps
+    /// order on brokers that do not check sequences (docs/semantics.md
+    /// §5.2); Kafka itself checks, so more is safe there.
+    pub max_in_flight_per_partition: usize,
 }
 
 impl Default for ProducerConfig {
@@ -106,6 +110,7 @@ impl Default for ProducerConfig {
             delivery_timeout_ms: 120_000,
             max_request_size: 1_048_576,
             partitioner_adaptive: true,
+            max_in_flight_per_partition: 1,
         }
     }
 }
@@ -272,6 +277,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 request_timeout_ms: cfg.request_timeout_ms.clamp(0, i32::MAX as i64) as i32,
                 max_request_size: cfg.max_request_size,
                 retries: cfg.retries,
+                max_in_flight_per_partition: cfg.max_in_flight_per_partition,
             },
         );
         let (tx, rx) = channel();

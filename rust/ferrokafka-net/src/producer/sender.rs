@@ -55,6 +55,10 @@ pub struct SenderConfig {
     pub request_timeout_ms: i32,
     pub max_request_size: usize,
     pub retries: u32,
+    /// Idempotence: batches of one partition in flight at once (see
+    /// `IdempotenceState`); ignored without idempotence, where the
+    /// connection's `max_in_flight_requests_per_connection` alone bounds it.
+    pub max_in_flight_per_partition: usize,
 }
 
 /// A Produce request to send.
@@ -108,7 +112,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
     pub fn new(accumulator: RecordAccumulator<B, T>, idempotent: bool, cfg: SenderConfig) -> Self {
         Sender {
             accumulator,
-            idempotence: idempotent.then(IdempotenceState::new),
+            idempotence: idempotent.then(|| IdempotenceState::new(cfg.max_in_flight_per_partition)),
             cfg,
             next_token: 1,
             in_flight: HashMap::new(),
@@ -206,8 +210,13 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             }
             return out;
         }
-        if self.needs_producer_id() {
-            // The driver sends InitProducerId; nothing is drained until then.
+        if self
+            .idempotence
+            .as_ref()
+            .is_some_and(|i| i.sending_blocked())
+        {
+            // The driver sends InitProducerId (once nothing is in flight);
+            // nothing is drained until its answer.
             return out;
         }
         let ready = self.accumulator.ready(now_ms, |tp| leader_of(tp));
@@ -225,7 +234,9 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             let parts: Vec<TopicPartition> = acc
                 .partitions()
                 .filter(|tp| leader_of(tp) == Some(node))
-                .filter(|tp| idem.is_none_or(|i| i.may_send(tp, acc.front_sequence(tp).flatten())))
+                .filter(|tp| {
+                    idem.is_none_or(|i| i.may_send(tp, acc.front_sequence(tp).flatten(), node))
+                })
                 .cloned()
                 .collect();
             let mut batches =
@@ -243,12 +254,15 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                         let pid = idem.producer_id_and_epoch();
                         let seq = match b.base_sequence {
                             Some(s) => {
-                                idem.mark_resent(&b.tp, s);
+                                idem.mark_resent(&b.tp, s, node);
                                 s
                             }
                             None => {
-                                let s =
-                                    idem.assign_sequence(&b.tp, b.builder.record_count() as i32);
+                                let s = idem.assign_sequence(
+                                    &b.tp,
+                                    b.builder.record_count() as i32,
+                                    node,
+                                );
                                 b.base_sequence = Some(s);
                                 s
                             }
@@ -579,6 +593,7 @@ mod tests {
                 request_timeout_ms: 1000,
                 max_request_size: 1 << 20,
                 retries: 3,
+                max_in_flight_per_partition: 5,
             },
         )
     }
