@@ -145,3 +145,112 @@ def test_every_option_refuses_bad_values_naming_itself(table, name, bad):
         table.resolve(**kwargs)
     msg = str(ei.value)
     assert name in msg or name.replace("_", ".") in msg, msg
+
+
+# ---- Java's post-processing rules (issue 14, section 2) -----------------------------------
+# Each row: table, options as the user gives them, then either the values the
+# resolved config must hold or (an exception class, a regex its message matches).
+
+from ferrokafka._config import OptionNotSupportedError  # noqa: E402
+
+BS = {"bootstrap.servers": "h:1"}
+
+RULES = [
+    # ProducerConfig.postProcessAndValidateIdempotenceConfigs: a default
+    # enable_idempotence gives way to a conflicting option...
+    ("idempotence-off-acks-1", PRODUCER, {"acks": 1}, {"enable_idempotence": False, "acks": "1"}),
+    ("idempotence-off-acks-str-1", PRODUCER, {"acks": "1"}, {"enable_idempotence": False}),
+    ("idempotence-off-acks-0", PRODUCER, {"acks": 0}, {"enable_idempotence": False, "acks": "0"}),
+    ("idempotence-off-acks-dotted", PRODUCER, {"acks": "0", "linger.ms": 1}, {"enable_idempotence": False}),
+    ("idempotence-off-retries-0", PRODUCER, {"retries": 0}, {"enable_idempotence": False}),
+    ("idempotence-off-in-flight-6", PRODUCER, {"max_in_flight_requests_per_connection": 6},
+     {"enable_idempotence": False}),
+    ("idempotence-kept-acks-all", PRODUCER, {"acks": -1, "max.in.flight": 5}, {"enable_idempotence": True}),
+    ("idempotence-explicit-false", PRODUCER, {"enable_idempotence": False, "acks": 1}, {"enable_idempotence": False}),
+    # ...but an explicit enable_idempotence=True with one is an error naming it.
+    ("idempotence-explicit-acks", PRODUCER, {"enable_idempotence": True, "acks": 1}, (ValueError, r"'acks'.*'all'")),
+    ("idempotence-explicit-dotted", PRODUCER, {"enable.idempotence": "true", "acks": "0"}, (ValueError, "'acks'")),
+    ("idempotence-explicit-retries", PRODUCER, {"enable_idempotence": True, "retries": 0}, (ValueError, "'retries'")),
+    ("idempotence-explicit-in-flight", PRODUCER, {"enable_idempotence": True, "max_in_flight_requests_per_connection": 6},
+     (ValueError, "'max_in_flight_requests_per_connection'.*at most 5")),
+    # transactional_id is refused until transactions exist, never ignored.
+    ("transactional-id-refused", PRODUCER, {"transactional_id": "app-1"},
+     (OptionNotSupportedError, "'transactional_id'.*not implemented")),
+    ("transactional-id-dotted-refused", PRODUCER, {"transactional.id": "app-1"},
+     (NotImplementedError, "transactional_id")),
+    ("transactional-id-none-ok", PRODUCER, {"transactional_id": None}, {"transactional_id": None}),
+    # KafkaProducer.configureDeliveryTimeout: the default grows to linger + request
+    # timeout; an explicit smaller value is an error.
+    ("delivery-timeout-default-raised", PRODUCER, {"request_timeout_ms": 200_000, "linger_ms": 5},
+     {"delivery_timeout_ms": 200_005}),
+    ("delivery-timeout-explicit-too-small", PRODUCER, {"delivery_timeout_ms": 1000},
+     (ValueError, r"'delivery_timeout_ms'.*linger_ms \+ request_timeout_ms \(30005\)")),
+    ("delivery-timeout-explicit-ok", PRODUCER, {"delivery_timeout_ms": 30_005}, {"delivery_timeout_ms": 30_005}),
+    # batch.size=0 is valid in Java (no batching).
+    ("batch-size-zero", PRODUCER, {"batch_size": 0}, {"batch_size": 0}),
+    # CommonClientConfigs.postProcessReconnectBackoffConfigs: only the base set
+    # means a constant backoff.
+    ("reconnect-base-only-producer", PRODUCER, {"reconnect_backoff_ms": 200}, {"reconnect_backoff_max_ms": 200}),
+    ("reconnect-base-only-consumer", CONSUMER, {"reconnect.backoff.ms": 2000}, {"reconnect_backoff_max_ms": 2000}),
+    ("reconnect-base-only-admin", ADMIN, {"reconnect_backoff_ms": 10}, {"reconnect_backoff_max_ms": 10}),
+    ("reconnect-base-only-network", NETWORK_CLIENT, {"reconnect_backoff_ms": 70}, {"reconnect_backoff_max_ms": 70}),
+    ("reconnect-both-set", PRODUCER, {"reconnect_backoff_ms": 200, "reconnect_backoff_max_ms": 5000},
+     {"reconnect_backoff_ms": 200, "reconnect_backoff_max_ms": 5000}),
+    ("reconnect-max-below-base", PRODUCER, {"reconnect_backoff_ms": 200, "reconnect_backoff_max_ms": 100},
+     {"reconnect_backoff_max_ms": 200}),
+    ("retry-max-below-base", CONSUMER, {"retry_backoff_ms": 2000}, {"retry_backoff_max_ms": 2000}),
+    # ConsumerConfig.maybeOverrideEnableAutoCommit.
+    ("auto-commit-off-without-group", CONSUMER, {}, {"enable_auto_commit": False}),
+    ("auto-commit-on-with-group", CONSUMER, {"group_id": "g"}, {"enable_auto_commit": True}),
+    ("auto-commit-explicit-false-without-group", CONSUMER, {"enable_auto_commit": False}, {"enable_auto_commit": False}),
+    ("auto-commit-explicit-true-without-group", CONSUMER, {"enable.auto.commit": True},
+     (ValueError, "'enable_auto_commit'.*group_id")),
+    # GroupRebalanceConfig: group.instance.id is validated as JoinGroupRequest does.
+    ("group-instance-id-ok", CONSUMER, {"group_id": "g", "group_instance_id": "a-1._b"}, {"group_instance_id": "a-1._b"}),
+    ("group-instance-id-space", CONSUMER, {"group_id": "g", "group_instance_id": "foo bar"},
+     (ValueError, "'group_instance_id'")),
+    ("group-instance-id-dotdot", CONSUMER, {"group_id": "g", "group_instance_id": ".."}, (ValueError, "'group_instance_id'")),
+    ("group-instance-id-empty", CONSUMER, {"group_id": "g", "group_instance_id": ""}, (ValueError, "'group_instance_id'")),
+    ("group-instance-id-too-long", CONSUMER, {"group_id": "g", "group_instance_id": "a" * 250},
+     (ValueError, "'group_instance_id'")),
+    ("group-instance-id-without-group", CONSUMER, {"group_instance_id": "a"}, (ValueError, "'group_instance_id'.*'group_id'")),
+    # Heartbeat: interval below session timeout, for a group member only.
+    ("heartbeat-not-below-session-in-group", CONSUMER,
+     {"group_id": "g", "session_timeout_ms": 3000, "heartbeat_interval_ms": 3000},
+     (ValueError, "'heartbeat_interval_ms'.*session_timeout_ms")),
+    ("heartbeat-without-group-unchecked", CONSUMER, {"session_timeout_ms": 3000}, {"session_timeout_ms": 3000}),
+    # KafkaAdminClient.configureDefaultApiTimeoutMs.
+    ("admin-api-timeout-default-raised", ADMIN, {"request_timeout_ms": 90_000}, {"default_api_timeout_ms": 90_000}),
+    ("admin-api-timeout-explicit-too-small", ADMIN, {"default_api_timeout_ms": 1000},
+     (ValueError, r"'default_api_timeout_ms'.*request_timeout_ms \(30000\)")),
+]
+
+
+@pytest.mark.parametrize("table,given,expected", [pytest.param(t, g, e, id=i) for i, t, g, e in RULES])
+def test_java_config_rules(table, given, expected):
+    if isinstance(expected, tuple):
+        cls, pattern = expected
+        with pytest.raises(cls, match=pattern):
+            table.resolve(BS, **given)
+        # the dict form (dotted or snake names, as confluent-kafka users pass) behaves the same
+        with pytest.raises(cls, match=pattern):
+            table.resolve({**BS, **given})
+        return
+    for cfg in (table.resolve(BS, **given), table.resolve({**BS, **given})):
+        assert {k: cfg[k] for k in expected} == expected
+
+
+def test_idempotence_quietly_disabled_is_logged_like_java(caplog):
+    with caplog.at_level("INFO", logger="ferrokafka.producer"):
+        PRODUCER.resolve(BS, acks=1)
+    (rec,) = [r for r in caplog.records if r.name == "ferrokafka.producer"]
+    assert rec.levelname == "INFO" and "Idempotence will be disabled because acks" in rec.getMessage()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="ferrokafka.producer"):
+        PRODUCER.resolve(BS)  # no conflict: nothing to say
+    assert not [r for r in caplog.records if r.name == "ferrokafka.producer"]
+
+
+def test_transactional_id_error_is_a_value_error_too():
+    with pytest.raises(ValueError, match="transactions are not implemented yet"):
+        PRODUCER.resolve(BS, transactional_id="t")
