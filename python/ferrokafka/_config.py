@@ -316,7 +316,7 @@ def _backoff_rule(table: str) -> Rule:
         # base gives a constant backoff at the base.
         for base, top in (("reconnect_backoff_ms", "reconnect_backoff_max_ms"),
                           ("retry_backoff_ms", "retry_backoff_max_ms")):
-            if out[base] > out[top]:
+            if base in out and out[base] > out[top]:
                 log.warning("%s (%d) is greater than %s (%d): exponential backoff is disabled, "
                             "every backoff is %d ms", base, out[base], top, out[top], out[base])
                 out[top] = out[base]
@@ -425,7 +425,12 @@ def _admin_rule(out: dict, given: frozenset) -> None:
         out["default_api_timeout_ms"] = out["request_timeout_ms"]
 
 
-NETWORK_CLIENT = ConfigTable("NetworkClient", COMMON, rules=[_backoff_rule("NetworkClient")])
+# The bare NetworkClient keeps no metadata of its own (it refreshes broker
+# addresses only when asked, SEMANTICS 4): the metadata refresh and retry
+# options would be accepted and do nothing, so it does not take them.
+_METADATA_ONLY = ("metadata_max_age_ms", "retry_backoff_ms", "retry_backoff_max_ms")
+NETWORK_CLIENT = ConfigTable("NetworkClient", [o for o in COMMON if o.name not in _METADATA_ONLY],
+                             rules=[_backoff_rule("NetworkClient")])
 
 PRODUCER = ConfigTable("Producer", COMMON, [
     Option("acks", _acks, "all", choices=("all", "0", "1")),
