@@ -223,6 +223,9 @@ RULES = [
      {"group_id": "g", "session_timeout_ms": 3000, "heartbeat_interval_ms": 3000},
      (ValueError, "'heartbeat_interval_ms'.*session_timeout_ms")),
     ("heartbeat-without-group-unchecked", CONSUMER, {"session_timeout_ms": 3000}, {"session_timeout_ms": 3000}),
+    # CommonClientConfigs: security.protocol is case-insensitive.
+    ("security-protocol-any-case", CONSUMER, {"security.protocol": "sasl_ssl"}, {"security_protocol": "SASL_SSL"}),
+    ("security-protocol-unknown", PRODUCER, {"security_protocol": "tls"}, (ValueError, "'security_protocol'.*'SSL'")),
     # KafkaAdminClient.configureDefaultApiTimeoutMs.
     ("admin-api-timeout-default-raised", ADMIN, {"request_timeout_ms": 90_000}, {"default_api_timeout_ms": 90_000}),
     ("admin-api-timeout-explicit-too-small", ADMIN, {"default_api_timeout_ms": 1000},

@@ -220,6 +220,13 @@ def _acks(v: Any) -> str:
         raise ValueError
     return v
 
+def _upper(v: Any) -> str:
+    # Java validates security.protocol with CaseInsensitiveValidString: "ssl" is SSL.
+    if not isinstance(v, str):
+        raise TypeError
+    return v.strip().upper()
+
+
 class Secret(str):
     """A str that never shows itself in reprs (config dicts, error messages,
     logs of ``client.config``); ``str()`` still gives the value to the core."""
@@ -268,7 +275,7 @@ COMMON = [
     Option("max_in_flight_requests_per_connection", int, 5, min=1,
            java="max.in.flight.requests.per.connection",
            aliases=("max.in.flight",)),
-    Option("security_protocol", str, "PLAINTEXT", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    Option("security_protocol", _upper, "PLAINTEXT", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     Option("sasl_mechanism", str, "PLAIN", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
            aliases=("sasl.mechanisms",)),
     Option("sasl_username", str, None, nullable=True),
