@@ -443,3 +443,17 @@ def test_max_response_size_reaches_the_core():
                 a.list_topics(timeout_ms=3000)
     finally:
         broker.close()
+
+
+@pytest.mark.parametrize("extra", [{"acks": 1}, {"acks": "0"}, {"retries": 0},
+                                   {"max_in_flight_requests_per_connection": 10}])
+def test_producer_with_idempotence_given_way_delivers(mock_cluster, extra):
+    """The user never asked for idempotence: the producer is built (it raised
+    before) and delivers, non-idempotently, as Java's would."""
+    mock_cluster.create_topic("nonidem", 1, 1)
+    with fk.Producer(mock_cluster.bootstrap_servers, linger_ms=1, **extra) as p:
+        assert p.config["enable_idempotence"] is False
+        md = [p.send("nonidem", b"v%d" % i).result(10) for i in range(3)]
+    assert [m.partition for m in md] == [0, 0, 0]
+    if extra.get("acks") != "0":  # acks=0: no offsets come back
+        assert [m.offset for m in md] == [0, 1, 2]
