@@ -587,7 +587,7 @@ mod tests {
         assert!(acc.ready(0, |_| Some(1)).ready_nodes.contains(&1));
         let mut handles = Vec::new();
         loop {
-            let b = acc.drain_node(1, &[tp.clone()], 1 << 20, 0);
+            let b = acc.drain_node(1, std::slice::from_ref(&tp), 1 << 20, 0);
             if b.is_empty() {
                 break;
             }
