@@ -178,3 +178,37 @@ def _hard_close(s):
         s.close()
     except OSError:
         pass
+
+
+def read_request_body(c):
+    """One request frame: (api_key, api_version, correlation_id, body), body
+    being what follows a v1 request header (client id read past)."""
+    (n,) = struct.unpack(">i", recv_exact(c, 4))
+    data = recv_exact(c, n)
+    api_key, api_version, cid, client_id_len = struct.unpack(">hhih", data[:10])
+    return api_key, api_version, cid, data[10 + max(client_id_len, 0):]
+
+
+def metadata_v4_answer(cid, port, topics):
+    """Metadata v4 answer (the newest non-flexible shape with every field a
+    client needs): one broker (id 0, 127.0.0.1:port, the controller), each of
+    ``topics`` with one partition led by it."""
+    host = b"127.0.0.1"
+    body = struct.pack(">iii", cid, 0, 1) + struct.pack(">ih", 0, len(host)) + host + struct.pack(">ih", port, -1)
+    body += struct.pack(">hii", -1, 0, len(topics))  # no cluster id, controller 0
+    for t in topics:
+        name = t.encode()
+        body += struct.pack(">hh", 0, len(name)) + name + b"\x00" + struct.pack(">i", 1)
+        body += struct.pack(">hiiiiii", 0, 0, 0, 1, 0, 1, 0)
+    return frame(body)
+
+
+def metadata_v4_topics(body):
+    """The topic names of a Metadata v1-v8 request body ([] for "all topics")."""
+    (n,) = struct.unpack(">i", body[:4])
+    out, pos = [], 4
+    for _ in range(max(n, 0)):
+        (ln,) = struct.unpack(">h", body[pos:pos + 2])
+        out.append(body[pos + 2:pos + 2 + ln].decode())
+        pos += 2 + ln
+    return out

@@ -53,6 +53,14 @@ def test_offsets_options_and_caps():
         _plan.client_config({"subscribe": "t"})
 
 
+@pytest.mark.parametrize("name", ["endingTimestamp", "startingOffsetsByTimestamp", "fetchOffset.numRetries",
+                                  "kafkaConsumer.pollTimeoutMs"])
+def test_spark_options_not_implemented_are_refused_not_ignored(name):
+    """These were accepted and had no effect (issue 14: an option taken must take effect)."""
+    with pytest.raises(ValueError, match=f"'{name}'.*not implemented"):
+        _plan.check_options({"subscribe": "t", name: "1"}, _plan.SOURCE_OPTIONS, "batch source")
+
+
 # ----- Spark --------------------------------------------------------------------------------
 
 

@@ -11,12 +11,13 @@ never silently becomes a default.
 from __future__ import annotations
 
 import difflib
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 __all__ = [
     "Option", "ConfigTable", "resolve",
-    "COMMON", "NETWORK_CLIENT", "PRODUCER", "CONSUMER", "ADMIN",
+    "COMMON", "NETWORK_CLIENT", "PRODUCER", "CONSUMER", "ADMIN", "OptionNotSupportedError",
 ]
 
 _MISSING = object()
@@ -134,15 +135,22 @@ def _servers(value: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+# A rule sees the resolved options and the names the caller set explicitly
+# (Java's `originals()`): Java's defaults depend on what the user did *not*
+# say (e.g. idempotence is on by default only when nothing conflicts with it).
+Rule = Callable[[dict, "frozenset[str]"], None]
+
+
 @dataclass
 class ConfigTable:
     name: str
     options: dict[str, Option] = field(default_factory=dict)
 
-    def __init__(self, name: str, *groups: Iterable[Option]) -> None:
+    def __init__(self, name: str, *groups: Iterable[Option], rules: Iterable[Rule] = ()) -> None:
         self.name = name
         self.options = {}
         self._lookup: dict[str, Option] = {}
+        self.rules: list[Rule] = list(rules)
         for g in groups:
             for o in g:
                 self.add(o)
@@ -153,8 +161,8 @@ class ConfigTable:
         for k in (opt.name, opt.dotted, *opt.aliases):
             self._lookup[k] = opt
 
-    def extend(self, name: str, *groups: Iterable[Option]) -> "ConfigTable":
-        return ConfigTable(name, self.options.values(), *groups)
+    def extend(self, name: str, *groups: Iterable[Option], rules: Iterable[Rule] = ()) -> "ConfigTable":
+        return ConfigTable(name, self.options.values(), *groups, rules=[*self.rules, *rules])
 
     def find(self, key: str) -> Option:
         opt = self._lookup.get(key)
@@ -188,6 +196,9 @@ class ConfigTable:
         missing = [n for n, o in self.options.items() if o.default is _MISSING and n not in given_by]
         if missing:
             raise ValueError(f"{self.name} requires option(s): {', '.join(missing)}")
+        given = frozenset(given_by)
+        for rule in self.rules:
+            rule(out, given)
         return out
 
 
@@ -208,6 +219,13 @@ def _acks(v: Any) -> str:
     if v not in ("all", "0", "1"):
         raise ValueError
     return v
+
+def _upper(v: Any) -> str:
+    # Java validates security.protocol with CaseInsensitiveValidString: "ssl" is SSL.
+    if not isinstance(v, str):
+        raise TypeError
+    return v.strip().upper()
+
 
 class Secret(str):
     """A str that never shows itself in reprs (config dicts, error messages,
@@ -257,7 +275,7 @@ COMMON = [
     Option("max_in_flight_requests_per_connection", int, 5, min=1,
            java="max.in.flight.requests.per.connection",
            aliases=("max.in.flight",)),
-    Option("security_protocol", str, "PLAINTEXT", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    Option("security_protocol", _upper, "PLAINTEXT", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     Option("sasl_mechanism", str, "PLAIN", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
            aliases=("sasl.mechanisms",)),
     Option("sasl_username", str, None, nullable=True),
@@ -272,7 +290,154 @@ COMMON = [
     Option("max_response_size", int, 100 * 1024 * 1024, min=1024, java="max.response.size"),
 ]
 
-NETWORK_CLIENT = ConfigTable("NetworkClient", COMMON)
+# --- Java's post-processing rules ------------------------------------------------------
+# ProducerConfig / ConsumerConfig / AdminClientConfig (and the client constructors)
+# fix some values after parsing, depending on what the user set. Each rule below
+# follows one of them: a conflict the user asked for explicitly is an error naming
+# the option; a conflict that comes only from a default is resolved the way Java
+# resolves it, and logged as Java logs it.
+
+_LOGGERS = {"Producer": "ferrokafka.producer", "Consumer": "ferrokafka.consumer",
+            "Admin": "ferrokafka.admin", "NetworkClient": "ferrokafka.network"}
+
+_INT_MAX = 2**31 - 1
+
+
+class OptionNotSupportedError(ValueError, NotImplementedError):
+    """An option ferrokafka knows but cannot honour yet. Raised instead of
+    accepting it and doing something else; both a ValueError (an invalid
+    option) and a NotImplementedError (what is missing is the feature)."""
+
+
+def _backoff_rule(table: str) -> Rule:
+    def rule(out: dict, given: frozenset) -> None:
+        log = logging.getLogger(_LOGGERS.get(table, "ferrokafka"))
+        # CommonClientConfigs.postProcessReconnectBackoffConfigs: setting only the
+        # base reconnect backoff means a constant backoff, not exponential up to
+        # the default maximum.
+        if "reconnect_backoff_ms" in given and "reconnect_backoff_max_ms" not in given:
+            log.debug("Disabling exponential reconnect backoff because reconnect_backoff_ms is set, "
+                      "but reconnect_backoff_max_ms is not.")
+            out["reconnect_backoff_max_ms"] = out["reconnect_backoff_ms"]
+        # CommonClientConfigs.warnDisablingExponentialBackoff: a maximum below the
+        # base gives a constant backoff at the base.
+        for base, top in (("reconnect_backoff_ms", "reconnect_backoff_max_ms"),
+                          ("retry_backoff_ms", "retry_backoff_max_ms")):
+            if base in out and out[base] > out[top]:
+                log.warning("%s (%d) is greater than %s (%d): exponential backoff is disabled, "
+                            "every backoff is %d ms", base, out[base], top, out[top], out[base])
+                out[top] = out[base]
+    return rule
+
+
+def _producer_rule(out: dict, given: frozenset) -> None:
+    log = logging.getLogger("ferrokafka.producer")
+    # Transactions are not implemented: accepting transactional_id would send
+    # records non-transactionally while the application believes otherwise.
+    if out["transactional_id"] is not None:
+        raise OptionNotSupportedError(
+            "option 'transactional_id' is not supported: transactions are not implemented yet "
+            "in ferrokafka; leave transactional_id unset (records would otherwise be sent "
+            "outside any transaction)")
+    # ProducerConfig.postProcessAndValidateIdempotenceConfigs (Kafka 3.2+):
+    # idempotence is on by default only when nothing conflicts with it. An
+    # explicit enable_idempotence=True with a conflict is an error; the default
+    # quietly gives way.
+    if out["enable_idempotence"]:
+        explicit = "enable_idempotence" in given
+        conflicts = []
+        if out["retries"] == 0:
+            conflicts.append(("retries", "must be greater than 0 when enable_idempotence is true",
+                              "retries is set to 0"))
+        if out["acks"] != "all":
+            conflicts.append(("acks", "must be 'all' when enable_idempotence is true",
+                              f"acks is set to {out['acks']}, not 'all'"))
+        mif = out["max_in_flight_requests_per_connection"]
+        if mif > 5:
+            conflicts.append(("max_in_flight_requests_per_connection",
+                              f"must be at most 5 when enable_idempotence is true, got {mif}",
+                              f"max_in_flight_requests_per_connection is set to {mif}, "
+                              "which is greater than 5"))
+        if conflicts:
+            if explicit:
+                key, detail, _ = conflicts[0]
+                raise ValueError(f"invalid value {out[key]!r} for option {key!r}: {detail} "
+                                 "(or set enable_idempotence=False)")
+            for _key, _detail, why in conflicts:
+                # Java logs the acks/retries cases at INFO and the in-flight case at WARN.
+                level = logging.WARNING if _key.startswith("max_in_flight") else logging.INFO
+                log.log(level, "Idempotence will be disabled because %s.", why)
+            out["enable_idempotence"] = False
+    # KafkaProducer.configureDeliveryTimeout: delivery_timeout_ms must cover
+    # linger_ms + request_timeout_ms; an explicit smaller value is an error, the
+    # default is raised to the sum.
+    floor = min(out["linger_ms"] + out["request_timeout_ms"], _INT_MAX)
+    if out["delivery_timeout_ms"] < floor:
+        if "delivery_timeout_ms" in given:
+            raise ValueError(
+                f"invalid value {out['delivery_timeout_ms']!r} for option 'delivery_timeout_ms': "
+                f"must be >= linger_ms + request_timeout_ms ({floor})")
+        log.warning("delivery_timeout_ms should be equal to or larger than linger_ms + "
+                    "request_timeout_ms. Setting it to %d.", floor)
+        out["delivery_timeout_ms"] = floor
+
+
+def _valid_group_instance_id(v: str) -> bool:
+    # JoinGroupRequest.validateGroupInstanceId: Kafka's legal topic-name characters.
+    return (0 < len(v) <= 249 and v not in (".", "..")
+            and all(c.isascii() and (c.isalnum() or c in "._-") for c in v))
+
+
+def _consumer_rule(out: dict, given: frozenset) -> None:
+    group = out["group_id"]
+    gii = out["group_instance_id"]
+    if gii is not None:
+        if not _valid_group_instance_id(gii):
+            raise ValueError(
+                f"invalid value {gii!r} for option 'group_instance_id': expected 1 to 249 "
+                "characters from ASCII letters, digits, '.', '_' and '-' (not '.' or '..')")
+        # Java ignores group.instance.id without group.id; an option that would
+        # do nothing is refused here instead.
+        if group is None:
+            raise ValueError("option 'group_instance_id' needs option 'group_id' "
+                             "(static membership is a property of a group member)")
+    # ConsumerConfig.maybeOverrideEnableAutoCommit: without a group there is
+    # nowhere to commit; the default becomes False, an explicit True is an error.
+    if group is None:
+        if "enable_auto_commit" not in given:
+            out["enable_auto_commit"] = False
+        elif out["enable_auto_commit"]:
+            raise ValueError("invalid value True for option 'enable_auto_commit': "
+                             "it cannot be true when no group_id is set")
+    # Heartbeat: the interval must be below the session timeout (only a group
+    # member heartbeats, so only then).
+    if group is not None and out["heartbeat_interval_ms"] >= out["session_timeout_ms"]:
+        raise ValueError(
+            f"invalid value {out['heartbeat_interval_ms']!r} for option 'heartbeat_interval_ms': "
+            f"must be lower than session_timeout_ms ({out['session_timeout_ms']})")
+
+
+def _admin_rule(out: dict, given: frozenset) -> None:
+    # KafkaAdminClient.configureDefaultApiTimeoutMs: an explicit
+    # default_api_timeout_ms below request_timeout_ms is an error; the default
+    # is raised to request_timeout_ms.
+    if out["default_api_timeout_ms"] < out["request_timeout_ms"]:
+        if "default_api_timeout_ms" in given:
+            raise ValueError(
+                f"invalid value {out['default_api_timeout_ms']!r} for option 'default_api_timeout_ms': "
+                f"must be no smaller than request_timeout_ms ({out['request_timeout_ms']})")
+        logging.getLogger("ferrokafka.admin").warning(
+            "Overriding the default value for default_api_timeout_ms (%d) with the explicitly "
+            "configured request timeout %d", out["default_api_timeout_ms"], out["request_timeout_ms"])
+        out["default_api_timeout_ms"] = out["request_timeout_ms"]
+
+
+# The bare NetworkClient keeps no metadata of its own (it refreshes broker
+# addresses only when asked, SEMANTICS 4): the metadata refresh and retry
+# options would be accepted and do nothing, so it does not take them.
+_METADATA_ONLY = ("metadata_max_age_ms", "retry_backoff_ms", "retry_backoff_max_ms")
+NETWORK_CLIENT = ConfigTable("NetworkClient", [o for o in COMMON if o.name not in _METADATA_ONLY],
+                             rules=[_backoff_rule("NetworkClient")])
 
 PRODUCER = ConfigTable("Producer", COMMON, [
     Option("acks", _acks, "all", choices=("all", "0", "1")),
@@ -292,7 +457,7 @@ PRODUCER = ConfigTable("Producer", COMMON, [
     Option("metadata_idle_ms", int, 300_000, min=5000, java="metadata.max.idle.ms"),
     # -1: the codec's default level.
     Option("compression_level", int, -1, min=-1, max=22),
-])
+], rules=[_backoff_rule("Producer"), _producer_rule])
 
 CONSUMER = ConfigTable("Consumer", COMMON, [
     Option("group_id", str, None, nullable=True),
@@ -314,8 +479,8 @@ CONSUMER = ConfigTable("Consumer", COMMON, [
     Option("check_crcs", bool, True),
     Option("client_rack", str, None, nullable=True),
     Option("default_api_timeout_ms", int, 60_000, min=1),
-])
+], rules=[_backoff_rule("Consumer"), _consumer_rule])
 
 ADMIN = ConfigTable("Admin", COMMON, [
     Option("default_api_timeout_ms", int, 60_000, min=1),
-])
+], rules=[_backoff_rule("Admin"), _admin_rule])

@@ -17,9 +17,15 @@ LATEST = -1
 
 SOURCE_OPTIONS = {
     "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets",
-    "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp", "minpartitions", "maxoffsetspertrigger",
-    "includeheaders", "failondataloss", "fetchoffset.numretries", "kafkaconsumer.polltimeoutms",
+    "startingtimestamp", "minpartitions", "maxoffsetspertrigger",
+    "includeheaders", "failondataloss",
     "path", "checkpointlocation", "queryname",
+}
+# Options of Spark's Kafka source that this one does not implement: refused by
+# name (an option that is accepted must take effect), not silently ignored.
+NOT_IMPLEMENTED_SOURCE_OPTIONS = {
+    "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
+    "fetchoffset.numretries", "fetchoffset.retryintervalms", "kafkaconsumer.polltimeoutms",
 }
 SINK_OPTIONS = {"topic", "includeheaders", "path", "checkpointlocation", "queryname"}
 
@@ -58,6 +64,9 @@ def check_options(options: Mapping[str, str], allowed: Iterable[str], what: str)
         kl = k.lower()
         if kl.startswith("kafka.") or kl in allowed:
             continue
+        if kl in NOT_IMPLEMENTED_SOURCE_OPTIONS:
+            raise ValueError(f"option {k!r} of Spark's Kafka source is not implemented by the ferrokafka "
+                             f"{what}; remove it (it would otherwise be ignored)")
         raise ValueError(f"unknown option {k!r} for the ferrokafka {what}; accepted: "
                          + ", ".join(sorted(allowed - {"path"})) + ", kafka.*")
 

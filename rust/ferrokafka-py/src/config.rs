@@ -57,14 +57,30 @@ pub fn metadata_and_network(
     };
     let md = Arc::new(md.map_err(FkError)?);
     md.bootstrap(&bootstrap).map_err(FkError)?;
+    let idle_ms: i64 = get(cfg, "connections_max_idle_ms")?;
+    let max_response_size: i64 = get(cfg, "max_response_size")?;
+    if max_response_size < 1024 {
+        return Err(PyValueError::new_err(format!(
+            "invalid value {max_response_size} for option 'max_response_size': expected an integer >= 1024"
+        )));
+    }
+    // Every field spelled out (no `..Default`): an option the Python layer
+    // accepts must reach the core, and a new field must be decided here.
+    let defaults = ClientConfig::default();
     let netcfg = ClientConfig {
         client_id: get(cfg, "client_id")?,
         max_in_flight_requests_per_connection: max_in_flight,
         request_timeout_ms,
         reconnect_backoff_ms: get(cfg, "reconnect_backoff_ms")?,
         reconnect_backoff_max_ms: get(cfg, "reconnect_backoff_max_ms")?,
+        // -1 (Java: never close idle connections).
+        connections_max_idle_ms: if idle_ms < 0 { i64::MAX } else { idle_ms },
+        socket_connection_setup_timeout_ms: get(cfg, "socket_connection_setup_timeout_ms")?,
+        // Not options of Producer/Consumer/Admin (only of NetworkClient): the OS-tuned defaults.
+        send_buffer_bytes: defaults.send_buffer_bytes,
+        receive_buffer_bytes: defaults.receive_buffer_bytes,
+        max_response_size: max_response_size as usize,
         security: crate::security::from_cfg(cfg)?,
-        ..ClientConfig::default()
     };
     let updater = DefaultMetadataUpdater::new(
         md.clone(),

@@ -100,7 +100,9 @@ impl Default for ConsumerConfig {
 impl ConsumerConfig {
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |key: &str, detail: String| Err(Error::Config { key: key.into(), detail });
-        if self.heartbeat_interval_ms >= self.session_timeout_ms {
+        // Only a group member heartbeats (Java builds its Heartbeat, and makes
+        // this check, only with a group id).
+        if self.group_id.is_some() && self.heartbeat_interval_ms >= self.session_timeout_ms {
             return bad("heartbeat_interval_ms", format!("must be lower than session_timeout_ms ({})", self.session_timeout_ms));
         }
         if self.assignors.is_empty() {

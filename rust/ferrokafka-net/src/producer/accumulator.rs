@@ -572,6 +572,31 @@ mod tests {
     }
 
     #[test]
+    fn batch_size_zero_gives_each_record_its_own_ready_batch() {
+        // Java: "a batch size of zero will disable batching entirely".
+        let mut acc = RecordAccumulator::new(AccumulatorConfig {
+            batch_size: 0,
+            ..cfg()
+        });
+        let tp = TopicPartition::new("t", 0);
+        for i in 0..3 {
+            let a = append(&mut acc, &tp, &[0; 10], i, 0).unwrap();
+            assert!(a.new_batch && a.batch_is_full, "record {i}: {a:?}");
+        }
+        // Full batches do not wait for linger.
+        assert!(acc.ready(0, |_| Some(1)).ready_nodes.contains(&1));
+        let mut handles = Vec::new();
+        loop {
+            let b = acc.drain_node(1, std::slice::from_ref(&tp), 1 << 20, 0);
+            if b.is_empty() {
+                break;
+            }
+            handles.extend(b.into_iter().map(|b| b.handles));
+        }
+        assert_eq!(handles, vec![vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
     fn unknown_leader_reported() {
         let mut acc = RecordAccumulator::new(cfg());
         append(&mut acc, &TopicPartition::new("x", 0), b"v", 1, 0).unwrap();

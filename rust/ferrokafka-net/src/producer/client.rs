@@ -118,6 +118,10 @@ impl Default for ProducerConfig {
 impl ProducerConfig {
     /// Java's checks: idempotence needs acks=all, retries > 0 and at most 5
     /// in flight; delivery timeout must cover linger + request timeout.
+    /// (Which of these are errors and which quietly change a default is
+    /// decided before, in `_config.py`, where it is known what the user set.)
+    /// `batch_size` 0 is allowed as in Java: every record gets a batch of its
+    /// own (the accumulator reserves `max(batch_size, record size)`).
     pub fn validate(&self, max_in_flight: usize) -> Result<(), Error> {
         let bad = |key: &str, detail: String| {
             Err(Error::Config {
@@ -152,9 +156,6 @@ impl ProducerConfig {
                     "must be greater than 0 when enable_idempotence is true".into(),
                 );
             }
-        }
-        if self.batch_size == 0 {
-            return bad("batch_size", "must be > 0".into());
         }
         if self.buffer_memory < self.batch_size {
             return bad(
