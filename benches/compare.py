@@ -238,6 +238,7 @@ def child_consumer(spec: dict) -> dict:
     # waits until it has k records, so asking for more than are left would time
     # the last timeout instead of the client (not something a steady stream does).
     total = got = 0
+    first = None  # seconds from assign() to the first records, reported apart from the rate
     if api == "consume":
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -253,6 +254,8 @@ def child_consumer(spec: dict) -> dict:
                     raise RuntimeError(str(m.error()))
                 total += len(m.value())
                 got += 1
+            if first is None and got:
+                first = time.perf_counter() - t0
             if time.perf_counter() - t0 > deadline_s:
                 break
         wall, cpu = time.perf_counter() - t0, _cpu() - c0
@@ -273,6 +276,8 @@ def child_consumer(spec: dict) -> dict:
                 for m in batch:
                     total += len(m.value)
                 got += len(batch)
+                if first is None and got:
+                    first = time.perf_counter() - t0
                 if time.perf_counter() - t0 > deadline_s:
                     break
         else:
@@ -283,13 +288,15 @@ def child_consumer(spec: dict) -> dict:
                     # the value column is read (lengths summed), as len() is for the others
                     total += pc.sum(pc.binary_length(b.column("value"))).as_py()
                     got += b.num_rows
+                    if first is None:
+                        first = time.perf_counter() - t0
                 if time.perf_counter() - t0 > deadline_s:
                     break
         wall, cpu = time.perf_counter() - t0, _cpu() - c0
         c.close()
     if got != n or total != n * spec["size"]:
         raise RuntimeError(f"read {got} records / {total} value bytes, expected {n} / {n * spec['size']}")
-    return {"wall": wall, "cpu": cpu}
+    return {"wall": wall, "cpu": cpu, "first": first}
 
 
 def child_latency(spec: dict) -> dict:
@@ -341,7 +348,7 @@ def child_latency(spec: dict) -> dict:
     if len(lat) != n:
         raise RuntimeError(f"{len(lat)} delivery reports for {n} records")
     lat.sort()
-    q = [lat[min(n - 1, int(i / 1000 * n))] * 1000 for i in range(1001)]  # CDF points, ms
+    q = [round(lat[min(n - 1, int(i / 1000 * n))] * 1000, 4) for i in range(1001)]  # CDF points, ms
     return {"p50": q[500], "p99": q[990], "p999": q[999], "max": lat[-1] * 1000, "cdf_ms": q,
             "records": n, "achieved_rate": n / elapsed}
 
@@ -499,6 +506,8 @@ def summarize(runs: dict) -> dict:
             walls = [x["wall"] for x in ok]
             s.update(best_wall=min(walls), worst_wall=max(walls), lowest_cpu=min(x["cpu"] for x in ok),
                      rate=n / min(walls), cpu_us=min(x["cpu"] for x in ok) / n * 1e6)
+            if cell["kind"] == "consumer":
+                s["first_ms"] = min(x["first"] for x in ok) * 1000
         elif ok:
             # the round with the lowest p50 is reported whole (its p99 and CDF too),
             # so the figures of one row come from one distribution
@@ -539,6 +548,11 @@ def environment(bootstrap_note: str) -> dict:
         arrow = pyarrow.__version__
     except ImportError:
         arrow = None
+    cv = confluent_kafka.version()  # a (str, int) tuple in some releases, a str in others
+    core = getattr(fk, "_core", None)
+    core_file = getattr(core, "__file__", None)
+    built = (_dt.datetime.fromtimestamp(os.path.getmtime(core_file), _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+             if core_file else None)
     return {
         "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": os.cpu_count(), "cpu_model": model or platform.processor(),
@@ -546,7 +560,10 @@ def environment(bootstrap_note: str) -> dict:
         "python": platform.python_version(),
         "ferrokafka": getattr(fk, "__version__", "?"), "ferrokafka_source": src,
         "ferrokafka_commit": commit + ("-dirty" if dirty else "") if commit else None,
-        "confluent_kafka": confluent_kafka.version()[0], "librdkafka": confluent_kafka.libversion()[0],
+        # The commit is of the source tree the package is imported from; the
+        # extension is whatever was last built there, hence its build time too.
+        "ferrokafka_core_built": built,
+        "confluent_kafka": cv[0] if isinstance(cv, tuple) else cv, "librdkafka": confluent_kafka.libversion()[0],
         "pyarrow": arrow, "broker": bootstrap_note,
     }
 
@@ -585,8 +602,8 @@ def producer_table(summary: dict) -> list:
 
 
 def consumer_table(summary: dict) -> list:
-    rows = ["| partitions | variant | records/s | CPU µs/record | wall spread | "
-            "throughput vs confluent | CPU/record vs confluent |", "|---|---|---|---|---|---|---|"]
+    rows = ["| partitions | variant | records/s | CPU µs/record | first records after assign | wall spread | "
+            "throughput vs confluent | CPU/record vs confluent |", "|---|---|---|---|---|---|---|---|"]
     for parts in (1, 6):
         base = summary.get(f"consumer/{parts}/confluent.consume", {})
         for client, api, label in CONSUMER_VARIANTS:
@@ -594,7 +611,7 @@ def consumer_table(summary: dict) -> list:
             if s is None:
                 continue
             if "rate" not in s:
-                rows.append(f"| {parts} | {label} | failed: {'; '.join(s['errors'])[:120]} | | | | |")
+                rows.append(f"| {parts} | {label} | failed: {'; '.join(s['errors'])[:120]} | | | | | |")
                 continue
             spread = f"{(s['worst_wall'] / s['best_wall'] - 1) * 100:.0f} %" if s["runs_ok"] > 1 else "-"
             if api == "consume":
@@ -603,7 +620,8 @@ def consumer_table(summary: dict) -> list:
                 vs = f" {_ratio(s['rate'] / base['rate'])} | {_ratio(s['cpu_us'] / base['cpu_us'])} |"
             else:
                 vs = " - | - |"
-            rows.append(f"| {parts} | {label} | {_fmt_rate(s['rate'])} | {s['cpu_us']:.2f} | {spread} |" + vs)
+            rows.append(f"| {parts} | {label} | {_fmt_rate(s['rate'])} | {s['cpu_us']:.2f} | "
+                        f"{s['first_ms']:.0f} ms | {spread} |" + vs)
     return rows
 
 
@@ -659,19 +677,20 @@ def make_plots(summary: dict, img_dir: str, smoke: bool) -> list:
             plt.close(fig)
             made.append(fname)
 
-    ckeys = [(p, client, api, label) for p in (1, 6) for client, api, label in CONSUMER_VARIANTS
-             if "rate" in summary.get(f"consumer/{p}/{client}.{api}", {})]
-    if ckeys:
+    cparts = [p for p in (1, 6) if any(k.startswith(f"consumer/{p}/") for k in summary)]
+    if cparts:
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-        names = [f"{label.replace('`', '')}\n{p} partition{'s' if p > 1 else ''}" for p, _, _, label in ckeys]
-        colors = [f"C{[a for _, a, _ in CONSUMER_VARIANTS].index(api)}" for _, _, api, _ in ckeys]
+        width = 0.8 / len(CONSUMER_VARIANTS)
         for ax, metric, ylabel in ((axes[0], "rate", "records/s"),
                                    (axes[1], "cpu_us", "CPU µs per record (lower is better)")):
-            ax.bar(range(len(ckeys)), [summary[f"consumer/{p}/{c}.{a}"][metric] for p, c, a, _ in ckeys],
-                   color=colors)
-            ax.set_xticks(range(len(ckeys)))
-            ax.set_xticklabels(names, fontsize=7)
+            for j, (client, api, label) in enumerate(CONSUMER_VARIANTS):
+                ys = [summary.get(f"consumer/{p}/{client}.{api}", {}).get(metric, 0) for p in cparts]
+                ax.bar([i + (j - (len(CONSUMER_VARIANTS) - 1) / 2) * width for i in range(len(cparts))], ys,
+                       width, label=label.replace("`", ""))
+            ax.set_xticks(range(len(cparts)))
+            ax.set_xticklabels([f"{p} partition{'s' if p > 1 else ''}" for p in cparts])
             ax.set_ylabel(ylabel)
+            ax.legend(fontsize=7)
         fig.suptitle(f"Consumer{tag}")
         fig.tight_layout()
         fig.savefig(os.path.join(img_dir, "consumer.png"), dpi=100)
@@ -714,7 +733,8 @@ def render_docs(data: dict, images: list) -> str:
         "",
         f"Machine: {env['nproc']} CPUs ({env['cpu_model']}), Linux {env['kernel']}, load average "
         f"{env['loadavg_start'][0]:.1f} at the start; a shared VM, so only figures of one run compare. "
-        f"Python {env['python']}; ferrokafka {env['ferrokafka']} (commit {env['ferrokafka_commit']}); "
+        f"Python {env['python']}; ferrokafka {env['ferrokafka']} (source commit {env['ferrokafka_commit']}, "
+        f"extension built {env.get('ferrokafka_core_built')}); "
         f"confluent-kafka {env['confluent_kafka']} (librdkafka {env['librdkafka']}); pyarrow {env['pyarrow']}. "
         f"Broker: {env['broker']}, on loopback.",
         "",
@@ -738,7 +758,10 @@ def render_docs(data: dict, images: list) -> str:
         "`poll_arrow()` with its default of 100,000), so no call waits out its timeout for "
         "records that will never come. confluent-kafka needs a `group.id` (a fresh one); "
         "nothing else is set but ferrokafka's `auto_offset_reset=earliest` (confluent: assign at "
-        "`OFFSET_BEGINNING`).",
+        "`OFFSET_BEGINNING`). The rate includes the wait for the first records, also shown apart: a "
+        "fixed cost that weighs less the larger N is (while this harness was built, "
+        "confluent-kafka's first fetch of 6 partitions from Tansu waited out its default "
+        "`fetch.wait.max.ms` of 500 ms; with 10 ms it did not).",
         "",
         f"Latency: {a['latency_rate']:,} records/s paced for {a['latency_seconds']} s, one partition, "
         "`linger.ms=0` / `linger_ms=0`, `acks=all` with idempotence on both; each client is "
