@@ -729,6 +729,11 @@ def render_docs(data: dict, images: list) -> str:
         "do not edit it by hand, rerun the script. Figures of other parts (record codec, network",
         "core, metadata, Spark) come from other scripts: `docs/benchmarks-components.md`.",
         "",
+    ]
+    if env.get("changed_during_run"):
+        out += [f"> **Warning:** ferrokafka changed during this run ({', '.join(env['changed_during_run'])} "
+                "differ between start and end): rows may mix two builds. Rerun.", ""]
+    out += [
         "## How measured",
         "",
         f"Machine: {env['nproc']} CPUs ({env['cpu_model']}), Linux {env['kernel']}, load average "
@@ -842,6 +847,11 @@ def main() -> None:
             if broker is not None:
                 broker.close()
         env["loadavg_end"] = os.getloadavg()
+        # ferrokafka is imported from a source tree others may rebuild: a run that
+        # straddles a rebuild mixes two builds, and the docs must say so.
+        after = environment(note)
+        env["changed_during_run"] = [k for k in ("ferrokafka_commit", "ferrokafka_core_built")
+                                     if after.get(k) != env.get(k)]
         env["duration_s"] = round(time.time() - t0, 1)
         argv = " ".join(a for a in sys.argv[1:])
         data = {
