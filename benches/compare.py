@@ -1,0 +1,880 @@
+"""ferrokafka vs confluent-kafka, measured by the protocol of issue 17.
+
+    python benches/compare.py --write-docs               # full run, rewrites docs/benchmarks.md + docs/img/*.png
+    python benches/compare.py --quick --only producer     # smoke test: small N, one round
+    python benches/compare.py --from-json docs/benchmarks.json --write-docs   # re-render only
+
+Protocol (why each rule: see docs/benchmarks.md, "How measured"):
+- one embedded Tansu broker for the whole run (or --bootstrap), started here;
+- every measured run happens in a fresh child process (a fresh client, and
+  getrusage then counts that client's threads only, not the broker or the
+  other client), on a fresh topic created with fk.Admin and deleted after;
+- both clients with their defaults except the knob under test (acks and
+  idempotence, compression, and for the latency run linger 0); no batch size
+  or linger is set anywhere else;
+- the order of runs is rotated over --rounds rounds; per variant the best wall
+  time and the lowest CPU time are kept (the least disturbed runs on a shared
+  machine), and every run is kept in the JSON file.
+
+Child processes are this same file with --child SPEC (a JSON object); they
+print one JSON line with the measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DOCS = os.path.join(ROOT, "docs")
+IMG = os.path.join(DOCS, "img")
+
+# Producer variants, in table order. The first one is the baseline of the ratios:
+# librdkafka's fastest way, as most users write it.
+PRODUCER_VARIANTS = [
+    ("confluent", "produce", "confluent `produce()`, `poll(0)` every 50k"),
+    ("confluent", "produce_cb", "confluent `produce(on_delivery=cb)`, `poll(0)` every 1k"),
+    ("ferrokafka", "send", "ferrokafka `send()`, futures dropped"),
+    ("ferrokafka", "send_keep", "ferrokafka `send()`, futures kept"),
+    ("ferrokafka", "send_batch_list", "ferrokafka `send_batch(list)`, 10k per call"),
+    ("ferrokafka", "send_batch_arrow", "ferrokafka `send_batch(pyarrow)`, 10k per call"),
+]
+CONSUMER_VARIANTS = [
+    ("confluent", "consume", "confluent `consume(10000)`"),
+    ("ferrokafka", "poll", "ferrokafka `poll(max_records=10000)`"),
+    ("ferrokafka", "poll_arrow", "ferrokafka `poll_arrow()`"),
+]
+LAYOUTS = [("single", 1, False), ("keyed6", 6, True)]  # name, partitions, keyed
+LAYOUT_TEXT = {"single": "unkeyed, 1 partition", "keyed6": "keyed, 6 partitions"}
+ACKS = ["1", "all"]  # "1": acks=1, idempotence off; "all": acks=all + idempotence
+ACKS_TEXT = {"1": "acks=1", "all": "acks=all+idem"}
+CODECS = ["none", "lz4"]
+BATCH_CHUNK = 10_000
+
+
+# --------------------------------------------------------------------------------------
+# child side: one measurement per process
+# --------------------------------------------------------------------------------------
+
+def _cpu() -> float:
+    """CPU seconds of this process, all threads (the client's I/O threads included)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _confluent_producer_cfg(spec: dict, **extra) -> dict:
+    cfg = {"bootstrap.servers": spec["bootstrap"], "compression.type": spec["codec"]}
+    if spec["acks"] == "all":
+        cfg.update({"acks": "all", "enable.idempotence": True})
+    else:
+        cfg.update({"acks": spec["acks"], "enable.idempotence": False})
+    cfg.update(extra)
+    return cfg
+
+
+def _ferrokafka_producer_cfg(spec: dict, **extra) -> dict:
+    cfg = {"compression_type": spec["codec"], "acks": spec["acks"],
+           "enable_idempotence": spec["acks"] == "all"}
+    cfg.update(extra)
+    return cfg
+
+
+def _produce_retrying(p, topic, value, key=None, on_delivery=None):
+    """Only reached when librdkafka's queue is full (its default
+    queue.buffering.max.messages): serve reports, retry. This is the loop
+    confluent-kafka documents for BufferError."""
+    while True:
+        p.poll(0.005)
+        try:
+            if on_delivery is None:
+                p.produce(topic, value, key=key)
+            else:
+                p.produce(topic, value, key=key, on_delivery=on_delivery)
+            return
+        except BufferError:
+            pass
+
+
+def child_producer_confluent(spec: dict) -> dict:
+    from confluent_kafka import Producer
+
+    topic, n, keyed = spec["topic"], spec["records"], spec["keyed"]
+    payload = b"x" * spec["size"]
+    keys = [str(i).encode() for i in range(n)] if keyed else None
+    p = Producer(_confluent_producer_cfg(spec))
+    # Warm-up record: connection, metadata and (idempotent) producer id are
+    # set up outside the clock, as for ferrokafka below.
+    p.produce(topic, b"warm-up", key=b"warm-up")
+    if p.flush(30) != 0:
+        raise RuntimeError("warm-up record not delivered")
+    produce, poll = p.produce, p.poll
+    state = {"ok": 0, "err": 0, "first_err": None}
+    if spec["api"] == "produce":
+        c0, t0 = _cpu(), time.perf_counter()
+        for i in range(n):
+            try:
+                if keyed:
+                    produce(topic, payload, key=keys[i])
+                else:
+                    produce(topic, payload)
+            except BufferError:
+                _produce_retrying(p, topic, payload, keys[i] if keyed else None)
+            if i % 50_000 == 0:
+                poll(0)
+        left = p.flush(300)
+        wall, cpu = time.perf_counter() - t0, _cpu() - c0
+        # Fire-and-forget has no per-record outcome; flush()==0 is all it offers.
+        delivered = n if left == 0 else None
+    else:
+        def on_delivery(err, msg):
+            if err is None:
+                state["ok"] += 1
+            else:
+                state["err"] += 1
+                state["first_err"] = state["first_err"] or str(err)
+
+        c0, t0 = _cpu(), time.perf_counter()
+        for i in range(n):
+            try:
+                if keyed:
+                    produce(topic, payload, key=keys[i], on_delivery=on_delivery)
+                else:
+                    produce(topic, payload, on_delivery=on_delivery)
+            except BufferError:
+                _produce_retrying(p, topic, payload, keys[i] if keyed else None, on_delivery)
+            if i % 1_000 == 0:
+                poll(0)
+        left = p.flush(300)
+        wall, cpu = time.perf_counter() - t0, _cpu() - c0
+        delivered = state["ok"]
+    if left or state["err"] or delivered != n:
+        raise RuntimeError(f"not all delivered: left={left} ok={delivered} errors={state['err']} "
+                           f"first={state['first_err']}")
+    return {"wall": wall, "cpu": cpu}
+
+
+def child_producer_ferrokafka(spec: dict) -> dict:
+    import ferrokafka as fk
+
+    topic, n, keyed, api = spec["topic"], spec["records"], spec["keyed"], spec["api"]
+    payload = b"x" * spec["size"]
+    keys = [str(i).encode() for i in range(n)] if keyed else None
+    p = fk.Producer(spec["bootstrap"], **_ferrokafka_producer_cfg(spec))
+    p.send(topic, b"warm-up", key=b"warm-up").result(30)
+    # Inputs are built before the clock for every variant (keys above; the
+    # chunks and Arrow arrays here), so only the client's work is timed.
+    chunks = []
+    if api.startswith("send_batch"):
+        for i in range(0, n, BATCH_CHUNK):
+            vals = [payload] * min(BATCH_CHUNK, n - i)
+            ks = keys[i:i + BATCH_CHUNK] if keyed else None
+            if api == "send_batch_arrow":
+                import pyarrow as pa
+
+                vals = pa.array(vals, pa.binary())
+                ks = pa.array(ks, pa.binary()) if keyed else None
+            chunks.append((vals, ks))
+    send = p.send
+    futs: list = []
+    keep = futs.append
+    c0, t0 = _cpu(), time.perf_counter()
+    if api == "send":
+        if keyed:
+            for i in range(n):
+                send(topic, payload, key=keys[i])
+        else:
+            for i in range(n):
+                send(topic, payload)
+    elif api == "send_keep":
+        if keyed:
+            for i in range(n):
+                keep(send(topic, payload, key=keys[i]))
+        else:
+            for i in range(n):
+                keep(send(topic, payload))
+    else:
+        send_batch = p.send_batch
+        for vals, ks in chunks:
+            send_batch(topic, vals, keys=ks)
+    left = p.flush(300)
+    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    m = p.metrics()
+    bad = [f for f in futs if f.exception() is not None]
+    p.close()
+    # records_sent counts the warm-up record too.
+    if left or m.get("records_errored") or bad or int(m.get("records_sent", -1)) != n + 1:
+        raise RuntimeError(f"not all delivered: left={left} metrics={m} failed futures={len(bad)}")
+    return {"wall": wall, "cpu": cpu}
+
+
+def child_fill(spec: dict) -> dict:
+    """Pre-produce the consumer runs' records (not timed), spread evenly over the partitions."""
+    import ferrokafka as fk
+
+    n, parts = spec["records"], spec["partitions"]
+    payload = b"x" * spec["size"]
+    with fk.Producer(spec["bootstrap"]) as p:
+        futs = []
+        for j, i in enumerate(range(0, n, BATCH_CHUNK)):
+            futs.append(p.send_batch(spec["topic"], [payload] * min(BATCH_CHUNK, n - i), partition=j % parts))
+        for f in futs:
+            f.result(300)
+    return {}
+
+
+def child_consumer(spec: dict) -> dict:
+    topic, n, parts, api = spec["topic"], spec["records"], spec["partitions"], spec["api"]
+    deadline_s = max(120.0, n / 10_000)
+    # Every call asks for at most the records still missing: consume(k, timeout)
+    # waits until it has k records, so asking for more than are left would time
+    # the last timeout instead of the client (not something a steady stream does).
+    total = got = 0
+    first = None  # seconds from assign() to the first records, reported apart from the rate
+    if api == "consume":
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        # group.id is mandatory in confluent-kafka; a fresh one, nothing else set.
+        c = Consumer({"bootstrap.servers": spec["bootstrap"], "group.id": "compare-" + uuid.uuid4().hex[:8]})
+        c.list_topics(topic, timeout=30)  # connection + metadata outside the clock
+        consume = c.consume
+        c0, t0 = _cpu(), time.perf_counter()
+        c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(parts)])
+        while got < n:
+            for m in consume(min(10_000, n - got), 1.0):
+                if m.error() is not None:
+                    raise RuntimeError(str(m.error()))
+                total += len(m.value())
+                got += 1
+            if first is None and got:
+                first = time.perf_counter() - t0
+            if time.perf_counter() - t0 > deadline_s:
+                break
+        wall, cpu = time.perf_counter() - t0, _cpu() - c0
+        c.close()
+    else:
+        import ferrokafka as fk
+
+        c = fk.Consumer(spec["bootstrap"], auto_offset_reset="earliest")
+        c.partitions_for(topic)
+        if api == "poll_arrow":
+            import pyarrow.compute as pc
+        c0, t0 = _cpu(), time.perf_counter()
+        c.assign([fk.TopicPartition(topic, i) for i in range(parts)])
+        if api == "poll":
+            poll = c.poll
+            while got < n:
+                batch = poll(1000, max_records=min(10_000, n - got))
+                for m in batch:
+                    total += len(m.value)
+                got += len(batch)
+                if first is None and got:
+                    first = time.perf_counter() - t0
+                if time.perf_counter() - t0 > deadline_s:
+                    break
+        else:
+            poll_arrow = c.poll_arrow
+            while got < n:
+                b = poll_arrow(1000, max_records=min(100_000, n - got))
+                if b.num_rows:
+                    # the value column is read (lengths summed), as len() is for the others
+                    total += pc.sum(pc.binary_length(b.column("value"))).as_py()
+                    got += b.num_rows
+                    if first is None:
+                        first = time.perf_counter() - t0
+                if time.perf_counter() - t0 > deadline_s:
+                    break
+        wall, cpu = time.perf_counter() - t0, _cpu() - c0
+        c.close()
+    if got != n or total != n * spec["size"]:
+        raise RuntimeError(f"read {got} records / {total} value bytes, expected {n} / {n * spec['size']}")
+    return {"wall": wall, "cpu": cpu, "first": first}
+
+
+def child_latency(spec: dict) -> dict:
+    """send -> delivery report at a paced rate; both clients busy-poll(0) between
+    sends in this one thread, so reports are timed the same way for both
+    (resolution: the send interval)."""
+    topic, rate, seconds = spec["topic"], spec["rate"], spec["seconds"]
+    payload = b"x" * spec["size"]
+    n = int(rate * seconds)
+    lat: list = []
+    clock = time.perf_counter
+    if spec["client"] == "confluent":
+        from confluent_kafka import Producer
+
+        p = Producer({"bootstrap.servers": spec["bootstrap"], "linger.ms": 0, "acks": "all",
+                      "enable.idempotence": True})
+        p.produce(topic, b"warm-up")
+        p.flush(30)
+
+        def send():
+            t = clock()
+            p.produce(topic, payload, on_delivery=lambda err, msg: lat.append(clock() - t))
+
+        poll = p.poll
+        finish = p.flush
+    else:
+        import ferrokafka as fk
+
+        p = fk.Producer(spec["bootstrap"], linger_ms=0, acks="all", enable_idempotence=True)
+        p.send(topic, b"warm-up").result(30)
+
+        def send():
+            t = clock()
+            p.send(topic, payload).add_done_callback(lambda f: lat.append(clock() - t))
+
+        poll = p.poll
+        finish = p.flush
+    interval = 1.0 / rate
+    start = clock()
+    for i in range(n):
+        send()
+        due = start + (i + 1) * interval
+        while clock() < due:
+            poll(0)
+    finish(30)
+    elapsed = clock() - start
+    if spec["client"] == "ferrokafka":
+        p.close()
+    if len(lat) != n:
+        raise RuntimeError(f"{len(lat)} delivery reports for {n} records")
+    lat.sort()
+    q = [round(lat[min(n - 1, int(i / 1000 * n))] * 1000, 4) for i in range(1001)]  # CDF points, ms
+    return {"p50": q[500], "p99": q[990], "p999": q[999], "max": lat[-1] * 1000, "cdf_ms": q,
+            "records": n, "achieved_rate": n / elapsed}
+
+
+def run_child(spec: dict) -> dict:
+    kind = spec["kind"]
+    if kind == "producer":
+        return (child_producer_confluent if spec["client"] == "confluent" else child_producer_ferrokafka)(spec)
+    if kind == "fill":
+        return child_fill(spec)
+    if kind == "consumer":
+        return child_consumer(spec)
+    if kind == "latency":
+        return child_latency(spec)
+    raise ValueError(kind)
+
+
+# --------------------------------------------------------------------------------------
+# parent side: broker, topics, schedule, aggregation
+# --------------------------------------------------------------------------------------
+
+class Runner:
+    def __init__(self, bootstrap: str) -> None:
+        import ferrokafka as fk
+
+        self.fk = fk
+        self.bootstrap = bootstrap
+        self.admin = fk.Admin(bootstrap)
+
+    def topic(self, partitions: int) -> str:
+        name = "compare-" + uuid.uuid4().hex[:10]
+        self.admin.create_topics([self.fk.NewTopic(name, partitions, 1)])
+        return name
+
+    def drop(self, topic: str) -> None:
+        # Tansu keeps topics in memory: without this a full run would hold GBs.
+        try:
+            self.admin.delete_topics([topic])
+        except Exception as e:  # a leak only costs memory; the run goes on
+            print(f"  (could not delete {topic}: {e})", file=sys.stderr)
+
+    def child(self, spec: dict, timeout: float = 900) -> dict:
+        spec = dict(spec, bootstrap=self.bootstrap)
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
+                              capture_output=True, text=True, timeout=timeout)
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"error": f"exit {proc.returncode}: {tail[:300]}"}
+        return json.loads(lines[-1])
+
+
+def producer_cells(args) -> list:
+    import importlib.util
+
+    has_arrow = importlib.util.find_spec("pyarrow") is not None
+    cells = []
+    for layout, parts, keyed in LAYOUTS:
+        for acks in ACKS:
+            for codec in CODECS:
+                for client, api, _ in PRODUCER_VARIANTS:
+                    if api == "send_batch_arrow" and not has_arrow:
+                        continue
+                    cells.append({"kind": "producer", "client": client, "api": api, "layout": layout,
+                                  "partitions": parts, "keyed": keyed, "acks": acks, "codec": codec,
+                                  "records": args.records, "size": args.size})
+    return cells
+
+
+def consumer_cells(args) -> list:
+    import importlib.util
+
+    has_arrow = importlib.util.find_spec("pyarrow") is not None
+    return [{"kind": "consumer", "client": client, "api": api, "partitions": parts,
+             "records": args.records, "size": args.size}
+            for parts in (1, 6) for client, api, _ in CONSUMER_VARIANTS
+            if api != "poll_arrow" or has_arrow]
+
+
+def latency_cells(args) -> list:
+    return [{"kind": "latency", "client": c, "rate": args.latency_rate, "seconds": args.latency_seconds,
+             "size": args.size} for c in ("confluent", "ferrokafka")]
+
+
+def cell_key(c: dict) -> str:
+    if c["kind"] == "producer":
+        return f"producer/{c['layout']}/{c['acks']}/{c['codec']}/{c['client']}.{c['api']}"
+    if c["kind"] == "consumer":
+        return f"consumer/{c['partitions']}/{c['client']}.{c['api']}"
+    return f"latency/{c['client']}"
+
+
+def run_one(r: Runner, cell: dict) -> dict:
+    if cell["kind"] == "consumer":
+        topic = r.topic(cell["partitions"])
+        try:
+            fill = r.child({"kind": "fill", "topic": topic, "records": cell["records"],
+                            "size": cell["size"], "partitions": cell["partitions"]})
+            out = fill if "error" in fill else r.child(dict(cell, topic=topic))
+        finally:
+            r.drop(topic)
+        return out
+    topic = r.topic(cell.get("partitions", 1))
+    try:
+        return r.child(dict(cell, topic=topic))
+    finally:
+        r.drop(topic)
+
+
+def rotated(cells: list, rnd: int, rounds: int) -> list:
+    # Each round starts at a different point of the list, so a slow stretch of the
+    # shared machine (someone's build) lands on different variants each round.
+    if not cells:
+        return cells
+    shift = (rnd * len(cells)) // max(1, rounds)
+    return cells[shift:] + cells[:shift]
+
+
+def run_all(args, bootstrap: str) -> dict:
+    r = Runner(bootstrap)
+    sections = {"producer": producer_cells, "consumer": consumer_cells, "latency": latency_cells}
+    cells = {s: sections[s](args) for s in args.only}
+    runs: dict = {}
+    total = sum(len(v) for v in cells.values()) * args.rounds
+    done = 0
+    for rnd in range(args.rounds):
+        for s in args.only:
+            for cell in rotated(cells[s], rnd, args.rounds):
+                done += 1
+                out = run_one(r, cell)
+                out["round"] = rnd
+                runs.setdefault(cell_key(cell), {"cell": cell, "runs": []})["runs"].append(out)
+                print(f"[{done}/{total}] round {rnd + 1} {cell_key(cell)}: {_brief(out)}", flush=True)
+    return runs
+
+
+def _brief(out: dict) -> str:
+    if "error" in out:
+        return "FAILED " + out["error"]
+    if "p50" in out:
+        return f"p50 {out['p50']:.2f} ms p99 {out['p99']:.2f} ms"
+    return f"wall {out['wall']:.3f} s cpu {out['cpu']:.3f} s"
+
+
+def summarize(runs: dict) -> dict:
+    """Per cell: best wall and lowest CPU over the rounds (independently: both
+    are lower bounds of what the client needs, disturbed upwards by the machine)."""
+    out = {}
+    for key, v in runs.items():
+        cell, ok = v["cell"], [x for x in v["runs"] if "error" not in x]
+        s = {"cell": cell, "runs_ok": len(ok), "runs": len(v["runs"]),
+             "errors": [x["error"] for x in v["runs"] if "error" in x]}
+        if ok and cell["kind"] in ("producer", "consumer"):
+            n = cell["records"]
+            walls = [x["wall"] for x in ok]
+            s.update(best_wall=min(walls), worst_wall=max(walls), lowest_cpu=min(x["cpu"] for x in ok),
+                     rate=n / min(walls), cpu_us=min(x["cpu"] for x in ok) / n * 1e6)
+            if cell["kind"] == "consumer":
+                s["first_ms"] = min(x["first"] for x in ok) * 1000
+        elif ok:
+            # the round with the lowest p50 is reported whole (its p99 and CDF too),
+            # so the figures of one row come from one distribution
+            best = min(ok, key=lambda x: x["p50"])
+            s.update({k: best[k] for k in ("p50", "p99", "p999", "max", "cdf_ms", "achieved_rate", "records")},
+                     p50_all=[x["p50"] for x in ok], p99_all=[x["p99"] for x in ok])
+        out[key] = s
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# environment, tables, plots, docs
+# --------------------------------------------------------------------------------------
+
+def _cmd(args: list) -> str:
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:
+        return ""
+
+
+def environment(bootstrap_note: str) -> dict:
+    import confluent_kafka
+    import ferrokafka as fk
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    src = os.path.dirname(os.path.abspath(fk.__file__))
+    commit = _cmd(["git", "-C", src, "rev-parse", "--short", "HEAD"])
+    dirty = bool(_cmd(["git", "-C", src, "status", "--porcelain", "--untracked-files=no"]))
+    try:
+        import pyarrow
+
+        arrow = pyarrow.__version__
+    except ImportError:
+        arrow = None
+    cv = confluent_kafka.version()  # a (str, int) tuple in some releases, a str in others
+    core = getattr(fk, "_core", None)
+    core_file = getattr(core, "__file__", None)
+    built = (_dt.datetime.fromtimestamp(os.path.getmtime(core_file), _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+             if core_file else None)
+    return {
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(), "cpu_model": model or platform.processor(),
+        "loadavg_start": os.getloadavg(), "kernel": platform.release(),
+        "python": platform.python_version(),
+        "ferrokafka": getattr(fk, "__version__", "?"), "ferrokafka_source": src,
+        "ferrokafka_commit": commit + ("-dirty" if dirty else "") if commit else None,
+        # The commit is of the source tree the package is imported from; the
+        # extension is whatever was last built there, hence its build time too.
+        "ferrokafka_core_built": built,
+        "confluent_kafka": cv[0] if isinstance(cv, tuple) else cv, "librdkafka": confluent_kafka.libversion()[0],
+        "pyarrow": arrow, "broker": bootstrap_note,
+    }
+
+
+def _fmt_rate(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def _ratio(x: float) -> str:
+    return f"{x:.2f}x"
+
+
+def producer_table(summary: dict) -> list:
+    rows = ["| layout | acks | codec | variant | records/s | CPU µs/record | wall spread | "
+            "throughput vs confluent f&f | CPU/record vs confluent f&f |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for layout, _, _ in LAYOUTS:
+        for acks in ACKS:
+            for codec in CODECS:
+                base = summary.get(f"producer/{layout}/{acks}/{codec}/confluent.produce", {})
+                for client, api, label in PRODUCER_VARIANTS:
+                    s = summary.get(f"producer/{layout}/{acks}/{codec}/{client}.{api}")
+                    if s is None:
+                        continue
+                    head = f"| {LAYOUT_TEXT[layout]} | {ACKS_TEXT[acks]} | {codec} | {label} |"
+                    if "rate" not in s:
+                        rows.append(head + f" failed: {'; '.join(s['errors'])[:120]} | | | | |")
+                        continue
+                    spread = f"{(s['worst_wall'] / s['best_wall'] - 1) * 100:.0f} %" if s["runs_ok"] > 1 else "-"
+                    if "rate" in base and api != "produce":
+                        vs = f" {_ratio(s['rate'] / base['rate'])} | {_ratio(s['cpu_us'] / base['cpu_us'])} |"
+                    else:
+                        vs = " 1 | 1 |" if api == "produce" else " - | - |"
+                    rows.append(head + f" {_fmt_rate(s['rate'])} | {s['cpu_us']:.2f} | {spread} |" + vs)
+    return rows
+
+
+def consumer_table(summary: dict) -> list:
+    rows = ["| partitions | variant | records/s | CPU µs/record | first records after assign | wall spread | "
+            "throughput vs confluent | CPU/record vs confluent |", "|---|---|---|---|---|---|---|---|"]
+    for parts in (1, 6):
+        base = summary.get(f"consumer/{parts}/confluent.consume", {})
+        for client, api, label in CONSUMER_VARIANTS:
+            s = summary.get(f"consumer/{parts}/{client}.{api}")
+            if s is None:
+                continue
+            if "rate" not in s:
+                rows.append(f"| {parts} | {label} | failed: {'; '.join(s['errors'])[:120]} | | | | | |")
+                continue
+            spread = f"{(s['worst_wall'] / s['best_wall'] - 1) * 100:.0f} %" if s["runs_ok"] > 1 else "-"
+            if api == "consume":
+                vs = " 1 | 1 |"
+            elif "rate" in base:
+                vs = f" {_ratio(s['rate'] / base['rate'])} | {_ratio(s['cpu_us'] / base['cpu_us'])} |"
+            else:
+                vs = " - | - |"
+            rows.append(f"| {parts} | {label} | {_fmt_rate(s['rate'])} | {s['cpu_us']:.2f} | "
+                        f"{s['first_ms']:.0f} ms | {spread} |" + vs)
+    return rows
+
+
+def latency_table(summary: dict) -> list:
+    rows = ["| client | p50 | p99 | p99.9 | max | p50 over rounds | p99 over rounds | achieved rate |",
+            "|---|---|---|---|---|---|---|---|"]
+    for c in ("confluent", "ferrokafka"):
+        s = summary.get(f"latency/{c}")
+        if s is None:
+            continue
+        if "p50" not in s:
+            rows.append(f"| {c} | failed: {'; '.join(s['errors'])[:120]} | | | | | | |")
+            continue
+        rng = lambda xs: f"{min(xs):.2f}-{max(xs):.2f} ms"  # noqa: E731
+        rows.append(f"| {c} | {s['p50']:.2f} ms | {s['p99']:.2f} ms | {s['p999']:.2f} ms | {s['max']:.2f} ms | "
+                    f"{rng(s['p50_all'])} | {rng(s['p99_all'])} | {s['achieved_rate']:,.0f}/s |")
+    return rows
+
+
+def make_plots(summary: dict, img_dir: str, smoke: bool) -> list:
+    """PNG bar charts and the latency CDF. matplotlib is optional: without it,
+    say so and return no images (the tables are the record; plots only help reading)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: plots skipped (pip install matplotlib)", file=sys.stderr)
+        return []
+    os.makedirs(img_dir, exist_ok=True)
+    tag = " (SMOKE RUN, NOT EVIDENCE)" if smoke else ""
+    made = []
+
+    groups = [(l, a, c) for l, _, _ in LAYOUTS for a in ACKS for c in CODECS]
+    groups = [g for g in groups if any(f"producer/{g[0]}/{g[1]}/{g[2]}/" in k for k in summary)]
+    if groups:
+        for metric, ylabel, fname in (("rate", "records/s", "producer_throughput.png"),
+                                      ("cpu_us", "CPU µs per record (lower is better)", "producer_cpu.png")):
+            fig, ax = plt.subplots(figsize=(12, 5))
+            width = 0.8 / len(PRODUCER_VARIANTS)
+            for j, (client, api, label) in enumerate(PRODUCER_VARIANTS):
+                ys = [summary.get(f"producer/{l}/{a}/{c}/{client}.{api}", {}).get(metric, 0) for l, a, c in groups]
+                ax.bar([i + (j - (len(PRODUCER_VARIANTS) - 1) / 2) * width for i in range(len(groups))], ys,
+                       width, label=label.replace("`", ""))
+            ax.set_xticks(range(len(groups)))
+            ax.set_xticklabels([f"{LAYOUT_TEXT[l]}\n{ACKS_TEXT[a]}, {c}" for l, a, c in groups], fontsize=8)
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"Producer, {ylabel.split(' (')[0]}{tag}")
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            fig.savefig(os.path.join(img_dir, fname), dpi=100)
+            plt.close(fig)
+            made.append(fname)
+
+    cparts = [p for p in (1, 6) if any(k.startswith(f"consumer/{p}/") for k in summary)]
+    if cparts:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        width = 0.8 / len(CONSUMER_VARIANTS)
+        for ax, metric, ylabel in ((axes[0], "rate", "records/s"),
+                                   (axes[1], "cpu_us", "CPU µs per record (lower is better)")):
+            for j, (client, api, label) in enumerate(CONSUMER_VARIANTS):
+                ys = [summary.get(f"consumer/{p}/{client}.{api}", {}).get(metric, 0) for p in cparts]
+                ax.bar([i + (j - (len(CONSUMER_VARIANTS) - 1) / 2) * width for i in range(len(cparts))], ys,
+                       width, label=label.replace("`", ""))
+            ax.set_xticks(range(len(cparts)))
+            ax.set_xticklabels([f"{p} partition{'s' if p > 1 else ''}" for p in cparts])
+            ax.set_ylabel(ylabel)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"Consumer{tag}")
+        fig.tight_layout()
+        fig.savefig(os.path.join(img_dir, "consumer.png"), dpi=100)
+        plt.close(fig)
+        made.append("consumer.png")
+
+    lat = [(c, summary[f"latency/{c}"]) for c in ("confluent", "ferrokafka") if "cdf_ms" in summary.get(f"latency/{c}", {})]
+    if lat:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for c, s in lat:
+            ax.plot(s["cdf_ms"], [i / 1000 for i in range(len(s["cdf_ms"]))], label=f"{c} (p50 {s['p50']:.2f} ms)")
+        ax.set_xscale("log")
+        ax.set_xlabel("send -> delivery report, ms (log)")
+        ax.set_ylabel("fraction of records")
+        ax.set_title(f"Acknowledgement latency CDF{tag}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(img_dir, "latency_cdf.png"), dpi=100)
+        plt.close(fig)
+        made.append("latency_cdf.png")
+    return made
+
+
+def render_docs(data: dict, images: list) -> str:
+    env, a, summary = data["environment"], data["args"], data["summary"]
+    smoke = data["smoke"]
+    out = ["# Benchmarks: ferrokafka vs confluent-kafka", ""]
+    if smoke:
+        out += ["> **Smoke run, not evidence.** Generated with small numbers (`--quick`, fewer than 3 rounds",
+                "> or fewer records than the default) to check the harness; the figures below say nothing",
+                "> about either client. Rerun `python benches/compare.py --write-docs` for real figures.", ""]
+    out += [
+        f"Generated by `{data['command']}` on {env['date_utc']}. Every figure in this file is",
+        "produced only this way (the JSON with every single run is `docs/benchmarks.json`);",
+        "do not edit it by hand, rerun the script. Figures of other parts (record codec, network",
+        "core, metadata, Spark) come from other scripts: `docs/benchmarks-components.md`.",
+        "",
+    ]
+    if env.get("changed_during_run"):
+        out += [f"> **Warning:** ferrokafka changed during this run ({', '.join(env['changed_during_run'])} "
+                "differ between start and end): rows may mix two builds. Rerun.", ""]
+    out += [
+        "## How measured",
+        "",
+        f"Machine: {env['nproc']} CPUs ({env['cpu_model']}), Linux {env['kernel']}, load average "
+        f"{env['loadavg_start'][0]:.1f} at the start; a shared VM, so only figures of one run compare. "
+        f"Python {env['python']}; ferrokafka {env['ferrokafka']} (source commit {env['ferrokafka_commit']}, "
+        f"extension built {env.get('ferrokafka_core_built')}); "
+        f"confluent-kafka {env['confluent_kafka']} (librdkafka {env['librdkafka']}); pyarrow {env['pyarrow']}. "
+        f"Broker: {env['broker']}, on loopback.",
+        "",
+        f"Protocol (issue 17): {a['records']:,} records of {a['size']} B per run. Every run is a fresh child "
+        "process (a fresh client) writing to or reading from a fresh topic, created with `fk.Admin` "
+        "and deleted after. Both clients keep **their own defaults** except the knob under test: "
+        "`acks=1` with idempotence off, or `acks=all` with idempotence on; compression `none` or "
+        "`lz4`; nothing sets batch size or linger. One warm-up record per producer is "
+        "acknowledged before the clock starts (connection, metadata, producer id); inputs (keys, "
+        "lists, Arrow arrays) are built before it too. The clock runs from the first send to the "
+        "return of `flush()`. CPU is `getrusage(RUSAGE_SELF)` of the child around the timed section: "
+        "every thread of that client, not the broker. Runs are ordered by rotation over "
+        f"{a['rounds']} round(s); per variant the best wall time and the lowest CPU time are kept "
+        "(\"wall spread\" is the slowest round over the fastest). Ratios are against confluent "
+        "fire-and-forget `produce()` in the same row group.",
+        "",
+        "Consumers: the topic is filled first (not timed), then each client reads every record "
+        "from offset 0 with `assign()`, summing the length of every value; the clock starts at "
+        "`assign()` (after a metadata warm-up) and stops at the last record. Each call asks for "
+        "at most the records still missing (`consume(10000)`, `poll(max_records=10000)`, "
+        "`poll_arrow()` with its default of 100,000), so no call waits out its timeout for "
+        "records that will never come. confluent-kafka needs a `group.id` (a fresh one); "
+        "nothing else is set but ferrokafka's `auto_offset_reset=earliest` (confluent: assign at "
+        "`OFFSET_BEGINNING`). The rate includes the wait for the first records, also shown apart: a "
+        "fixed cost that weighs less the larger N is (while this harness was built, "
+        "confluent-kafka's first fetch of 6 partitions from Tansu waited out its default "
+        "`fetch.wait.max.ms` of 500 ms; with 10 ms it did not).",
+        "",
+        f"Latency: {a['latency_rate']:,} records/s paced for {a['latency_seconds']} s, one partition, "
+        "`linger.ms=0` / `linger_ms=0`, `acks=all` with idempotence on both; each client is "
+        "busy-polled with `poll(0)` between sends in the sending thread, and the delivery callback "
+        "stamps the time, so the resolution is the send interval for both. The row is the round "
+        "with the lowest p50.",
+        "",
+    ]
+    secs = {k.split("/")[0] for k in summary}
+    if "producer" in secs:
+        out += ["## Producer", ""] + producer_table(summary) + [""]
+        out += [f"![{f}](img/{f})" for f in images if f.startswith("producer")] + [""]
+    if "consumer" in secs:
+        out += ["## Consumer", ""] + consumer_table(summary) + [""]
+        out += [f"![{f}](img/{f})" for f in images if f.startswith("consumer")] + [""]
+    if "latency" in secs:
+        out += ["## Acknowledgement latency", ""] + latency_table(summary) + [""]
+        out += [f"![{f}](img/{f})" for f in images if f.startswith("latency")] + [""]
+    missing = [s for s in ("producer", "consumer", "latency") if s not in secs]
+    if missing:
+        out += [f"Not measured in this run: {', '.join(missing)}.", ""]
+    return "\n".join(out)
+
+
+def print_tables(summary: dict) -> None:
+    secs = {k.split("/")[0] for k in summary}
+    for name, fn in (("producer", producer_table), ("consumer", consumer_table), ("latency", latency_table)):
+        if name in secs:
+            print(f"\n## {name}\n" + "\n".join(fn(summary)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=300_000, help="records per producer/consumer run")
+    ap.add_argument("--size", type=int, default=100, help="value size in bytes")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds, the order rotated in each")
+    ap.add_argument("--only", default="producer,consumer,latency", help="comma-separated sections")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 20k records, 1 round, 1 s of latency")
+    ap.add_argument("--latency-rate", type=int, default=10_000)
+    ap.add_argument("--latency-seconds", type=float, default=3.0)
+    ap.add_argument("--bootstrap", help="use this broker instead of starting an embedded Tansu")
+    ap.add_argument("--json", help="results file (default: docs/benchmarks.json with --write-docs, "
+                                   "else compare-results.json in the current directory)")
+    ap.add_argument("--write-docs", action="store_true", help="rewrite docs/benchmarks.md and docs/img/*.png")
+    ap.add_argument("--from-json", help="skip measuring; render this results file")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.child:
+        print(json.dumps(run_child(json.loads(args.child))), flush=True)
+        return
+
+    if args.from_json:
+        with open(args.from_json) as f:
+            data = json.load(f)
+    else:
+        if args.quick:
+            args.records, args.rounds, args.latency_seconds = 20_000, 1, 1.0
+        args.only = [s.strip() for s in args.only.split(",") if s.strip()]
+        bad = set(args.only) - {"producer", "consumer", "latency"}
+        if bad:
+            ap.error(f"unknown section(s) in --only: {', '.join(sorted(bad))}")
+        broker = None
+        if args.bootstrap:
+            bootstrap, note = args.bootstrap, f"given with --bootstrap ({args.bootstrap})"
+        else:
+            import ferrokafka.testing as fkt
+
+            broker = fkt.EmbeddedBroker()
+            bootstrap = broker.bootstrap_servers
+            note = "embedded " + (_cmd([broker.binary, "--version"]) or "Tansu") + ", in-memory storage"
+        try:
+            env = environment(note)
+            t0 = time.time()
+            runs = run_all(args, bootstrap)
+        finally:
+            if broker is not None:
+                broker.close()
+        env["loadavg_end"] = os.getloadavg()
+        # ferrokafka is imported from a source tree others may rebuild: a run that
+        # straddles a rebuild mixes two builds, and the docs must say so.
+        after = environment(note)
+        env["changed_during_run"] = [k for k in ("ferrokafka_commit", "ferrokafka_core_built")
+                                     if after.get(k) != env.get(k)]
+        env["duration_s"] = round(time.time() - t0, 1)
+        argv = " ".join(a for a in sys.argv[1:])
+        data = {
+            "command": "python benches/compare.py" + (" " + argv if argv else ""),
+            "args": {"records": args.records, "size": args.size, "rounds": args.rounds, "only": args.only,
+                     "latency_rate": args.latency_rate, "latency_seconds": args.latency_seconds},
+            "smoke": args.quick or args.rounds < 3 or args.records < 300_000,
+            "environment": env, "runs": runs, "summary": summarize(runs),
+        }
+    path = args.json or (os.path.join(DOCS, "benchmarks.json") if args.write_docs else "compare-results.json")
+    if not args.from_json or args.json:
+        with open(path, "w") as f:
+            json.dump(data, f, indent=1)
+        print(f"\nresults: {path}")
+    if data["smoke"]:
+        print("SMOKE RUN (small N or < 3 rounds): not evidence")
+    print_tables(data["summary"])
+    if args.write_docs:
+        images = make_plots(data["summary"], IMG, data["smoke"])
+        with open(os.path.join(DOCS, "benchmarks.md"), "w") as f:
+            f.write(render_docs(data, images))
+        print(f"wrote docs/benchmarks.md and {len(images)} plot(s) in docs/img/")
+
+
+if __name__ == "__main__":
+    main()
