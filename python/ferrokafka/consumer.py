@@ -318,10 +318,14 @@ class Consumer:
     # ----- metadata ----------------------------------------------------------------------
 
     def list_topics(self, timeout_ms: Optional[int] = None) -> Dict[str, int]:
-        """{topic: partition count}, freshly asked of the cluster."""
+        """{topic: partition count}, freshly asked of the cluster.
+
+        Raises :class:`~ferrokafka.KafkaTimeoutError` naming the last
+        connection error when no broker answers within ``timeout_ms``
+        (default ``default_api_timeout_ms``)."""
         self._core.watch_all_topics()
         t = self._timeout_ms if timeout_ms is None else int(timeout_ms)
-        _, topics = self._core.topics(refresh=True, timeout_ms=t)
+        _, topics = self._core.topics(refresh=True, timeout_ms=t, strict=True)
         return dict(topics)
 
     def partitions_for(self, topic: str) -> List[int]:

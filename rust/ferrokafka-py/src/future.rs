@@ -92,6 +92,11 @@ pub struct FutureCell {
     done: Condvar,
     /// Where callbacks go when the future completes (the producer's queue).
     queue: Option<CallbackQueue>,
+    /// The producer that will complete this future, held while it is
+    /// pending so `Producer(bs).send(...).result()` works with no other
+    /// reference to the producer; let go at completion, so no cycle outlives
+    /// the record.
+    keepalive: Mutex<Option<Py<PyAny>>>,
 }
 
 /// Callbacks that became runnable, with the future they are called with, to
@@ -109,7 +114,19 @@ impl FutureCell {
             }),
             done: Condvar::new(),
             queue,
+            keepalive: Mutex::new(None),
         })
+    }
+
+    /// Keep `owner` alive until this future completes (see `keepalive`).
+    pub fn keep_alive(&self, owner: Py<PyAny>) {
+        // Set under the state lock: `resolve` takes it after the outcome is
+        // set (under the same lock), so it is either taken there or never set.
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(st.outcome, Outcome::Pending) {
+            *self.keepalive.lock().unwrap_or_else(|p| p.into_inner()) = Some(owner);
+        }
+        // Done already: `owner` is dropped when we return, after the lock.
     }
 
     fn queue_callbacks(&self, this: &Arc<Py<DeliveryFuture>>, cbs: Vec<Py<PyAny>>) {
@@ -190,6 +207,14 @@ impl DeliveryFuture {
         let Some((late, aws)) = cell.complete(outcome) else {
             return;
         };
+        // Let the producer go. Without the GIL pyo3 defers the decref to the
+        // next thread that takes it; if that is the producer's own last
+        // reference, `PyProducer`'s Drop moves the shutdown off our threads.
+        let owner = cell
+            .keepalive
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         // Callbacks added while the first ones were being queued.
         cell.queue_callbacks(&this, late);
         if !aws.is_empty() {
@@ -199,6 +224,7 @@ impl DeliveryFuture {
                 }
             });
         }
+        drop(owner);
     }
 
     fn outcome_to_py(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {
