@@ -11,6 +11,7 @@ import _thread
 import asyncio
 import contextlib
 import gc
+import logging
 import signal
 import threading
 import time
@@ -199,3 +200,132 @@ def test_flush_waits_for_deferred_records(mock_cluster):
         assert all(f.done() for f in futs)
     finally:
         p.close()
+
+
+# ----- a) poll reports through logging and error_cb ------------------------------------
+
+def _poll_until(poll, cond, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not cond() and time.monotonic() < deadline:
+        poll()
+    return cond()
+
+
+def _dead_address() -> str:
+    """A loopback port nobody listens on, fresh for this test: identical log
+    lines are rate-limited per process, so an address earlier tests used
+    may not be logged again for a while."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_consumer_poll_reports_dead_broker_to_error_cb_and_logging(caplog):
+    caplog.set_level(logging.WARNING, logger="ferrokafka")
+    got = []
+    c = fk.Consumer(_dead_address(), group_id="g", error_cb=got.append)
+    try:
+        c.subscribe(["t"])
+        codes = lambda: {e.code for e in got}  # noqa: E731
+        assert _poll_until(lambda: c.poll(200), lambda: {-195, -187} <= codes()), got
+        assert all(isinstance(e, fk.KafkaError) for e in got)
+        down = next(e for e in got if e.code == -187)
+        assert down.name == "_ALL_BROKERS_DOWN" and "refused" in str(down).lower()
+        # the same failure, retried every reconnect backoff, is not reported
+        # again and again (rate-limited)
+        assert sum(e.code == -187 for e in got) == 1
+        assert len(got) <= 4, got
+        net = [r for r in caplog.records if r.name == "ferrokafka.network"]
+        assert any("refused" in r.getMessage().lower() and r.levelno == logging.WARNING for r in net)
+        assert any("brokers are down" in r.getMessage() and r.levelno == logging.ERROR for r in net)
+        messages = [r.getMessage() for r in net]
+        assert len(messages) == len(set(messages)), messages
+    finally:
+        c.close(0)
+
+
+def test_unresolvable_host_is_reported_as_resolve_error():
+    got = []
+    c = fk.Consumer("no-such-host.invalid:9092", error_cb=got.append)
+    try:
+        c.assign([fk.TopicPartition("t", 0)])
+        assert _poll_until(lambda: c.poll(200), lambda: any(e.code == -193 for e in got)), got
+        e = next(e for e in got if e.code == -193)
+        assert e.name == "_RESOLVE" and "no-such-host.invalid" in str(e)
+    finally:
+        c.close(0)
+
+
+def test_producer_error_cb_and_logs_when_all_brokers_down(caplog):
+    caplog.set_level(logging.WARNING, logger="ferrokafka")
+    got = []
+    p = fk.Producer(_dead_address(), error_cb=got.append, max_block_ms=5000)
+    try:
+        p.send("t", b"x", block=False)
+        assert _poll_until(lambda: p.poll(0.2), lambda: any(e.code == -187 for e in got)), got
+        assert any(r.name == "ferrokafka.network" and "brokers are down" in r.getMessage()
+                   for r in caplog.records)
+    finally:
+        p.close(0)
+
+
+def test_error_cb_exception_is_logged_not_raised(caplog):
+    def boom(err):
+        raise RuntimeError("user bug")
+
+    c = fk.Consumer(NOWHERE, error_cb=boom)
+    try:
+        c.assign([fk.TopicPartition("t", 0)])
+        assert _poll_until(lambda: c.poll(200), lambda: any("error_cb" in r.getMessage() for r in caplog.records))
+    finally:
+        c.close(0)
+
+
+def test_bounded_calls_raise_timeout_naming_connection_error():
+    tp = fk.TopicPartition("t", 0)
+    c = fk.Consumer(NOWHERE, group_id="g")
+    try:
+        c.assign([tp])
+        for call in (lambda: c.position(tp, timeout_ms=800),
+                     lambda: c.committed([tp], timeout_ms=800),
+                     lambda: c.beginning_offsets([tp], timeout_ms=800),
+                     lambda: c.end_offsets([tp], timeout_ms=800),
+                     lambda: c.offsets_for_times({tp: 0}, timeout_ms=800)):
+            with pytest.raises(fk.KafkaTimeoutError) as ei:
+                call()
+            _refused(ei.value)
+    finally:
+        c.close(0)
+    got = []
+    a = fk.Admin(NOWHERE, error_cb=got.append)
+    try:
+        for call in (lambda: a.list_topics(timeout_ms=800), lambda: a.describe_cluster(timeout_ms=800)):
+            with pytest.raises(fk.KafkaTimeoutError) as ei:
+                call()
+            _refused(ei.value)
+        assert any(e.code == -195 for e in got)
+    finally:
+        a.close()
+    p = fk.Producer(NOWHERE, max_block_ms=800)
+    try:
+        with pytest.raises(fk.KafkaTimeoutError) as ei:
+            p.partitions_for("t")
+        _refused(ei.value)
+    finally:
+        p.close(0)
+
+
+def test_rust_logs_reach_python_logging_rate_limited(caplog):
+    from ferrokafka import _core
+
+    caplog.set_level(logging.INFO, logger="ferrokafka")
+    _core._log_level_changed()
+    for _ in range(100):
+        _core._test_log(logging.WARNING, "ferrokafka::consumer", "same thing again")
+    _core._test_log(logging.DEBUG, "ferrokafka::consumer", "filtered out in Rust")
+    _core._drain_logs()
+    recs = [r for r in caplog.records if r.name == "ferrokafka.consumer"]
+    assert [r.getMessage() for r in recs] == ["same thing again"]
+    assert recs[0].levelno == logging.WARNING

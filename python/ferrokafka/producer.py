@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _core
+from . import _core, _events
 from ._config import PRODUCER
 from ._core import DeliveryFuture, RecordMetadata
 
@@ -81,6 +81,7 @@ class Producer:
         core_cfg["bootstrap_servers"] = list(self.config["bootstrap_servers"])
         core_cfg["acks"] = _ACKS[self.config["acks"]]
         core_cfg["metadata_max_idle_ms"] = self.config["metadata_idle_ms"]
+        self._error_cb = core_cfg.pop("error_cb", None)
         self._p = _core._Producer(core_cfg)
         spec = partitioner if callable(partitioner) else self.config["partitioner"]
         self._partitioner = None if spec in ("murmur2", "murmur2_random") else _Partitioner(spec, self)
@@ -130,12 +131,20 @@ class Producer:
         return fut
 
     def poll(self, timeout: float = 0.0) -> int:
-        """Run due delivery callbacks (waiting up to ``timeout`` s for one)."""
-        return self._p.poll(timeout)
+        """Run due delivery callbacks (waiting up to ``timeout`` s for one)
+        and ``error_cb`` for connection errors since the last poll."""
+        try:
+            return self._p.poll(timeout)
+        finally:
+            _events.dispatch(self._p, self._error_cb)
 
     def flush(self, timeout: Optional[float] = None) -> int:
-        """Send everything buffered and wait; returns records not yet delivered."""
-        return self._p.flush(timeout)
+        """Send everything buffered and wait; returns records not yet
+        delivered. Runs delivery callbacks and ``error_cb`` like ``poll``."""
+        try:
+            return self._p.flush(timeout)
+        finally:
+            _events.dispatch(self._p, self._error_cb)
 
     def partitions_for(self, topic: str) -> list:
         return self._p.partitions_for(topic)

@@ -554,6 +554,17 @@ impl PyConsumer {
             .map_err(|e| FkError(e).into())
     }
 
+    /// Error events for `error_cb` since the last call, oldest first:
+    /// (librdkafka local code, message). Also hands queued log records to
+    /// Python logging (this runs in the application's poll).
+    fn take_errors(&self, py: Python<'_>) -> Vec<(i16, String)> {
+        crate::logbridge::drain(py);
+        match self.core() {
+            Ok(c) => c.metadata().take_client_errors(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     fn metadata(&self, py: Python<'_>) -> PyResult<Py<crate::metadata::PyMetadata>> {
         Py::new(
             py,

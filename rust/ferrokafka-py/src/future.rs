@@ -120,8 +120,9 @@ impl FutureCell {
 
     /// Keep `owner` alive until this future completes (see `keepalive`).
     pub fn keep_alive(&self, owner: Py<PyAny>) {
-        // Set under the state lock: `resolve` takes it after the outcome is
-        // set (under the same lock), so it is either taken there or never set.
+        // Call before the future can be completed (before its completion is
+        // handed to the producer): `resolve` takes the owner once, just
+        // before it sets the outcome, and would miss one set later.
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if matches!(st.outcome, Outcome::Pending) {
             *self.keepalive.lock().unwrap_or_else(|p| p.into_inner()) = Some(owner);
@@ -204,17 +205,22 @@ impl DeliveryFuture {
             Ok(m) => Outcome::Done(m),
             Err(e) => Outcome::Failed(e),
         };
+        // Let the producer go, before the outcome is visible: without the
+        // GIL pyo3 defers the decref to the next thread that enters it, and
+        // a `result()` waiter re-enters when it sees the outcome, so the
+        // producer is gone by the time `result()` returns if nothing else
+        // holds it. If this was its last reference, `PyProducer`'s Drop moves
+        // the shutdown off the producer's own threads. Only this future's
+        // record is done; the rest of a producer being dropped fail as closed.
+        drop(
+            cell.keepalive
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
         let Some((late, aws)) = cell.complete(outcome) else {
             return;
         };
-        // Let the producer go. Without the GIL pyo3 defers the decref to the
-        // next thread that takes it; if that is the producer's own last
-        // reference, `PyProducer`'s Drop moves the shutdown off our threads.
-        let owner = cell
-            .keepalive
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
         // Callbacks added while the first ones were being queued.
         cell.queue_callbacks(&this, late);
         if !aws.is_empty() {
@@ -224,7 +230,6 @@ impl DeliveryFuture {
                 }
             });
         }
-        drop(owner);
     }
 
     fn outcome_to_py(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {

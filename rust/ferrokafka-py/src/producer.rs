@@ -678,6 +678,17 @@ impl PyProducer {
         crate::metadata::PyProducerMetadata::wrap(py, self.core()?.metadata().clone())
     }
 
+    /// Error events for `error_cb` since the last call, oldest first:
+    /// (librdkafka local code, message). Also hands queued log records to
+    /// Python logging (this runs in the application's poll).
+    fn take_errors(&self, py: Python<'_>) -> Vec<(i16, String)> {
+        crate::logbridge::drain(py);
+        match self.core() {
+            Ok(c) => c.metadata().take_client_errors(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     fn metrics(&self) -> PyResult<Vec<(&'static str, f64)>> {
         Ok(self.core()?.metrics())
     }
