@@ -5,6 +5,7 @@ confluent-kafka (librdkafka's SCRAM client)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 import uuid
@@ -319,3 +320,25 @@ def test_untrusted_certificate_refusal_says_what_to_do(certs, embedded_broker):
                              max_block_ms=10_000) as p:
                 p.send("t", value=b"x").result(10)
         assert "set ssl_cafile to the CA" in str(ei.value), str(ei.value)
+
+
+def test_authentication_failure_reaches_error_cb(scram_broker):
+    """A refused login reaches error_cb as librdkafka's _AUTHENTICATION
+    (-169), besides the AuthenticationError the calls raise (Java's poll
+    raises it too)."""
+    got = []
+    c = fk.Consumer(scram_broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
+                    sasl_mechanism="SCRAM-SHA-256", sasl_username="alice", sasl_password="not-the-password",
+                    error_cb=got.append)
+    try:
+        deadline = time.time() + 10
+        while not any(e.code == -169 for e in got) and time.time() < deadline:
+            with contextlib.suppress(fk.KafkaError):
+                c.list_topics(timeout_ms=500)
+            with contextlib.suppress(fk.KafkaError):
+                c.poll(100)
+        e = next(e for e in got if e.code == -169)
+        assert e.name == "_AUTHENTICATION" and isinstance(e, fk.AuthenticationError)
+        assert "not-the-password" not in str(e)
+    finally:
+        c.close(0)
