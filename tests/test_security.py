@@ -5,6 +5,7 @@ confluent-kafka (librdkafka's SCRAM client)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 import uuid
@@ -243,3 +244,101 @@ def test_consumer_poll_raises_on_wrong_password(scram_broker, topic_name):
             c.poll(200)
     assert time.time() - t0 < 5
     c.close()
+
+
+# ----- self-signed broker certificates, and refusals that say what to do -------------
+
+def _self_signed(directory, name, subj, san):
+    import subprocess
+
+    cert, key = str(directory / f"{name}.pem"), str(directory / f"{name}.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", subj, "-addext", f"subjectAltName={san}", "-keyout", key, "-out", cert],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def self_signed(tmp_path_factory):
+    _need("openssl")
+    d = tmp_path_factory.mktemp("selfsigned")
+    return {
+        # What the issue's openssl command makes: a CA:TRUE certificate that
+        # the broker presents as its own and the user gives as ssl_cafile.
+        "good": _self_signed(d, "good", "/CN=localhost", "DNS:localhost,IP:127.0.0.1"),
+        "othername": _self_signed(d, "other", "/CN=other.example", "DNS:other.example"),
+    }
+
+
+@pytest.fixture(scope="module")
+def self_signed_broker(self_signed):
+    _need("stunnel4")
+    from ferrokafka.testing._security import StunnelTLS
+
+    cert, key = self_signed["good"]
+    tls_port = free_port()
+    with EmbeddedBroker(advertised_port=tls_port) as b:
+        with StunnelTLS(b.port, cert, key, port=tls_port) as t:
+            yield t
+
+
+def test_self_signed_certificate_as_cafile_is_trusted(self_signed_broker, self_signed, topic_name):
+    """Java's PKIX trust manager and OpenSSL accept a server certificate that
+    is itself a configured trust anchor (rustls/webpki alone refuse it with
+    CaUsedAsEndEntity); its names are still checked."""
+    cert, _ = self_signed["good"]
+    _round_trip(self_signed_broker.bootstrap_servers, topic_name, security_protocol="SSL", ssl_cafile=cert)
+    _round_trip(f"localhost:{self_signed_broker.port}", topic_name + "-h", security_protocol="SSL",
+                ssl_cafile=cert)
+
+
+def test_self_signed_certificate_name_still_checked(self_signed, embedded_broker, topic_name):
+    _need("stunnel4")
+    from ferrokafka.testing._security import StunnelTLS
+
+    cert, key = self_signed["othername"]
+    tls_port = free_port()
+    with EmbeddedBroker(advertised_port=tls_port) as b:
+        with StunnelTLS(b.port, cert, key, port=tls_port) as t:
+            with pytest.raises(fk.AuthenticationError) as ei:
+                with fk.Producer(t.bootstrap_servers, security_protocol="SSL", ssl_cafile=cert,
+                                 max_block_ms=10_000) as p:
+                    p.send(topic_name, b"x").result(10)
+            msg = str(ei.value)
+            assert "ssl_check_hostname" in msg and "endpoint.identification" in msg, msg
+            _round_trip(t.bootstrap_servers, topic_name, security_protocol="SSL", ssl_cafile=cert,
+                        ssl_check_hostname=False)
+
+
+def test_untrusted_certificate_refusal_says_what_to_do(certs, embedded_broker):
+    _need("stunnel4")
+    from ferrokafka.testing._security import StunnelTLS
+
+    with StunnelTLS(embedded_broker.port, certs.rogue_cert, certs.rogue_key) as rogue:
+        with pytest.raises(fk.AuthenticationError) as ei:
+            with fk.Producer(rogue.bootstrap_servers, security_protocol="SSL", ssl_cafile=certs.ca,
+                             max_block_ms=10_000) as p:
+                p.send("t", value=b"x").result(10)
+        assert "set ssl_cafile to the CA" in str(ei.value), str(ei.value)
+
+
+def test_authentication_failure_reaches_error_cb(scram_broker):
+    """A refused login reaches error_cb as librdkafka's _AUTHENTICATION
+    (-169), besides the AuthenticationError the calls raise (Java's poll
+    raises it too)."""
+    got = []
+    c = fk.Consumer(scram_broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
+                    sasl_mechanism="SCRAM-SHA-256", sasl_username="alice", sasl_password="not-the-password",
+                    error_cb=got.append)
+    try:
+        deadline = time.time() + 10
+        while not any(e.code == -169 for e in got) and time.time() < deadline:
+            with contextlib.suppress(fk.KafkaError):
+                c.list_topics(timeout_ms=500)
+            with contextlib.suppress(fk.KafkaError):
+                c.poll(100)
+        e = next(e for e in got if e.code == -169)
+        assert e.name == "_AUTHENTICATION" and isinstance(e, fk.AuthenticationError)
+        assert "not-the-password" not in str(e)
+    finally:
+        c.close(0)

@@ -439,6 +439,11 @@ _METADATA_ONLY = ("metadata_max_age_ms", "retry_backoff_ms", "retry_backoff_max_
 NETWORK_CLIENT = ConfigTable("NetworkClient", [o for o in COMMON if o.name not in _METADATA_ONLY],
                              rules=[_backoff_rule("NetworkClient")])
 
+# librdkafka's error_cb: called with a KafkaError (_TRANSPORT, _RESOLVE,
+# _AUTHENTICATION, _ALL_BROKERS_DOWN) from poll/flush in the application's
+# thread. Not in COMMON: the low-level NetworkClient has no poll that runs it.
+_ERROR_CB = Option("error_cb", _callable, None, nullable=True, java="error_cb")
+
 PRODUCER = ConfigTable("Producer", COMMON, [
     Option("acks", _acks, "all", choices=("all", "0", "1")),
     Option("linger_ms", int, 5, min=0),
@@ -457,6 +462,7 @@ PRODUCER = ConfigTable("Producer", COMMON, [
     Option("metadata_idle_ms", int, 300_000, min=5000, java="metadata.max.idle.ms"),
     # -1: the codec's default level.
     Option("compression_level", int, -1, min=-1, max=22),
+    _ERROR_CB,
 ], rules=[_backoff_rule("Producer"), _producer_rule])
 
 CONSUMER = ConfigTable("Consumer", COMMON, [
@@ -479,8 +485,10 @@ CONSUMER = ConfigTable("Consumer", COMMON, [
     Option("check_crcs", bool, True),
     Option("client_rack", str, None, nullable=True),
     Option("default_api_timeout_ms", int, 60_000, min=1),
+    _ERROR_CB,
 ], rules=[_backoff_rule("Consumer"), _consumer_rule])
 
 ADMIN = ConfigTable("Admin", COMMON, [
     Option("default_api_timeout_ms", int, 60_000, min=1),
+    _ERROR_CB,
 ], rules=[_backoff_rule("Admin"), _admin_rule])

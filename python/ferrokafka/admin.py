@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from . import _core
+import functools
+
+from . import _core, _events
 from ._config import ADMIN
 from ._core import Node, TopicPartition
 
@@ -64,8 +66,26 @@ def _raise_first(results: Dict[str, Optional[BaseException]]) -> None:
         raise first
 
 
+def _reports_errors(method):
+    """Run ``error_cb`` (and emit queued logs) after each call: an admin
+    client has no poll, so its calls are where events reach the application."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _events.dispatch(self._core, self._error_cb)
+
+    return call
+
+
 class Admin:
-    """``Admin("host:9092")`` or ``Admin({"bootstrap.servers": ...})``."""
+    """``Admin("host:9092")`` or ``Admin({"bootstrap.servers": ...})``.
+
+    Calls raise :class:`~ferrokafka.KafkaTimeoutError` naming the last
+    connection error when no broker answers in time; ``error_cb`` gets each
+    connection error as it happens (run at the end of each call)."""
 
     def __init__(self, bootstrap_servers: Union[str, Sequence[str], Mapping[str, Any], None] = None,
                  **config: Any) -> None:
@@ -74,12 +94,15 @@ class Admin:
         else:
             cfg = {} if bootstrap_servers is None else {"bootstrap_servers": bootstrap_servers}
         self.config = ADMIN.resolve(cfg, **config)
-        self._core = _core._Admin(dict(self.config))
+        core_cfg = dict(self.config)
+        self._error_cb = core_cfg.pop("error_cb", None)
+        self._core = _core._Admin(core_cfg)
         self._timeout = int(self.config["default_api_timeout_ms"])
 
     def _t(self, timeout_ms: Optional[int]) -> int:
         return self._timeout if timeout_ms is None else int(timeout_ms)
 
+    @_reports_errors
     def create_topics(self, topics: Iterable[NewTopic], timeout_ms: int = 30_000, validate_only: bool = False,
                       raise_on_error: bool = True) -> Dict[str, Optional[BaseException]]:
         spec = []
@@ -92,6 +115,7 @@ class Admin:
             _raise_first(results)
         return results
 
+    @_reports_errors
     def delete_topics(self, names: Iterable[str], timeout_ms: int = 30_000,
                       raise_on_error: bool = True) -> Dict[str, Optional[BaseException]]:
         names = [names] if isinstance(names, str) else list(names)
@@ -100,17 +124,21 @@ class Admin:
             _raise_first(results)
         return results
 
+    @_reports_errors
     def list_topics(self, timeout_ms: Optional[int] = None) -> Dict[str, int]:
         """{topic: partition count}, internal topics left out."""
         return dict(self._core.list_topics(self._t(timeout_ms)))
 
+    @_reports_errors
     def describe_cluster(self, timeout_ms: Optional[int] = None) -> ClusterDescription:
         nodes, controller, cluster_id = self._core.describe_cluster(self._t(timeout_ms))
         return ClusterDescription(list(nodes), controller, cluster_id)
 
+    @_reports_errors
     def list_consumer_groups(self, timeout_ms: Optional[int] = None) -> List[GroupListing]:
         return [GroupListing(*g) for g in self._core.list_consumer_groups(self._t(timeout_ms))]
 
+    @_reports_errors
     def list_consumer_group_offsets(self, group_id: str, timeout_ms: Optional[int] = None) -> Dict[TopicPartition, int]:
         """{TopicPartition: committed offset} of every partition the group committed."""
         return {tp: off for tp, off, _meta in self._core.list_consumer_group_offsets(str(group_id), self._t(timeout_ms))}

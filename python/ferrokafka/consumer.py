@@ -15,7 +15,7 @@ import re
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _core
+from . import _core, _events
 from ._config import CONSUMER
 from ._core import Message, TopicPartition
 
@@ -109,6 +109,7 @@ class Consumer:
         self.config = CONSUMER.resolve(cfg, **config)
         core_cfg = dict(self.config)
         core_cfg["partition_assignment_strategy"] = list(self.config["partition_assignment_strategy"])
+        self._error_cb = core_cfg.pop("error_cb", None)
         self._core = _core._Consumer(core_cfg)
         self.coordinator = Coordinator(self._core)
         self._on_assign: Optional[Callback] = None
@@ -193,7 +194,12 @@ class Consumer:
         timeout_ms = 0 if timeout_ms is None else max(0, int(timeout_ms))
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            events, records, commits = method(timeout_ms, max_records)
+            try:
+                events, records, commits = method(timeout_ms, max_records)
+            finally:
+                # Transient errors do not raise from poll: they reach
+                # error_cb and the `ferrokafka` loggers (as librdkafka).
+                _events.dispatch(self._core, self._error_cb)
             if events or commits:
                 self._run_events(events, commits)
             if records or not events:
@@ -318,10 +324,14 @@ class Consumer:
     # ----- metadata ----------------------------------------------------------------------
 
     def list_topics(self, timeout_ms: Optional[int] = None) -> Dict[str, int]:
-        """{topic: partition count}, freshly asked of the cluster."""
+        """{topic: partition count}, freshly asked of the cluster.
+
+        Raises :class:`~ferrokafka.KafkaTimeoutError` naming the last
+        connection error when no broker answers within ``timeout_ms``
+        (default ``default_api_timeout_ms``)."""
         self._core.watch_all_topics()
         t = self._timeout_ms if timeout_ms is None else int(timeout_ms)
-        _, topics = self._core.topics(refresh=True, timeout_ms=t)
+        _, topics = self._core.topics(refresh=True, timeout_ms=t, strict=True)
         return dict(topics)
 
     def partitions_for(self, topic: str) -> List[int]:

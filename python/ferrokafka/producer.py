@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _core
+from . import _core, _events
 from ._config import PRODUCER
 from ._core import DeliveryFuture, RecordMetadata
 
@@ -81,6 +81,7 @@ class Producer:
         core_cfg["bootstrap_servers"] = list(self.config["bootstrap_servers"])
         core_cfg["acks"] = _ACKS[self.config["acks"]]
         core_cfg["metadata_max_idle_ms"] = self.config["metadata_idle_ms"]
+        self._error_cb = core_cfg.pop("error_cb", None)
         self._p = _core._Producer(core_cfg)
         spec = partitioner if callable(partitioner) else self.config["partitioner"]
         self._partitioner = None if spec in ("murmur2", "murmur2_random") else _Partitioner(spec, self)
@@ -88,12 +89,28 @@ class Producer:
     # -- sending -------------------------------------------------------------
     def send(self, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,
              partition: Optional[int] = None, timestamp_ms: Optional[int] = None,
-             headers: Optional[Union[HeaderList, Mapping[str, Optional[bytes]]]] = None) -> DeliveryFuture:
+             headers: Optional[Union[HeaderList, Mapping[str, Optional[bytes]]]] = None,
+             block: bool = True) -> DeliveryFuture:
         """Append one record; returns a future of its :class:`RecordMetadata`.
 
         Blocks up to ``max_block_ms`` when the topic's metadata is unknown or
-        the buffer is full. A record that cannot be delivered fails its own
-        future (``fut.result()`` raises the ``KafkaError``).
+        the buffer is full (Ctrl-C interrupts the wait). A record that cannot
+        be delivered fails its own future (``fut.result()`` raises the
+        ``KafkaError``).
+
+        ``block=False`` never waits, for asyncio code (``await
+        p.send(t, v, block=False)``): a record that cannot be appended at
+        once (metadata unknown, buffer full) is copied and appended by a
+        helper thread as soon as it can be, in the order of the
+        ``block=False`` calls; its future fails with ``KafkaTimeoutError``
+        when that takes longer than ``max_block_ms``. Records waiting this way
+        may hold up to ``buffer_memory`` bytes besides the buffer; past that
+        their futures fail at once. With a custom ``partitioner`` the
+        partition is still chosen in the caller's thread, which may wait for
+        the partition count.
+
+        A pending future keeps its producer alive: ``Producer(bs).send(...)
+        .result()`` delivers even with no other reference to the producer.
         """
         if isinstance(value, str) or isinstance(key, str):
             raise TypeError("value and key must be bytes (encode str first), not str")
@@ -101,7 +118,7 @@ class Producer:
             headers = list(headers.items())
         if partition is None and self._partitioner is not None:
             partition = self._partitioner(topic, key)
-        return self._p.send(topic, value, key, partition, timestamp_ms, headers)
+        return self._p.send(topic, value, key, partition, timestamp_ms, headers, block)
 
     # confluent-kafka spelling
     def produce(self, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,
@@ -114,12 +131,20 @@ class Producer:
         return fut
 
     def poll(self, timeout: float = 0.0) -> int:
-        """Run due delivery callbacks (waiting up to ``timeout`` s for one)."""
-        return self._p.poll(timeout)
+        """Run due delivery callbacks (waiting up to ``timeout`` s for one)
+        and ``error_cb`` for connection errors since the last poll."""
+        try:
+            return self._p.poll(timeout)
+        finally:
+            _events.dispatch(self._p, self._error_cb)
 
     def flush(self, timeout: Optional[float] = None) -> int:
-        """Send everything buffered and wait; returns records not yet delivered."""
-        return self._p.flush(timeout)
+        """Send everything buffered and wait; returns records not yet
+        delivered. Runs delivery callbacks and ``error_cb`` like ``poll``."""
+        try:
+            return self._p.flush(timeout)
+        finally:
+            _events.dispatch(self._p, self._error_cb)
 
     def partitions_for(self, topic: str) -> list:
         return self._p.partitions_for(topic)
@@ -235,8 +260,12 @@ def _arrow_array(obj: Any) -> Any:
 
 
 def _send_batch(self: Producer, topic: str, values: Any, keys: Any = None,
-                partition: Optional[int] = None) -> BatchFuture:
+                partition: Optional[int] = None, block: bool = True) -> BatchFuture:
     """Append many records in one call (one GIL release for all of them).
+
+    ``block=False`` never waits, as in :meth:`Producer.send`: records that
+    cannot be appended at once (and every record after them, to keep their
+    order) are appended later by a helper thread.
 
     ``values``/``keys``: ``list[bytes]`` or Arrow binary/large_binary/string
     arrays. Arrow columns are read in place through the Arrow PyCapsule
@@ -245,10 +274,10 @@ def _send_batch(self: Producer, topic: str, values: Any, keys: Any = None,
     """
     av, ak = _arrow_array(values), _arrow_array(keys)
     if av is not None and (keys is None or ak is not None):
-        return BatchFuture(*self._p.send_many_arrow(topic, av, ak, partition))
+        return BatchFuture(*self._p.send_many_arrow(topic, av, ak, partition, block))
     vals = _as_bytes_list(values, "values")
     ks = _as_bytes_list(keys, "keys")
-    return BatchFuture(*self._p.send_many(topic, vals, ks, partition))
+    return BatchFuture(*self._p.send_many(topic, vals, ks, partition, block))
 
 
 Producer.send_batch = _send_batch  # type: ignore[attr-defined]

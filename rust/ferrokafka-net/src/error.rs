@@ -73,6 +73,10 @@ pub enum Error {
     /// A state-machine precondition was not met.
     #[error("illegal state: {detail}")]
     State { detail: String },
+    /// The caller's interrupt check (Ctrl-C in Python) stopped a wait; the
+    /// binding raises the pending KeyboardInterrupt instead of this.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 fn fmt_msg(m: &Option<String>) -> String {
@@ -107,6 +111,7 @@ impl Error {
             Error::Closed { .. } => DESTROY,
             Error::Authentication { .. } => AUTHENTICATION,
             Error::State { .. } => STATE,
+            Error::Interrupted => FAIL,
         }
     }
 

@@ -167,6 +167,14 @@ struct State {
     /// Why the last connection to a broker failed: appended to "not in
     /// metadata" timeouts so they say what is wrong (refused, TLS, ...).
     last_connection_error: Option<String>,
+    /// Errors for the application's `error_cb` (librdkafka's error events:
+    /// `_TRANSPORT`, `_RESOLVE`, `_AUTHENTICATION`, `_ALL_BROKERS_DOWN`),
+    /// taken by the client's poll. Bounded; identical ones within
+    /// `CLIENT_ERROR_REPEAT` are dropped.
+    client_errors: std::collections::VecDeque<(i16, String)>,
+    last_client_error: Option<(i16, String, std::time::Instant)>,
+    /// `_ALL_BROKERS_DOWN` was reported and no answer came since.
+    all_down_reported: bool,
     cache: Arc<Cluster>,
     /// Highest leader epoch seen per partition (from metadata or from any
     /// response that carries one); an answer older than this is stale.
@@ -178,6 +186,12 @@ struct State {
 }
 
 /// Thread-safe cluster metadata. Share it as `Arc<Metadata>`.
+/// An identical error event is not queued again for `error_cb` within this
+/// (a broker refusing connections is retried every reconnect backoff).
+const CLIENT_ERROR_REPEAT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Error events kept when the application does not poll.
+const CLIENT_ERRORS_MAX: usize = 100;
+
 #[derive(Debug)]
 pub struct Metadata {
     cfg: MetadataConfig,
@@ -229,6 +243,9 @@ impl Metadata {
                 failure_backoff_ms: 0,
                 fatal_error: None,
                 last_connection_error: None,
+                client_errors: std::collections::VecDeque::new(),
+                last_client_error: None,
+                all_down_reported: false,
                 cache: Arc::new(Cluster::empty()),
                 last_seen_epochs: HashMap::new(),
                 bootstrap_nodes: Vec::new(),
@@ -400,6 +417,8 @@ impl Metadata {
         st.attempts = 0;
         st.failure_backoff_ms = 0;
         st.last_connection_error = None;
+        st.all_down_reported = false;
+        st.last_client_error = None;
         st.update_version += 1;
         if !is_partial_update {
             st.need_full_update = false;
@@ -450,6 +469,36 @@ impl Metadata {
     /// cleared by the next successful update.
     pub fn set_connection_error(&self, error: Option<String>) {
         self.lock().last_connection_error = error;
+    }
+
+    /// Queue an error event for the client's `error_cb` (see
+    /// `client_errors`). `all_down`: the `_ALL_BROKERS_DOWN` event, reported
+    /// once until the next answer. Returns whether it was queued.
+    pub fn report_client_error(&self, code: i16, message: String, all_down: bool) -> bool {
+        let mut st = self.lock();
+        if all_down {
+            if st.all_down_reported {
+                return false;
+            }
+            st.all_down_reported = true;
+        }
+        let now = std::time::Instant::now();
+        if let Some((c, m, t)) = &st.last_client_error {
+            if *c == code && *m == message && now.duration_since(*t) < CLIENT_ERROR_REPEAT {
+                return false;
+            }
+        }
+        st.last_client_error = Some((code, message.clone(), now));
+        if st.client_errors.len() >= CLIENT_ERRORS_MAX {
+            st.client_errors.pop_front();
+        }
+        st.client_errors.push_back((code, message));
+        true
+    }
+
+    /// The queued error events, oldest first (see `report_client_error`).
+    pub fn take_client_errors(&self) -> Vec<(i16, String)> {
+        self.lock().client_errors.drain(..).collect()
     }
 
     /// " (last connection error: ...)" or "" (for timeout messages).

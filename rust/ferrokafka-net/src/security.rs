@@ -187,6 +187,9 @@ impl Security {
 fn build_tls(o: &TlsOptions) -> Result<rustls::ClientConfig, Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
+    // The certificates of `ssl_cafile`, as given: a broker may present one
+    // of them as its own (a self-signed certificate, see KafkaServerVerifier).
+    let mut anchors: Vec<rustls::pki_types::CertificateDer<'static>> = Vec::new();
     match &o.ca_file {
         Some(path) => {
             // A file of PEM certificates, or (like librdkafka's
@@ -216,8 +219,12 @@ fn build_tls(o: &TlsOptions) -> Result<rustls::ClientConfig, Error> {
                         Err(e) if single => return Err(cfg_err("ssl_cafile", format!("{fname}: {e}"))),
                         Err(_) => break,
                     };
+                    let der = c.clone();
                     match roots.add(c) {
-                        Ok(()) => n += 1,
+                        Ok(()) => {
+                            n += 1;
+                            anchors.push(der);
+                        }
                         Err(e) if single => return Err(cfg_err("ssl_cafile", format!("{fname}: {e}"))),
                         Err(_) => {}
                     }
@@ -240,16 +247,16 @@ fn build_tls(o: &TlsOptions) -> Result<rustls::ClientConfig, Error> {
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| cfg_err("security_protocol", e.to_string()))?;
-    let builder = if o.check_hostname {
-        builder.with_root_certificates(roots)
-    } else {
-        let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
-            .build()
-            .map_err(|e| cfg_err("ssl_cafile", e.to_string()))?;
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoHostnameVerifier { inner }))
-    };
+    let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
+        .build()
+        .map_err(|e| cfg_err("ssl_cafile", e.to_string()))?;
+    let builder = builder
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(KafkaServerVerifier {
+            inner,
+            anchors,
+            check_hostname: o.check_hostname,
+        }));
     let cfg = match (&o.cert_file, &o.key_file) {
         (Some(cert), Some(key)) => {
             let pem = read_pem(cert, "ssl_certfile")?;
@@ -287,14 +294,34 @@ fn build_tls(o: &TlsOptions) -> Result<rustls::ClientConfig, Error> {
     Ok(cfg)
 }
 
-/// `ssl_check_hostname=False`: the chain must still lead to a trusted CA and
-/// be valid; only the name check is skipped.
+/// The server certificate check: webpki's path validation, plus two things
+/// Java's PKIX trust manager and OpenSSL (librdkafka) also do:
+/// * a server certificate that is itself one of the configured trust
+///   anchors (`ssl_cafile` holds exactly that certificate: a self-signed dev
+///   cluster) is trusted as is; webpki refuses it (`CaUsedAsEndEntity`, or
+///   `UnknownIssuer` for a non-CA one). Its validity period and, unless
+///   turned off, its names are still checked; the handshake signature
+///   (verify_tls1x_signature) still proves the server holds its key.
+/// * `ssl_check_hostname=False` skips only the name check: the chain must
+///   still lead to a trusted CA and be valid.
 #[derive(Debug)]
-struct NoHostnameVerifier {
+struct KafkaServerVerifier {
     inner: Arc<rustls::client::WebPkiServerVerifier>,
+    anchors: Vec<rustls::pki_types::CertificateDer<'static>>,
+    check_hostname: bool,
 }
 
-impl rustls::client::danger::ServerCertVerifier for NoHostnameVerifier {
+fn is_name_error(e: &rustls::Error) -> bool {
+    matches!(
+        e,
+        rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. }
+        )
+    )
+}
+
+impl rustls::client::danger::ServerCertVerifier for KafkaServerVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &rustls::pki_types::CertificateDer<'_>,
@@ -303,14 +330,22 @@ impl rustls::client::danger::ServerCertVerifier for NoHostnameVerifier {
         ocsp: &[u8],
         now: rustls::pki_types::UnixTime,
     ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use rustls::client::danger::ServerCertVerified;
+        if self.anchors.iter().any(|a| a.as_ref() == end_entity.as_ref()) {
+            check_validity(end_entity, now)?;
+            if self.check_hostname {
+                let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+                rustls::client::verify_server_name(&parsed, server_name)?;
+            }
+            return Ok(ServerCertVerified::assertion());
+        }
         match self
             .inner
             .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
         {
-            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
-            | Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::NotValidForNameContext { .. },
-            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            Err(e) if !self.check_hostname && is_name_error(&e) => {
+                Ok(ServerCertVerified::assertion())
+            }
             other => other,
         }
     }
@@ -335,6 +370,147 @@ impl rustls::client::danger::ServerCertVerifier for NoHostnameVerifier {
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
         self.inner.supported_verify_schemes()
+    }
+}
+
+/// The validity period of a DER certificate, checked against `now`.
+/// webpki does this only while building a path, which a certificate that is
+/// its own trust anchor skips, so the two fields are read here.
+fn check_validity(
+    cert: &rustls::pki_types::CertificateDer<'_>,
+    now: rustls::pki_types::UnixTime,
+) -> Result<(), rustls::Error> {
+    use rustls::CertificateError::{BadEncoding, Expired, NotValidYet};
+    let bad = || rustls::Error::InvalidCertificate(BadEncoding);
+    let (not_before, not_after) = der_validity(cert.as_ref()).ok_or_else(bad)?;
+    let t = now.as_secs() as i64;
+    if t < not_before {
+        return Err(rustls::Error::InvalidCertificate(NotValidYet));
+    }
+    if t > not_after {
+        return Err(rustls::Error::InvalidCertificate(Expired));
+    }
+    Ok(())
+}
+
+/// (tag, contents, rest) of one DER element; short and long definite lengths.
+fn der_next(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, b) = b.split_first()?;
+    let (&l0, mut b) = b.split_first()?;
+    let len = if l0 < 0x80 {
+        l0 as usize
+    } else {
+        let n = (l0 & 0x7f) as usize;
+        if n == 0 || n > 4 || b.len() < n {
+            return None;
+        }
+        let len = b[..n].iter().fold(0usize, |a, &x| (a << 8) | x as usize);
+        b = &b[n..];
+        len
+    };
+    (b.len() >= len).then(|| (tag, &b[..len], &b[len..]))
+}
+
+/// (notBefore, notAfter) in Unix seconds: Certificate -> TBSCertificate ->
+/// [0] version?, serial, signature, issuer, validity.
+fn der_validity(cert: &[u8]) -> Option<(i64, i64)> {
+    let (0x30, cert, _) = der_next(cert)? else { return None };
+    let (0x30, tbs, _) = der_next(cert)? else { return None };
+    let (tag, _, mut rest) = der_next(tbs)?;
+    if tag == 0xa0 {
+        rest = der_next(rest)?.2; // the version was explicit: skip the serial
+    }
+    let rest = der_next(rest)?.2; // signature algorithm
+    let rest = der_next(rest)?.2; // issuer
+    let (0x30, validity, _) = der_next(rest)? else { return None };
+    let (t1, nb, rest) = der_next(validity)?;
+    let (t2, na, _) = der_next(rest)?;
+    Some((der_time(t1, nb)?, der_time(t2, na)?))
+}
+
+/// UTCTime (YYMMDDHHMMSSZ, 1950-2049) or GeneralizedTime (YYYYMMDDHHMMSSZ).
+fn der_time(tag: u8, v: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(v).ok()?.strip_suffix('Z')?;
+    let (year, s) = match tag {
+        0x17 if s.len() == 12 => {
+            let y: i64 = s[..2].parse().ok()?;
+            (if y >= 50 { 1900 + y } else { 2000 + y }, &s[2..])
+        }
+        0x18 if s.len() == 14 => (s[..4].parse().ok()?, &s[4..]),
+        _ => return None,
+    };
+    let f = |i: usize| -> Option<i64> { s.get(i..i + 2)?.parse().ok() };
+    let (mo, d, h, mi, se) = (f(0)?, f(2)?, f(4)?, f(6)?, f(8)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+        return None;
+    }
+    // Days from civil (proleptic Gregorian), as in Howard Hinnant's algorithm.
+    let y = if mo <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + h * 3600 + mi * 60 + se)
+}
+
+/// What to do about a failed TLS handshake, for the error message: every
+/// refusal says which option to look at.
+fn tls_advice(e: &std::io::Error, host: &str) -> String {
+    use rustls::CertificateError as C;
+    let inner = e
+        .get_ref()
+        .and_then(|i| i.downcast_ref::<rustls::Error>());
+    match inner {
+        Some(rustls::Error::InvalidCertificate(c)) => match c {
+            C::UnknownIssuer => "the broker certificate is not signed by a trusted CA: set \
+                ssl_cafile to the CA certificate that signed it (PEM), or to the broker's own \
+                certificate if it is self-signed"
+                .into(),
+            C::NotValidForName | C::NotValidForNameContext { .. } => format!(
+                "the broker certificate does not name {host:?}: connect by a name or IP \
+                 address it lists (subjectAltName), or set ssl_check_hostname=False \
+                 (ssl.endpoint.identification.algorithm='') to skip the name check"
+            ),
+            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. } => {
+                "the broker certificate is outside its validity period: renew it, or check \
+                 this machine's clock"
+                    .into()
+            }
+            // webpki's own error, passed through as `Other`.
+            C::Other(o) if format!("{o:?}").contains("CaUsedAsEndEntity") => "the broker presents a CA certificate as its own: put that \
+                very certificate in ssl_cafile, or give the broker a certificate signed by the CA"
+                .into(),
+            C::InvalidPurpose | C::InvalidPurposeContext { .. } => "the broker certificate is not \
+                meant for TLS servers (extendedKeyUsage lacks serverAuth): reissue it"
+                .into(),
+            C::BadSignature | C::BadEncoding => "the broker certificate chain is damaged or \
+                does not match the CA in ssl_cafile: check both files"
+                .into(),
+            _ => "check the broker certificate against ssl_cafile".into(),
+        },
+        Some(rustls::Error::AlertReceived(a)) => format!(
+            "the broker refused the handshake ({a:?}): if it requires client certificates set \
+             ssl_certfile and ssl_keyfile to a certificate its CA trusts"
+        ),
+        Some(rustls::Error::InvalidMessage(_)) | Some(rustls::Error::InappropriateMessage { .. }) => {
+            "the broker did not answer in TLS: check that this port is an SSL listener \
+             (security_protocol must match the listener)"
+                .into()
+        }
+        Some(rustls::Error::PeerIncompatible(_)) | Some(rustls::Error::NoCertificatesPresented) => {
+            "no TLS version or cipher suite in common with the broker (TLS 1.2+ is required)".into()
+        }
+        _ if e.kind() == std::io::ErrorKind::UnexpectedEof
+            || e.kind() == std::io::ErrorKind::ConnectionReset =>
+        {
+            "the broker closed the connection during the handshake: check that this port is \
+             an SSL listener and, if it requires client certificates, set ssl_certfile and \
+             ssl_keyfile"
+                .into()
+        }
+        _ => "check ssl_cafile, ssl_certfile/ssl_keyfile and that the port is an SSL listener".into(),
     }
 }
 
@@ -369,7 +545,10 @@ pub async fn secure(
             let conn = tokio_rustls::TlsConnector::from(cfg.clone());
             match tokio::time::timeout(timeout, conn.connect(name, tcp)).await {
                 Ok(Ok(s)) => Box::new(s),
-                Ok(Err(e)) => return Err(auth_err(node, format!("TLS handshake failed: {e}"))),
+                Ok(Err(e)) => {
+                    let advice = tls_advice(&e, &node.host);
+                    return Err(auth_err(node, format!("TLS handshake failed: {e}; {advice}")));
+                }
                 Err(_) => {
                     return Err(auth_err(
                         node,
@@ -596,4 +775,25 @@ pub fn reauth_after(lifetime_ms: i64) -> Option<Duration> {
     }
     let frac = 0.85 + rand::random::<f64>() * 0.10;
     Some(Duration::from_millis(((lifetime_ms as f64) * frac) as u64))
+}
+
+#[cfg(test)]
+mod validity_tests {
+    use super::{der_time, der_validity};
+
+    #[test]
+    fn der_times() {
+        assert_eq!(der_time(0x17, b"700101000000Z"), Some(0));
+        assert_eq!(der_time(0x17, b"491231235959Z"), Some(2_524_607_999));
+        assert_eq!(der_time(0x18, b"20240229120000Z"), Some(1_709_208_000));
+        assert_eq!(der_time(0x17, b"7001010000Z"), None);
+        assert_eq!(der_time(0x18, b"20241301000000Z"), None);
+    }
+
+    #[test]
+    fn truncated_certificates_do_not_parse() {
+        assert_eq!(der_validity(&[]), None);
+        assert_eq!(der_validity(&[0x30, 0x82, 0xff]), None);
+        assert_eq!(der_validity(&[0x30, 0x03, 0x30, 0x01, 0x02]), None);
+    }
 }

@@ -167,6 +167,16 @@ impl PyAdmin {
             .collect())
     }
 
+    /// Error events for `error_cb` since the last call, oldest first
+    /// (librdkafka local code, message); drains queued log records too.
+    fn take_errors(&self, py: Python<'_>) -> Vec<(i16, String)> {
+        crate::logbridge::drain(py);
+        match self.core() {
+            Ok(c) => c.metadata().take_client_errors(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     fn close(&self) {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
     }

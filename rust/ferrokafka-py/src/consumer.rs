@@ -498,21 +498,37 @@ impl PyConsumer {
 
     /// Topic -> partition count from the consumer's metadata (all topics
     /// after a pattern subscription); `refresh` waits for a fresh update.
-    #[pyo3(signature = (refresh=false, timeout_ms=10_000))]
+    /// `strict`: raise KafkaTimeoutError (naming the last connection error)
+    /// when no fresh answer came in `timeout_ms`, instead of returning what
+    /// is cached (list_topics is strict; a pattern subscription is not).
+    #[pyo3(signature = (refresh=false, timeout_ms=10_000, strict=false))]
     fn topics(
         &self,
         py: Python<'_>,
         refresh: bool,
         timeout_ms: i64,
+        strict: bool,
     ) -> PyResult<(i32, Vec<(String, usize)>)> {
         let core = self.core()?;
         let md = core.metadata().clone();
         if refresh {
             let md2 = md.clone();
-            py.detach(move || {
-                let v = md2.request_update();
-                let _ = md2.await_update(v, None, Some(ms(timeout_ms)));
-            });
+            let v = md.request_update();
+            let r = wait_detached(py, Some(ms(timeout_ms)), move |slice| {
+                md2.await_update_step(v, None, slice)
+            })?;
+            match r {
+                Some(Ok(())) => {}
+                Some(Err(e)) if strict => return Err(FkError(e).into()),
+                None if strict => {
+                    return Err(FkError(Error::Timeout {
+                        what: format!("listing topics{}", md.connection_error_hint()),
+                        timeout_ms: timeout_ms.max(0) as u64,
+                    })
+                    .into())
+                }
+                _ => {}
+            }
         }
         let cluster = md.fetch();
         let topics = cluster
@@ -536,6 +552,17 @@ impl PyConsumer {
             .set_subscription(None)
             .map(|_| ())
             .map_err(|e| FkError(e).into())
+    }
+
+    /// Error events for `error_cb` since the last call, oldest first:
+    /// (librdkafka local code, message). Also hands queued log records to
+    /// Python logging (this runs in the application's poll).
+    fn take_errors(&self, py: Python<'_>) -> Vec<(i16, String)> {
+        crate::logbridge::drain(py);
+        match self.core() {
+            Ok(c) => c.metadata().take_client_errors(),
+            Err(_) => Vec::new(),
+        }
     }
 
     fn metadata(&self, py: Python<'_>) -> PyResult<Py<crate::metadata::PyMetadata>> {

@@ -92,6 +92,11 @@ pub struct FutureCell {
     done: Condvar,
     /// Where callbacks go when the future completes (the producer's queue).
     queue: Option<CallbackQueue>,
+    /// The producer that will complete this future, held while it is
+    /// pending so `Producer(bs).send(...).result()` works with no other
+    /// reference to the producer; let go at completion, so no cycle outlives
+    /// the record.
+    keepalive: Mutex<Option<Py<PyAny>>>,
 }
 
 /// Callbacks that became runnable, with the future they are called with, to
@@ -109,7 +114,20 @@ impl FutureCell {
             }),
             done: Condvar::new(),
             queue,
+            keepalive: Mutex::new(None),
         })
+    }
+
+    /// Keep `owner` alive until this future completes (see `keepalive`).
+    pub fn keep_alive(&self, owner: Py<PyAny>) {
+        // Call before the future can be completed (before its completion is
+        // handed to the producer): `resolve` takes the owner once, just
+        // before it sets the outcome, and would miss one set later.
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(st.outcome, Outcome::Pending) {
+            *self.keepalive.lock().unwrap_or_else(|p| p.into_inner()) = Some(owner);
+        }
+        // Done already: `owner` is dropped when we return, after the lock.
     }
 
     fn queue_callbacks(&self, this: &Arc<Py<DeliveryFuture>>, cbs: Vec<Py<PyAny>>) {
@@ -187,6 +205,19 @@ impl DeliveryFuture {
             Ok(m) => Outcome::Done(m),
             Err(e) => Outcome::Failed(e),
         };
+        // Let the producer go, before the outcome is visible: without the
+        // GIL pyo3 defers the decref to the next thread that enters it, and
+        // a `result()` waiter re-enters when it sees the outcome, so the
+        // producer is gone by the time `result()` returns if nothing else
+        // holds it. If this was its last reference, `PyProducer`'s Drop moves
+        // the shutdown off the producer's own threads. Only this future's
+        // record is done; the rest of a producer being dropped fail as closed.
+        drop(
+            cell.keepalive
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
         let Some((late, aws)) = cell.complete(outcome) else {
             return;
         };

@@ -27,6 +27,9 @@ where
     F: FnMut(Duration) -> Option<T> + Send,
 {
     let deadline = timeout.map(|t| Instant::now() + t);
+    // Log records queued by Rust threads reach Python logging from here:
+    // at the start and at every signal check of every blocking call.
+    crate::logbridge::drain(py);
     loop {
         let slice = match deadline {
             Some(d) => {
@@ -43,6 +46,7 @@ where
             return Ok(Some(v));
         }
         py.check_signals()?;
+        crate::logbridge::drain(py);
     }
 }
 

@@ -12,6 +12,7 @@ pub mod consumer;
 pub mod errors;
 pub mod future;
 pub mod gil;
+pub mod logbridge;
 pub mod group;
 pub mod metadata;
 pub mod network;
@@ -24,6 +25,7 @@ pub mod types;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    logbridge::register(m)?;
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;
     network::register(m)?;
     requests::register(m)?;

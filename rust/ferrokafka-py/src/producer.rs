@@ -2,9 +2,10 @@
 //! validates options and wraps `_Producer`; everything on the record path is
 //! here and in the net crate, with the GIL released while `send` may block.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
 use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer, ProducerConfig};
@@ -154,10 +155,159 @@ impl PyBatchResult {
 
 type CoreProducer = Producer<ProducerRecordBatch, PyCompletion>;
 
-#[pyclass(module = "ferrokafka._core", name = "_Producer")]
+/// A record (or the tail of a `send_batch` call) that `send(block=False)`
+/// could not enqueue at once: copied out of the caller's buffers and
+/// enqueued by the producer's deferral thread, which may wait for metadata
+/// or buffer memory until the call's own `max_block_ms` deadline.
+enum Deferred {
+    One {
+        topic: String,
+        partition: Option<i32>,
+        key: Option<Vec<u8>>,
+        value: Option<Vec<u8>>,
+        headers: Vec<(String, Option<Vec<u8>>)>,
+        timestamp_ms: Option<i64>,
+        completion: PyCompletion,
+        deadline: Instant,
+        bytes: usize,
+    },
+    Many {
+        topic: String,
+        partition: Option<i32>,
+        records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)>,
+        completions: Vec<PyCompletion>,
+        deadline: Instant,
+        bytes: usize,
+    },
+}
+
+/// Shared between the producer binding and its deferral thread.
+#[derive(Default)]
+struct DeferState {
+    /// Items handed over and not yet enqueued (or failed) by the thread.
+    queued: AtomicUsize,
+    /// Their payload bytes, held outside `buffer_memory`; bounded by it.
+    bytes: AtomicUsize,
+    /// Set on close/drop: waits end, what is left fails with "closed".
+    stop: AtomicBool,
+}
+
+struct Deferral {
+    tx: mpsc::Sender<Deferred>,
+    state: Arc<DeferState>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[pyclass(module = "ferrokafka._core", name = "_Producer", weakref)]
 pub struct PyProducer {
     inner: Mutex<Option<Arc<CoreProducer>>>,
     callbacks: CallbackQueue,
+    buffer_memory: usize,
+    /// Started on the first `block=False` call that has to wait.
+    deferral: Mutex<Option<Deferral>>,
+    defer_state: Arc<DeferState>,
+}
+
+/// An interrupt check for the core's waits: looks at Python's pending
+/// signals (takes the GIL for a moment; only the main thread ever sees
+/// one) and keeps the KeyboardInterrupt to raise once the wait has ended.
+struct SignalCheck(Mutex<Option<PyErr>>);
+
+impl SignalCheck {
+    fn new() -> Self {
+        SignalCheck(Mutex::new(None))
+    }
+
+    fn interrupted(&self) -> bool {
+        Python::attach(|py| match py.check_signals() {
+            Ok(()) => false,
+            Err(e) => {
+                *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                true
+            }
+        })
+    }
+
+    fn take(&self) -> Option<PyErr> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<DeferState>) {
+    let stopped = || st.stop.load(Ordering::Acquire);
+    // Drains what is left after the sender side is gone, failing it (stop
+    // is set before the channel is dropped).
+    while let Ok(item) = rx.recv() {
+        let closed = || Error::Closed { what: "producer" };
+        let fix = |e: Error| if matches!(e, Error::Interrupted) { closed() } else { e };
+        match item {
+            Deferred::One {
+                topic,
+                partition,
+                key,
+                value,
+                headers,
+                timestamp_ms,
+                completion,
+                deadline,
+                bytes,
+            } => {
+                let r = if stopped() {
+                    Err((closed(), completion))
+                } else {
+                    let hs: Vec<(&str, Option<&[u8]>)> =
+                        headers.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect();
+                    core.send_until(
+                        &topic,
+                        partition,
+                        key.as_deref(),
+                        value.as_deref(),
+                        &hs,
+                        timestamp_ms,
+                        completion,
+                        deadline,
+                        &stopped,
+                    )
+                };
+                if let Err((e, c)) = r {
+                    c.complete(Err(fix(e)));
+                }
+                st.bytes.fetch_sub(bytes, Ordering::AcqRel);
+            }
+            Deferred::Many {
+                topic,
+                partition,
+                records,
+                completions,
+                deadline,
+                bytes,
+            } => {
+                let mut completions: Vec<Option<PyCompletion>> =
+                    completions.into_iter().map(Some).collect();
+                let failed = if stopped() {
+                    completions
+                        .iter_mut()
+                        .filter_map(|c| c.take().map(|c| (closed(), c)))
+                        .collect()
+                } else {
+                    core.send_many_until(
+                        &topic,
+                        partition,
+                        records.len(),
+                        |i| (records[i].0.as_deref(), records[i].1.as_deref()),
+                        |i| completions[i].take().expect("each record's completion is taken once"),
+                        deadline,
+                        &stopped,
+                    )
+                };
+                for (e, c) in failed {
+                    c.complete(Err(fix(e)));
+                }
+                st.bytes.fetch_sub(bytes, Ordering::AcqRel);
+            }
+        }
+        st.queued.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 use crate::config::get;
@@ -169,6 +319,113 @@ impl PyProducer {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .ok_or_else(|| FkError(Error::Closed { what: "producer" }).into())
+    }
+
+    /// Hand `item` to the deferral thread (started on first use). Fails the
+    /// item's records at once when the deferred bytes would exceed
+    /// `buffer_memory` (the bound a blocking send has too).
+    fn defer(&self, core: &Arc<CoreProducer>, item: Deferred) {
+        let bytes = match &item {
+            Deferred::One { bytes, .. } | Deferred::Many { bytes, .. } => *bytes,
+        };
+        let st = &self.defer_state;
+        let held = st.bytes.fetch_add(bytes, Ordering::AcqRel);
+        if held > 0 && held + bytes > self.buffer_memory {
+            st.bytes.fetch_sub(bytes, Ordering::AcqRel);
+            let e = Error::Timeout {
+                what: format!(
+                    "send(block=False): {held} bytes already wait for metadata or memory \
+                     and buffer_memory is {}; send with block=True or raise buffer_memory",
+                    self.buffer_memory
+                ),
+                timeout_ms: 0,
+            };
+            fail_deferred(item, e);
+            return;
+        }
+        let mut d = self.deferral.lock().unwrap_or_else(|p| p.into_inner());
+        if d.is_none() {
+            let (tx, rx) = mpsc::channel();
+            let (c, s) = (core.clone(), st.clone());
+            match std::thread::Builder::new()
+                .name("ferrokafka-deferred".into())
+                .spawn(move || run_deferral(c, rx, s))
+            {
+                Ok(t) => {
+                    *d = Some(Deferral {
+                        tx,
+                        state: st.clone(),
+                        thread: Some(t),
+                    })
+                }
+                Err(e) => {
+                    st.bytes.fetch_sub(bytes, Ordering::AcqRel);
+                    fail_deferred(
+                        item,
+                        Error::State {
+                            detail: format!("cannot start the producer's deferral thread: {e}"),
+                        },
+                    );
+                    return;
+                }
+            }
+        }
+        let dd = d.as_ref().expect("started above");
+        dd.state.queued.fetch_add(1, Ordering::AcqRel);
+        if let Err(mpsc::SendError(item)) = dd.tx.send(item) {
+            dd.state.queued.fetch_sub(1, Ordering::AcqRel);
+            st.bytes.fetch_sub(bytes, Ordering::AcqRel);
+            fail_deferred(item, Error::Closed { what: "producer" });
+        }
+    }
+
+    /// Stop the deferral thread: what it still holds fails with "closed".
+    /// `join` waits for it (close); Drop does not (it may run on any thread).
+    fn stop_deferral(&self, join: bool) -> Option<JoinHandle<()>> {
+        self.defer_state.stop.store(true, Ordering::Release);
+        let d = self.deferral.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let mut t = d.and_then(|mut d| d.thread.take());
+        if join {
+            if let Some(t) = t.take() {
+                let _ = t.join();
+            }
+        }
+        t
+    }
+}
+
+fn fail_deferred(item: Deferred, e: Error) {
+    match item {
+        Deferred::One { completion, .. } => completion.complete(Err(e)),
+        Deferred::Many { completions, .. } => {
+            for c in completions {
+                c.complete(Err(e.clone()));
+            }
+        }
+    }
+}
+
+impl Drop for PyProducer {
+    fn drop(&mut self) {
+        // Garbage-collected without close(). Pending futures keep us alive,
+        // so nothing is in flight here that a user waits for.
+        self.stop_deferral(false);
+        let core = self.inner.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(core) = core {
+            // The last reference may be let go on one of the producer's own
+            // threads (a future completed there released it): closing joins
+            // those threads, so do it from a thread of its own.
+            let own = std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("ferrokafka-"));
+            if own {
+                let _ = std::thread::Builder::new()
+                    .name("ferrokafka-close".into())
+                    .spawn(move || drop(core));
+            } else {
+                drop(core);
+            }
+        }
     }
 }
 
@@ -204,6 +461,7 @@ impl PyProducer {
             ..ProducerConfig::default()
         };
         pcfg.validate(max_in_flight).map_err(FkError)?;
+        let pcfg_buffer_memory = pcfg.buffer_memory;
         let (md, net) = crate::config::metadata_and_network(
             cfg,
             crate::config::MetadataKind::Producer,
@@ -220,49 +478,104 @@ impl PyProducer {
         Ok(PyProducer {
             inner: Mutex::new(Some(Arc::new(producer))),
             callbacks: Arc::new(Mutex::new(Vec::new())),
+            buffer_memory: pcfg_buffer_memory,
+            deferral: Mutex::new(None),
+            defer_state: Arc::new(DeferState::default()),
         })
     }
 
     /// Append one record; returns its DeliveryFuture. Blocks (without the
-    /// GIL) up to max_block_ms for metadata or buffer memory; a record that
-    /// cannot be sent fails its own future.
-    #[pyo3(signature = (topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None))]
+    /// GIL, Ctrl-C still interrupts) up to max_block_ms for metadata or
+    /// buffer memory; with `block=False` it never waits: a record that
+    /// cannot be enqueued at once is enqueued by a helper thread and its
+    /// future completes (or fails at the max_block_ms deadline) later.
+    #[pyo3(signature = (topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None, block=true))]
+    #[allow(clippy::too_many_arguments)]
     fn send(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         topic: PyBackedStr,
         value: Option<PyBackedBytes>,
         key: Option<PyBackedBytes>,
         partition: Option<i32>,
         timestamp_ms: Option<i64>,
         headers: Option<Vec<(PyBackedStr, Option<PyBackedBytes>)>>,
+        block: bool,
     ) -> PyResult<Py<DeliveryFuture>> {
-        let core = self.core()?;
-        let (fut, cell) = DeliveryFuture::new(Some(self.callbacks.clone()));
+        let py = slf.py();
+        let this = slf.borrow();
+        let core = this.core()?;
+        let (fut, cell) = DeliveryFuture::new(Some(this.callbacks.clone()));
+        cell.keep_alive(slf.clone().unbind().into_any());
         let fut = Py::new(py, fut)?;
         let completion = PyCompletion::One {
             fut: fut.clone_ref(py),
             cell: cell.clone(),
         };
         let headers = headers.unwrap_or_default();
-        let result = py.detach(|| {
-            let hs: Vec<(&str, Option<&[u8]>)> =
-                headers.iter().map(|(k, v)| (&**k, v.as_deref())).collect();
-            core.send(
-                &topic,
-                partition,
-                key.as_deref(),
-                value.as_deref(),
-                &hs,
-                timestamp_ms,
+        let start = core.block_deadline();
+        // Keep the order of block=False records: while some wait in the
+        // deferral thread, later ones queue behind them.
+        let behind = !block && this.defer_state.queued.load(Ordering::Acquire) > 0;
+        let signals = SignalCheck::new();
+        let result = if behind {
+            Err((
+                Error::Timeout {
+                    what: String::new(),
+                    timeout_ms: 0,
+                },
                 completion,
-            )
-        });
-        if let Err((e, completion)) = result {
-            if let Error::Config { .. } = e {
-                return Err(FkError(e).into());
+            ))
+        } else {
+            py.detach(|| {
+                let hs: Vec<(&str, Option<&[u8]>)> =
+                    headers.iter().map(|(k, v)| (&**k, v.as_deref())).collect();
+                let deadline = if block { start } else { Instant::now() };
+                core.send_until(
+                    &topic,
+                    partition,
+                    key.as_deref(),
+                    value.as_deref(),
+                    &hs,
+                    timestamp_ms,
+                    completion,
+                    deadline,
+                    &|| block && signals.interrupted(),
+                )
+            })
+        };
+        match result {
+            Ok(()) => {}
+            Err((Error::Interrupted, _)) => {
+                return Err(signals.take().unwrap_or_else(|| {
+                    FkError(Error::Interrupted).into()
+                }))
             }
-            completion.complete(Err(e));
+            Err((e @ Error::Config { .. }, _)) => return Err(FkError(e).into()),
+            Err((Error::Timeout { .. }, completion)) if !block => {
+                let bytes = key.as_ref().map_or(0, |k| k.len())
+                    + value.as_ref().map_or(0, |v| v.len())
+                    + headers
+                        .iter()
+                        .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()))
+                        .sum::<usize>();
+                let item = Deferred::One {
+                    topic: topic.to_string(),
+                    partition,
+                    key: key.as_deref().map(<[u8]>::to_vec),
+                    value: value.as_deref().map(<[u8]>::to_vec),
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.as_deref().map(<[u8]>::to_vec)))
+                        .collect(),
+                    // The record's time is the call's, not the later append's.
+                    timestamp_ms: Some(timestamp_ms.unwrap_or_else(ferrokafka_net::io::now_ms)),
+                    completion,
+                    deadline: start,
+                    bytes,
+                };
+                this.defer(&core, item);
+            }
+            Err((e, completion)) => completion.complete(Err(e)),
         }
         Ok(fut)
     }
@@ -270,17 +583,17 @@ impl PyProducer {
     /// Append many records with one GIL release (the batch path of
     /// `send_batch`). `keys` is None or as long as `values`. Returns a future
     /// resolved when every record is done, and the per-record outcomes.
-    #[pyo3(signature = (topic, values, keys=None, partition=None))]
+    #[pyo3(signature = (topic, values, keys=None, partition=None, block=true))]
     fn send_many(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         topic: PyBackedStr,
         values: Vec<Option<PyBackedBytes>>,
         keys: Option<Vec<Option<PyBackedBytes>>>,
         partition: Option<i32>,
+        block: bool,
     ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
         check_key_count(keys.as_ref().map(Vec::len), values.len())?;
-        self.send_each(py, &topic, partition, values.len(), |i| {
+        Self::send_each(slf, &topic, partition, values.len(), block, |i| {
             (
                 keys.as_ref().and_then(|k| k[i].as_deref()),
                 values[i].as_deref(),
@@ -290,21 +603,21 @@ impl PyProducer {
 
     /// `send_many` for Arrow columns (PyCapsule interface): keys and values
     /// are read from the Arrow buffers in place, no Python object per record.
-    #[pyo3(signature = (topic, values, keys=None, partition=None))]
+    #[pyo3(signature = (topic, values, keys=None, partition=None, block=true))]
     fn send_many_arrow(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         topic: PyBackedStr,
         values: &Bound<'_, PyAny>,
         keys: Option<&Bound<'_, PyAny>>,
         partition: Option<i32>,
+        block: bool,
     ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
         let values = crate::arrow::BinaryColumn::from_pycapsule(values, "values")?;
         let keys = keys
             .map(|k| crate::arrow::BinaryColumn::from_pycapsule(k, "keys"))
             .transpose()?;
         check_key_count(keys.as_ref().map(|k| k.len()), values.len())?;
-        self.send_each(py, &topic, partition, values.len(), |i| {
+        Self::send_each(slf, &topic, partition, values.len(), block, |i| {
             (keys.as_ref().and_then(|k| k.get(i)), values.get(i))
         })
     }
@@ -335,24 +648,46 @@ impl PyProducer {
         let core = self.core()?;
         core.begin_flush();
         let c2 = core.clone();
+        let deferred = self.defer_state.clone();
         let waited = wait_detached(py, timeout.map(Duration::from_secs_f64), move |slice| {
-            (c2.flush_step(slice) == 0).then_some(())
+            flush_step(&c2, &deferred, slice).then_some(())
         });
         core.end_flush();
         waited?;
         run_callbacks(py, &self.callbacks);
-        Ok(core.pending())
+        Ok(core.pending() + self.defer_state.queued.load(Ordering::Acquire))
     }
 
+    /// The topic's partition ids; waits up to max_block_ms for metadata
+    /// (Ctrl-C interrupts), then raises KafkaTimeoutError naming the last
+    /// connection error.
     fn partitions_for(&self, py: Python<'_>, topic: PyBackedStr) -> PyResult<Vec<i32>> {
         let core = self.core()?;
-        py.detach(|| core.partitions_for(&topic))
-            .map_err(|e| FkError(e).into())
+        let signals = SignalCheck::new();
+        let deadline = core.block_deadline();
+        match py.detach(|| core.partitions_for_until(&topic, deadline, &|| signals.interrupted())) {
+            Ok(v) => Ok(v),
+            Err(Error::Interrupted) => Err(signals
+                .take()
+                .unwrap_or_else(|| FkError(Error::Interrupted).into())),
+            Err(e) => Err(FkError(e).into()),
+        }
     }
 
     /// The producer's live `ProducerMetadata` (shared with its sender).
     fn metadata(&self, py: Python<'_>) -> PyResult<Py<crate::metadata::PyProducerMetadata>> {
         crate::metadata::PyProducerMetadata::wrap(py, self.core()?.metadata().clone())
+    }
+
+    /// Error events for `error_cb` since the last call, oldest first:
+    /// (librdkafka local code, message). Also hands queued log records to
+    /// Python logging (this runs in the application's poll).
+    fn take_errors(&self, py: Python<'_>) -> Vec<(i16, String)> {
+        crate::logbridge::drain(py);
+        match self.core() {
+            Ok(c) => c.metadata().take_client_errors(),
+            Err(_) => Vec::new(),
+        }
     }
 
     fn metrics(&self) -> PyResult<Vec<(&'static str, f64)>> {
@@ -367,10 +702,14 @@ impl PyProducer {
         if timeout != Some(0.0) {
             core.begin_flush();
             let c2 = core.clone();
+            let deferred = self.defer_state.clone();
             let _ = wait_detached(py, timeout.map(Duration::from_secs_f64), move |slice| {
-                (c2.flush_step(slice) == 0).then_some(())
+                flush_step(&c2, &deferred, slice).then_some(())
             });
         }
+        // Records still waiting for metadata fail now ("closed"); the thread
+        // lets go of its reference to the core before we drop ours.
+        py.detach(|| self.stop_deferral(true));
         // Last reference: dropping closes (fails the rest, joins threads).
         py.detach(move || drop(core));
         run_callbacks(py, &self.callbacks);
@@ -382,16 +721,21 @@ impl PyProducer {
     /// Send `n` records whose key and value come from `record(i)`, with one
     /// GIL release, one metadata lookup and a few lock holds for all of them
     /// (`Producer::send_many`), and one completion future for the call.
+    /// `block=False`: records that cannot be enqueued at once (and all after
+    /// them, to keep their order) go to the deferral thread.
     fn send_each<'a>(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         topic: &str,
         partition: Option<i32>,
         n: usize,
+        block: bool,
         record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>) + Sync,
     ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
-        let core = self.core()?;
-        let (fut, cell) = DeliveryFuture::new(Some(self.callbacks.clone()));
+        let py = slf.py();
+        let this = slf.borrow();
+        let core = this.core()?;
+        let (fut, cell) = DeliveryFuture::new(Some(this.callbacks.clone()));
+        cell.keep_alive(slf.clone().unbind().into_any());
         let fut = Py::new(py, fut)?;
         let state = Arc::new(BatchState {
             slots: Mutex::new(vec![None; n]),
@@ -401,21 +745,92 @@ impl PyProducer {
         if n == 0 {
             state.resolve_done();
         }
-        let failed = py.detach(|| {
-            core.send_many(topic, partition, n, &record, |index| PyCompletion::Batch {
-                batch: state.clone(),
-                index,
+        let start = core.block_deadline();
+        let behind = !block && this.defer_state.queued.load(Ordering::Acquire) > 0;
+        let signals = SignalCheck::new();
+        let completion = |index| PyCompletion::Batch {
+            batch: state.clone(),
+            index,
+        };
+        let failed = if behind {
+            (0..n)
+                .map(|i| {
+                    (
+                        Error::Timeout {
+                            what: String::new(),
+                            timeout_ms: 0,
+                        },
+                        completion(i),
+                    )
+                })
+                .collect()
+        } else {
+            py.detach(|| {
+                let deadline = if block { start } else { Instant::now() };
+                core.send_many_until(
+                    topic,
+                    partition,
+                    n,
+                    &record,
+                    completion,
+                    deadline,
+                    &|| block && signals.interrupted(),
+                )
             })
-        });
+        };
         if let Some((Error::Config { .. }, _)) = failed.first() {
             let (e, _) = failed.into_iter().next().expect("checked non-empty");
             return Err(FkError(e).into());
         }
-        for (e, completion) in failed {
-            completion.complete(Err(e));
+        if failed.iter().any(|(e, _)| matches!(e, Error::Interrupted)) {
+            // Records enqueued before the interrupt still go out; the rest
+            // fail, and the caller gets the KeyboardInterrupt.
+            for (_, c) in failed {
+                c.complete(Err(Error::Interrupted));
+            }
+            return Err(signals
+                .take()
+                .unwrap_or_else(|| FkError(Error::Interrupted).into()));
+        }
+        let mut later = Vec::new();
+        let mut records = Vec::new();
+        let mut bytes = 0;
+        for (e, c) in failed {
+            match (e, &c) {
+                (Error::Timeout { .. }, PyCompletion::Batch { index, .. }) if !block => {
+                    let (k, v) = record(*index);
+                    bytes += k.map_or(0, |k| k.len()) + v.map_or(0, |v| v.len());
+                    records.push((k.map(<[u8]>::to_vec), v.map(<[u8]>::to_vec)));
+                    later.push(c);
+                }
+                (e, _) => c.complete(Err(e)),
+            }
+        }
+        if !later.is_empty() {
+            this.defer(
+                &core,
+                Deferred::Many {
+                    topic: topic.to_string(),
+                    partition,
+                    records,
+                    completions: later,
+                    deadline: start,
+                    bytes,
+                },
+            );
         }
         Ok((fut, PyBatchResult { state }))
     }
+}
+
+/// One slice of a flush: true once nothing is pending, in the core or in
+/// the deferral thread.
+fn flush_step(core: &CoreProducer, deferred: &DeferState, slice: Duration) -> bool {
+    if deferred.queued.load(Ordering::Acquire) > 0 {
+        std::thread::sleep(slice.min(Duration::from_millis(5)));
+        return false;
+    }
+    core.flush_step(slice) == 0 && deferred.queued.load(Ordering::Acquire) == 0
 }
 
 fn check_key_count(keys: Option<usize>, values: usize) -> PyResult<()> {

@@ -561,7 +561,7 @@ impl Consumer {
             }
             let now = Instant::now();
             if now >= deadline || interrupted() {
-                return Err(Error::Timeout { what: format!("position of {}-{}", tp.topic, tp.partition), timeout_ms: timeout.as_millis() as u64 });
+                return Err(Error::Timeout { what: format!("position of {}-{}{}", tp.topic, tp.partition, self.inner.metadata.connection_error_hint()), timeout_ms: timeout.as_millis() as u64 });
             }
             drop(st);
             self.inner.wake();
@@ -632,7 +632,7 @@ impl Consumer {
             self.inner.wake();
             let now = Instant::now();
             if now >= deadline || interrupted() {
-                return Err(Error::Timeout { what: "finding the group coordinator".into(), timeout_ms: timeout.as_millis() as u64 });
+                return Err(Error::Timeout { what: format!("finding the group coordinator{}", self.inner.metadata.connection_error_hint()), timeout_ms: timeout.as_millis() as u64 });
             }
             std::thread::sleep((deadline - now).min(Duration::from_millis(10)));
         }

@@ -125,6 +125,45 @@ impl DefaultMetadataUpdater {
                 .all(|n| self.failed_since_answer.contains(&n.id))
     }
 
+    /// Tell the application (log + `error_cb` event) that a connection
+    /// failed, and when every known broker has failed since the last answer
+    /// that all brokers are down (librdkafka's `_ALL_BROKERS_DOWN`).
+    fn report_connection_error(&self, node_id: i32, e: &Error) {
+        use crate::error::local_code::{ALL_BROKERS_DOWN, AUTHENTICATION, RESOLVE, TRANSPORT};
+        let text = e.to_string();
+        let code = match e {
+            Error::Authentication { .. } => AUTHENTICATION,
+            Error::Transport { detail, .. }
+                if detail.starts_with("cannot resolve") || detail.contains("resolves to no address") =>
+            {
+                RESOLVE
+            }
+            _ => TRANSPORT,
+        };
+        // Repeats are rate-limited where logs are turned into Python records.
+        if code == AUTHENTICATION {
+            log::error!(target: "ferrokafka::network", "{text}");
+        } else {
+            log::warn!(target: "ferrokafka::network", "{text}");
+        }
+        self.metadata.report_client_error(code, text.clone(), false);
+        let cluster = self.metadata.fetch();
+        let nodes = cluster.nodes();
+        let down = nodes
+            .iter()
+            .filter(|n| n.id == node_id || self.failed_since_answer.contains(&n.id))
+            .count();
+        if !nodes.is_empty() && down == nodes.len() {
+            let msg = format!("{down}/{down} brokers are down (last error: {text})");
+            if self
+                .metadata
+                .report_client_error(ALL_BROKERS_DOWN, msg.clone(), true)
+            {
+                log::error!(target: "ferrokafka::network", "{msg}");
+            }
+        }
+    }
+
     /// Send to `node` if it can take a request; else get a connection going.
     fn maybe_update_node(&mut self, now_ms: i64, node: &Node, ctx: &mut dyn UpdaterContext) -> i64 {
         if ctx.can_send_request(node.id, now_ms) {
@@ -218,6 +257,7 @@ impl MetadataUpdater for DefaultMetadataUpdater {
         if let Some(e) = error {
             if !matches!(e, Error::Disconnected { .. }) {
                 self.metadata.set_connection_error(Some(e.to_string()));
+                self.report_connection_error(node_id, e);
             }
         }
         // The disconnect may be the result of stale metadata.

@@ -195,6 +195,10 @@ const LATENCY_WINDOW: usize = 4096;
 /// appends), so a large batch call cannot stall the sender thread.
 const SEND_MANY_CHUNK: usize = 1024;
 
+/// Longest a blocked `send` waits before asking its interrupt check again
+/// (the Python binding answers it with `check_signals`: Ctrl-C within this).
+const WAIT_SLICE: Duration = Duration::from_millis(50);
+
 impl Stats {
     fn record_latency(&self, us: u64) {
         let mut l = self.latencies_us.lock().unwrap_or_else(|p| p.into_inner());
@@ -337,7 +341,16 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
 
     /// Wait until the topic's partitions are known (Java `waitOnMetadata`).
     /// Returns the partition count and the available partitions.
-    fn wait_on_metadata(&self, topic: &str, deadline: Instant) -> Result<(usize, Vec<i32>), Error> {
+    ///
+    /// Waits in slices of at most `WAIT_SLICE` and asks `interrupted` between
+    /// them, so a caller whose user pressed Ctrl-C gets control back at once
+    /// (`Error::Interrupted`) instead of after `max_block_ms`.
+    fn wait_on_metadata(
+        &self,
+        topic: &str,
+        deadline: Instant,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<(usize, Vec<i32>), Error> {
         let md = &self.inner.metadata;
         md.add(topic, now_ms())?;
         loop {
@@ -360,8 +373,14 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     timeout_ms: self.inner.cfg.max_block_ms as u64,
                 });
             }
-            match md.await_update(version, Some(topic), Some(deadline - now)) {
+            if interrupted() {
+                return Err(Error::Interrupted);
+            }
+            match md.await_update(version, Some(topic), Some((deadline - now).min(WAIT_SLICE))) {
                 Ok(()) => {}
+                // One slice ran out: look at the deadline and the interrupt
+                // flag again (the loop does both).
+                Err(Error::Timeout { .. }) if Instant::now() < deadline => {}
                 Err(Error::Timeout { .. }) => {
                     return Err(Error::Timeout {
                         what: format!(
@@ -391,6 +410,43 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         timestamp_ms: Option<i64>,
         completion: C,
     ) -> Result<(), (Error, C)> {
+        self.send_until(
+            topic,
+            partition,
+            key,
+            value,
+            headers,
+            timestamp_ms,
+            completion,
+            self.block_deadline(),
+            &|| false,
+        )
+    }
+
+    /// `now + max_block_ms`: how long `send` may wait by default.
+    pub fn block_deadline(&self) -> Instant {
+        Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64)
+    }
+
+    /// `send` with an explicit deadline for its waits (metadata, buffer
+    /// memory) and an interrupt check asked at least every `WAIT_SLICE`
+    /// while waiting; `Error::Interrupted` when it said yes. A deadline in
+    /// the past makes a non-blocking attempt: `Error::Timeout` then means
+    /// "would have had to wait" and nothing was enqueued.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_until(
+        &self,
+        topic: &str,
+        partition: Option<i32>,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, Option<&[u8]>)],
+        timestamp_ms: Option<i64>,
+        completion: C,
+        deadline: Instant,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<(), (Error, C)> {
+        let nonblocking = deadline <= Instant::now();
         let r = self.send_record(
             topic,
             partition,
@@ -399,8 +455,12 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             headers,
             timestamp_ms,
             completion,
+            deadline,
+            interrupted,
         );
-        if r.is_err() {
+        // A non-blocking attempt that would have waited is not a failed
+        // record: the caller retries it elsewhere.
+        if matches!(&r, Err((e, _)) if !(nonblocking && matches!(e, Error::Timeout { .. }))) {
             self.inner
                 .stats
                 .records_errored
@@ -419,13 +479,13 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         headers: &[(&str, Option<&[u8]>)],
         timestamp_ms: Option<i64>,
         completion: C,
+        deadline: Instant,
+        interrupted: &dyn Fn() -> bool,
     ) -> Result<(), (Error, C)> {
         if self.inner.closing.load(Ordering::Acquire) {
             return Err((Error::Closed { what: "producer" }, completion));
         }
-        let deadline =
-            Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
-        let (num_partitions, available) = match self.wait_on_metadata(topic, deadline) {
+        let (num_partitions, available) = match self.wait_on_metadata(topic, deadline, interrupted) {
             Ok(v) => v,
             Err(e) => return Err((e, completion)),
         };
@@ -521,6 +581,10 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     st_ref.sender.accumulator.set_memory_waiters(1);
                     self.wake();
                     let now = Instant::now();
+                    if interrupted() {
+                        st.sender.accumulator.set_memory_waiters(0);
+                        return Err((Error::Interrupted, handle.completion));
+                    }
                     if now >= deadline {
                         st.sender.accumulator.set_memory_waiters(0);
                         return Err((
@@ -534,7 +598,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                             handle.completion,
                         ));
                     }
-                    let wait = (deadline - now).min(Duration::from_millis(100));
+                    let wait = (deadline - now).min(WAIT_SLICE);
                     st = self
                         .inner
                         .memory_freed
@@ -568,8 +632,34 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         partition: Option<i32>,
         n: usize,
         record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
-        mut completion: impl FnMut(usize) -> C,
+        completion: impl FnMut(usize) -> C,
     ) -> Vec<(Error, C)> {
+        self.send_many_until(
+            topic,
+            partition,
+            n,
+            record,
+            completion,
+            self.block_deadline(),
+            &|| false,
+        )
+    }
+
+    /// `send_many` with the deadline and interrupt check of `send_until`.
+    /// On `Error::Interrupted` or a non-blocking `Error::Timeout` from the
+    /// metadata wait, every record is handed back and none was enqueued.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_many_until<'a>(
+        &self,
+        topic: &str,
+        partition: Option<i32>,
+        n: usize,
+        record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
+        mut completion: impl FnMut(usize) -> C,
+        deadline: Instant,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Vec<(Error, C)> {
+        let nonblocking = deadline <= Instant::now();
         let mut failed = Vec::new();
         let fail_all =
             |e: Error, completion: &mut dyn FnMut(usize) -> C, failed: &mut Vec<(Error, C)>| {
@@ -584,9 +674,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 &mut failed,
             );
         } else {
-            let deadline =
-                Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
-            match self.wait_on_metadata(topic, deadline) {
+            match self.wait_on_metadata(topic, deadline, interrupted) {
                 Err(e) => fail_all(e, &mut completion, &mut failed),
                 Ok((num_partitions, _))
                     if partition.is_some_and(|p| p < 0 || p as usize >= num_partitions) =>
@@ -610,14 +698,22 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     &record,
                     &mut completion,
                     &mut failed,
+                    deadline,
+                    interrupted,
                 ),
             }
         }
-        if !failed.is_empty() {
+        // Records a non-blocking call hands back for a later attempt (or an
+        // interrupted call gives back) are not failed records.
+        let errored = failed
+            .iter()
+            .filter(|(e, _)| !matches!(e, Error::Timeout { .. } | Error::Interrupted) || !nonblocking)
+            .count();
+        if errored > 0 {
             self.inner
                 .stats
                 .records_errored
-                .fetch_add(failed.len() as u64, Ordering::Relaxed);
+                .fetch_add(errored as u64, Ordering::Relaxed);
         }
         failed
     }
@@ -633,6 +729,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         record: &dyn Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
         completion: &mut dyn FnMut(usize) -> C,
         failed: &mut Vec<(Error, C)>,
+        deadline: Instant,
+        interrupted: &dyn Fn() -> bool,
     ) {
         let cfg = &self.inner.cfg;
         let ts = now_ms();
@@ -700,6 +798,23 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     appended += 1;
                     wake |= new_batch || batch_is_full;
                 }
+                Err(AppendError::NeedMemory { handle, .. }) if Instant::now() >= deadline => {
+                    // Non-blocking call (or out of time) and the buffer is
+                    // full: hand back this record and all after it, in order,
+                    // so a caller that retries them later keeps their order.
+                    let e = Error::Timeout {
+                        what: format!(
+                            "buffer memory full ({} bytes) (max_block_ms)",
+                            cfg.buffer_memory
+                        ),
+                        timeout_ms: cfg.max_block_ms.max(0) as u64,
+                    };
+                    failed.push((e.clone(), handle.completion));
+                    for j in i + 1..n {
+                        failed.push((e.clone(), completion(j)));
+                    }
+                    break;
+                }
                 Err(AppendError::NeedMemory { handle, .. }) => {
                     // Buffer full: give the lock back (the sender needs it to
                     // drain and free memory) and let the one-record path wait
@@ -717,6 +832,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                         &[],
                         Some(ts),
                         handle.completion,
+                        deadline,
+                        interrupted,
                     ) {
                         failed.push(f);
                     }
@@ -816,9 +933,17 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     }
 
     pub fn partitions_for(&self, topic: &str) -> Result<Vec<i32>, Error> {
-        let deadline =
-            Instant::now() + Duration::from_millis(self.inner.cfg.max_block_ms.max(0) as u64);
-        let (n, _) = self.wait_on_metadata(topic, deadline)?;
+        self.partitions_for_until(topic, self.block_deadline(), &|| false)
+    }
+
+    /// `partitions_for` with the deadline and interrupt check of `send_until`.
+    pub fn partitions_for_until(
+        &self,
+        topic: &str,
+        deadline: Instant,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Vec<i32>, Error> {
+        let (n, _) = self.wait_on_metadata(topic, deadline, interrupted)?;
         Ok((0..n as i32).collect())
     }
 

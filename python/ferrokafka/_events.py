@@ -1,0 +1,36 @@
+"""Client error events and Rust log records, delivered in the application's
+thread (librdkafka's model: ``error_cb`` runs inside ``poll``).
+
+The Rust core queues connection errors (``_TRANSPORT``, ``_RESOLVE``,
+``_AUTHENTICATION``) and ``_ALL_BROKERS_DOWN`` per client; ``take_errors``
+hands them over together with any queued log records (which go to the
+``ferrokafka`` logger and its children, e.g. ``ferrokafka.network``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from . import errors
+
+_log = logging.getLogger("ferrokafka")
+
+# Local codes that a later retry may clear (librdkafka does not mark them
+# fatal); authentication failures need a configuration change.
+_RETRIABLE = {-195, -193, -187}
+
+
+def dispatch(core: Any, error_cb: Optional[Callable[[errors.KafkaError], Any]]) -> None:
+    """Run ``error_cb`` for every error event ``core`` queued (and emit
+    queued log records). An exception in the callback is logged, not raised:
+    it must not break the poll loop it runs in."""
+    events = core.take_errors()
+    if error_cb is None:
+        return
+    for code, message in events:
+        err = errors._from_core(code, message, code in _RETRIABLE)
+        try:
+            error_cb(err)
+        except Exception:  # noqa: BLE001 - reported, the poll goes on
+            _log.exception("error_cb %r raised", error_cb)
