@@ -332,9 +332,7 @@ pub fn decode_response_body(
             if let Some(r) = group_error_answer(k, version, &raw) {
                 return Ok((r, version));
             }
-            if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-                eprintln!("undecodable {k:?} v{version}: {raw:02x?}");
-            }
+            log::debug!(target: "ferrokafka::protocol", "undecodable {k:?} v{version}: {raw:02x?}");
             return Err(ProtocolError::invalid("response body", format!("{k:?} v{version}: {e}")));
         }
     };

@@ -1696,9 +1696,7 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 Ok((ResponseKind::FindCoordinator(resp), _)) => rq::parse_find_coordinator(resp, &g.group_id),
                 _ => Err(15),
             };
-            if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-                eprintln!("find coordinator: {:?} / {:?}", r, result.as_ref().err());
-            }
+            log::debug!(target: "ferrokafka::group", "find coordinator: {:?} / {:?}", r, result.as_ref().err());
             g.on_find_coordinator(r, now);
             drop(st);
             inner.data.notify_all();
@@ -1737,9 +1735,7 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                         Err(e) => format!("join failed: {e:?}"),
                         _ => "unexpected JoinGroup answer".into(),
                     };
-                    if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-                        eprintln!("{reason}");
-                    }
+                    log::debug!(target: "ferrokafka::group", "{reason}");
                     g.mark_coordinator_unknown(&reason, now);
                     g.on_join(15, -1, "", "", None, now);
                     return;
@@ -1747,9 +1743,7 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
             };
             let protocol = resp.protocol_name.as_ref().map(|s| s.to_string());
             let r = g.on_join(resp.error_code, resp.generation_id, resp.member_id.as_str(), resp.leader.as_str(), protocol.as_deref(), now);
-            if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-                eprintln!("join: code {} gen {} -> {r:?}", resp.error_code, resp.generation_id);
-            }
+            log::debug!(target: "ferrokafka::group", "join: code {} gen {} -> {r:?}", resp.error_code, resp.generation_id);
             match r {
                 Reaction::Ok => {
                     st.prepare = Prepare::NotStarted;
@@ -1799,24 +1793,18 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                         Err(e) => format!("sync failed: {e}"),
                         _ => "unexpected SyncGroup answer".into(),
                     };
-                    if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-                        eprintln!("{reason}");
-                    }
+                    log::debug!(target: "ferrokafka::group", "{reason}");
                     g.mark_coordinator_unknown(&reason, now);
                     g.on_sync(15, now);
                     return;
                 }
             };
             if g.generation().generation_id != generation_id {
-                if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-                    eprintln!("sync: code {} for generation {generation_id} ignored: now in {}", resp.error_code, g.generation().generation_id);
-                }
+                log::debug!(target: "ferrokafka::group", "sync: code {} for generation {generation_id} ignored: now in {}", resp.error_code, g.generation().generation_id);
                 return;
             }
             let r = g.on_sync(resp.error_code, now);
-            if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-                eprintln!("sync: code {} -> {r:?}", resp.error_code);
-            }
+            log::debug!(target: "ferrokafka::group", "sync: code {} -> {r:?}", resp.error_code);
             match r {
                 Reaction::Ok => {
                     let parts = match decode_assignment(resp.assignment.clone()) {

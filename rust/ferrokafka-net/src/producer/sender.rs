@@ -343,12 +343,15 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                 && !batch.has_reached_delivery_timeout(self.accumulator.config(), now_ms);
             let (code, base, append_time, message) = match &result {
                 Err(e) => {
-                    if std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-                        eprintln!(
-                            "produce {}-{} seq {:?} error {e} retry={can_retry}",
-                            batch.tp.topic, batch.tp.partition, batch.base_sequence
-                        );
-                    }
+                    // Java logs a retried batch at WARN ("Got error produce response").
+                    log::warn!(
+                        target: "ferrokafka::producer",
+                        "Produce to {}-{} (base sequence {:?}) got no answer: {e}; {}",
+                        batch.tp.topic,
+                        batch.tp.partition,
+                        batch.base_sequence,
+                        if can_retry { "retrying" } else { "no retries left" }
+                    );
                     refresh = true;
                     if let (Some(idem), Some(seq)) =
                         (self.idempotence.as_mut(), batch.base_sequence)
@@ -418,10 +421,14 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                 None if retriable && can_retry => BatchOutcome::Retry,
                 None => BatchOutcome::Fail(code),
             };
-            if code != 0 && std::env::var_os("FERROKAFKA_DEBUG").is_some() {
-                eprintln!(
-                    "produce {}-{} seq {:?} code {code} -> {outcome:?}",
-                    batch.tp.topic, batch.tp.partition, batch.base_sequence
+            if code != 0 {
+                log::warn!(
+                    target: "ferrokafka::producer",
+                    "Produce to {}-{} (base sequence {:?}) failed with {}: {outcome:?}",
+                    batch.tp.topic,
+                    batch.tp.partition,
+                    batch.base_sequence,
+                    err
                 );
             }
             match outcome {
