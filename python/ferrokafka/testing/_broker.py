@@ -123,6 +123,16 @@ class EmbeddedBroker:
     """A Tansu broker with in-memory storage, started on construction.
 
     >>> with EmbeddedBroker() as b: b.bootstrap_servers
+
+    ``tls=True``: clients reach it over TLS (server authentication; a CA and a
+    certificate for 127.0.0.1/localhost are made in the broker's temporary
+    directory, ``b.certs``). ``sasl="SCRAM-SHA-256"`` (or -512) with
+    ``users={"alice": "secret"}``: clients must log in. Tansu 0.6.0 has no
+    usable TLS listener and cannot provision SCRAM users while requiring
+    them, so these are fronts on the advertised port: stunnel (OpenSSL) for
+    TLS, ferrokafka.testing's ScramFront (the ``scramp`` SCRAM server) for
+    SASL; the broker itself listens on a loopback port clients never see.
+    ``b.client_config(user)`` gives the matching client options.
     """
 
     def __init__(
@@ -137,13 +147,34 @@ class EmbeddedBroker:
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
         advertised_port: int | None = None,
+        tls: bool = False,
+        sasl: str | None = None,
+        users: dict[str, str] | None = None,
+        initial_rebalance_delay_ms: int | None = None,
     ) -> None:
         # advertised_port: what metadata tells clients (a TLS terminator or
         # proxy in front of the broker); the broker itself listens on `port`.
+        if sasl is not None and sasl not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ValueError(f"sasl={sasl!r}: SCRAM-SHA-256 or SCRAM-SHA-512")
+        if sasl is not None and not users:
+            raise ValueError("sasl needs users={name: password}")
+        self.tls, self.sasl, self.users = bool(tls), sasl, dict(users or {})
+        self._fronts: list = []
+        self.certs = None
         self.advertised_port = advertised_port
         self.host = host
         self.binary = binary or _resolve_bin()
         self._proc: subprocess.Popen | None = None
+        env = dict(env or {})
+        if initial_rebalance_delay_ms is not None:
+            # Kafka's group.initial.rebalance.delay.ms (3000 by default; our patch).
+            env["TANSU_GROUP_INITIAL_REBALANCE_DELAY_MS"] = str(int(initial_rebalance_delay_ms))
+        front_port = None
+        if (self.tls or self.sasl) and advertised_port is None:
+            # Clients only ever see the front's port: the broker advertises it.
+            front_port = port if port is not None else free_port()
+            self.advertised_port = advertised_port = front_port
+            port = None
         # The log lives in a directory of its own that close() removes; it is
         # kept (and its path given in the error) only when start-up fails.
         self._dir: str | None = tempfile.mkdtemp(prefix="ferrokafka-broker-")
@@ -158,17 +189,53 @@ class EmbeddedBroker:
             try:
                 self._start(cluster_id, storage_engine, startup_timeout, extra_args or [], env)
                 _live.add(self)
+                if front_port is not None:
+                    self._start_fronts(front_port)
                 return
             except BrokerStartError as e:
                 last = e
                 self._kill()
+            except BaseException:
+                self.close()
+                raise
         self._log.close()
         self._dir = None  # keep the log for the post-mortem
         raise BrokerStartError(f"{last}\n(broker log kept at {self.log_path})")
 
     @property
     def bootstrap_servers(self) -> str:
+        if self._fronts:
+            return f"{self.host}:{self._fronts[-1].port}"
         return f"{self.host}:{self.port}"
+
+    def _start_fronts(self, front_port: int) -> None:
+        from ._security import ScramFront, StunnelTLS, make_certs
+
+        backend = self.port
+        if self.sasl:
+            # Behind TLS the SCRAM front gets its own loopback port.
+            scram_port = free_port() if self.tls else front_port
+            self._fronts.append(ScramFront(backend, self.users, port=scram_port, host=self.host))
+            backend = scram_port
+        if self.tls:
+            assert self._dir is not None
+            tls_dir = os.path.join(self._dir, "tls")
+            os.makedirs(tls_dir)
+            self.certs = make_certs(tls_dir)
+            self._fronts.append(StunnelTLS(backend, self.certs.server_cert, self.certs.server_key,
+                                           port=front_port, host=self.host))
+
+    def client_config(self, user: str | None = None) -> dict:
+        """ferrokafka client options for this broker (bootstrap, TLS, SASL)."""
+        cfg: dict = {"bootstrap_servers": self.bootstrap_servers}
+        if self.tls:
+            cfg["ssl_cafile"] = self.certs.ca
+        if self.sasl:
+            name = user if user is not None else next(iter(self.users))
+            cfg.update(sasl_mechanism=self.sasl, sasl_username=name, sasl_password=self.users[name])
+        cfg["security_protocol"] = {(False, False): "PLAINTEXT", (True, False): "SSL",
+                                    (False, True): "SASL_PLAINTEXT", (True, True): "SASL_SSL"}[(self.tls, bool(self.sasl))]
+        return cfg
 
     def _start(self, cluster_id, storage_engine, timeout, extra_args, env) -> None:
         url = f"tcp://{self.host}:{self.port}"
@@ -235,6 +302,12 @@ class EmbeddedBroker:
             p.wait(timeout=5)
 
     def close(self) -> None:
+        for front in reversed(getattr(self, "_fronts", [])):
+            try:
+                front.close()
+            except Exception:
+                pass
+        self._fronts = []
         self._kill()
         _live.discard(self)
         try:
