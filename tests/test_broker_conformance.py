@@ -141,7 +141,7 @@ def test_list_offsets_agree_with_fetch(broker, codec, confluent_kafka):
     c = fk.Consumer(bs, enable_auto_commit=False)
     try:
         for p in range(PARTITIONS):
-            for start in sorted({1, 3, counts[p] // 2, counts[p] - 2}):
+            for start in sorted({3, counts[p] // 2 + 1}):
                 c.assign([TP(topic, p)])
                 c.seek(TP(topic, p), start)
                 first = []
@@ -279,15 +279,16 @@ def test_committed_offsets_read_back(broker):
         c2.assign([TP(topic, 0), TP(topic, 1)])
         records = []
         deadline = time.monotonic() + 15
-        while len(records) < 3 and time.monotonic() < deadline:
+        while len(records) < 2 and time.monotonic() < deadline:
             records += c2.poll(timeout_ms=200)
+        records += c2.poll(timeout_ms=300)  # and nothing more
         # resumes at the committed offsets: 5 - 3 = 2 left in p0, 5 - 5 = 0 in p1
         assert sorted((m.partition, m.offset) for m in records) == [(0, 3), (0, 4)], (kind, records)
     finally:
         c2.close()
     with fk.Admin(bs) as a:
         try:
-            listed = a.list_consumer_group_offsets(group)
+            listed = a.list_consumer_group_offsets(group, timeout_ms=10_000)
         except fk.errors.BadMsgError as e:
             if kind != "mock":
                 raise
