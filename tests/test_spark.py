@@ -212,7 +212,8 @@ def test_exact_counts_on_embedded_broker(spark, embedded_broker, topic_name, tmp
         a.create_topics([fk.NewTopic(topic_name, 4, 1)])
     plan = {0: (1, 600, "none"), 1: (10, 2_400, "lz4"), 2: (250, 3_500, "zstd"), 3: (2_000, 4_000, "gzip")}
     for part, (per_batch, n, codec) in plan.items():
-        with fk.Producer(bs, linger_ms=1000, batch_size=1 << 20, compression_type=codec) as p:
+        # linger 0: each send_batch (waited for) goes out as its own produce batch
+        with fk.Producer(bs, linger_ms=0, batch_size=1 << 20, compression_type=codec) as p:
             for start in range(0, n, per_batch):
                 p.send_batch(topic_name, [b"%d-%d" % (part, i) for i in range(start, min(n, start + per_batch))],
                              partition=part).result(30)
