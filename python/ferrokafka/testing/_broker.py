@@ -29,7 +29,7 @@ TANSU_VERSION = "0.6.0"
 # scripts/build-tansu.sh (--id prints it; tests/test_testing_smoke.py checks that
 # both agree). A binary built from another patch lives in another directory and
 # is never picked up by mistake.
-TANSU_BUILD_ID = "107ba4d57853"
+TANSU_BUILD_ID = "a41f7bf18d9f"
 
 
 class BrokerStartError(RuntimeError):
