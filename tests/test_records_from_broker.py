@@ -20,7 +20,7 @@ def _call(nc, node, request, timeout=20.0):
     nc.send(nc.new_client_request(node.id, request))
     while time.monotonic() < deadline:
         for r in nc.poll(200):
-            assert not r.disconnected and r.version_mismatch is None
+            assert not r.disconnected and r.version_mismatch is None, r.error
             return r.response_body
     raise AssertionError("no answer")
 

