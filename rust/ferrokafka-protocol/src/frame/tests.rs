@@ -382,3 +382,23 @@ proptest! {
         }
     }
 }
+
+/// Tansu 0.6 answers Fetch v12 with the top-level NodeEndpoints tag (tag 0),
+/// which only v16 defines (bytes captured from it). Kept as an unknown tag,
+/// as librdkafka skips it; the generated decoder refused the whole answer.
+#[test]
+fn fetch_v12_with_a_tag_of_a_later_version_decodes() {
+    let body = Bytes::from_static(
+        b"\0\0\0\0\0\0\0\0\0\0\x02\x02t\x02\0\0\0\0\0\0\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\x01\
+          \0\0\0\0\0\0\0\0\x01\xff\xff\xff\xffF\0\0\0\0\0\0\0\0\0\0\09\xff\xff\xff\xff\x02#\xf7\
+          \x195\0\0\0\0\0\0\0\0\x01\xa2\x08\xee\xf9\x81\0\0\x01\xa2\x08\xee\xf9\x81\0\0\0\0\0\0\0\
+          \x01\0\0\0\0\0\0\0\0\0\x01\x0e\0\0\0\x01\x02x\0\0\0\x01\0\x01\x01",
+    );
+    let (r, v) = decode_response_body(1, 12, body).unwrap();
+    assert_eq!(v, 12);
+    let ResponseKind::Fetch(r) = r else { panic!("{r:?}") };
+    let p = &r.responses[0].partitions[0];
+    assert_eq!((p.high_watermark, p.records.as_ref().map(|b| b.len())), (1, Some(69)));
+    assert!(r.node_endpoints.is_empty());
+    assert_eq!(r.unknown_tagged_fields.len(), 1);
+}

@@ -549,7 +549,11 @@ impl Decodable for FetchResponse {
                             node_endpoints =
                                 types::CompactArray(types::Struct { version }).decode(buf)?;
                         } else {
-                            bail!("Tag {} is not valid for version {}", tag, version);
+                            // ferrokafka patch: a tag sent at a version that does not
+                            // define it is kept as unknown, as librdkafka skips it
+                            // (Tansu 0.6 sends NodeEndpoints below v16).
+                            let unknown_value = buf.try_get_bytes(size as usize)?;
+                            unknown_tagged_fields.insert(tag as i32, unknown_value);
                         }
                     }
                     _ => {
