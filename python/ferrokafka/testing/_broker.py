@@ -1,9 +1,10 @@
 """EmbeddedBroker: a Tansu broker process on a free loopback port.
 
 The binary is ferrokafka's own build of Tansu 0.6.0 from crates.io with the fixes
-in ``third_party/tansu/`` (ListOffsets answers the high watermark, a new group's
-first join is not held up by the session timeout, a TLS listener), made by
-``scripts/build-tansu.sh``. ``TANSU_BIN`` overrides it. Other Tansu builds are
+of ``tansu-0.6.0.patch`` (beside this module; ListOffsets answers the high
+watermark, a new group's first join is not held up by the session timeout), made by
+``python -m ferrokafka.testing.build_tansu`` (``scripts/build-tansu.sh`` in a
+checkout). ``TANSU_BIN`` overrides it. Other Tansu builds are
 never picked silently: the stock 0.6.0 answers ListOffsets(latest) with a stale
 offset, which makes end offsets and Spark batch reads wrong without any error.
 """
@@ -26,7 +27,7 @@ __all__ = ["EmbeddedBroker", "BrokerStartError", "TansuBinaryNotFound", "api_ver
 TANSU_VERSION = "0.6.0"
 # Identifies the patch the default binary must be built with: the first 12 hex
 # digits of sha256(patch file + "features=" + cargo features), as computed by
-# scripts/build-tansu.sh (--id prints it; tests/test_testing_smoke.py checks that
+# build_tansu.sh beside this module (--id prints it; tests/test_testing_smoke.py checks that
 # both agree). A binary built from another patch lives in another directory and
 # is never picked up by mistake.
 TANSU_BUILD_ID = "a41f7bf18d9f"
@@ -41,7 +42,7 @@ class TansuBinaryNotFound(BrokerStartError):
 
 
 def default_binary() -> str:
-    """Where scripts/build-tansu.sh puts the binary for this ferrokafka."""
+    """Where build_tansu.sh puts the binary for this ferrokafka."""
     cache = os.environ.get("FERROKAFKA_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "ferrokafka")
     return os.path.join(cache, f"tansu-{TANSU_VERSION}-{TANSU_BUILD_ID}", "tansu")
 
@@ -102,9 +103,10 @@ def _resolve_bin() -> str:
         return path
     raise TansuBinaryNotFound(
         f"EmbeddedBroker needs ferrokafka's patched Tansu {TANSU_VERSION} build, expected at {path}.\n"
-        "Build it from a ferrokafka checkout with ./scripts/build-tansu.sh (cargo fetches tansu from "
-        "crates.io and applies third_party/tansu/; a few minutes cold, cached afterwards; "
-        "./scripts/install-test-deps.sh runs it), or point TANSU_BIN at a Tansu binary you trust. "
+        "Build it with `python -m ferrokafka.testing.build_tansu` (needs cargo: it fetches tansu from "
+        "crates.io and applies the patch shipped with ferrokafka; about 11 minutes cold on 2 cores, "
+        "cached afterwards; ./scripts/install-test-deps.sh runs it in a checkout), or point TANSU_BIN "
+        "at a Tansu binary you trust. "
         "Stock Tansu 0.6.0 builds are not used by default: they answer ListOffsets(latest) with a "
         "stale offset, so end offsets and Spark reads come out wrong."
     )
