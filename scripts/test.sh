@@ -5,6 +5,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 start=$SECONDS
 ./scripts/install-test-deps.sh
 ./scripts/build.sh
+echo "== rustfmt --check ($((SECONDS - start))s)"
+# Formatting is a gate (clippy -D warnings and ruff follow once the tree is clean).
+cargo fmt -p ferrokafka-protocol -p ferrokafka-net -p ferrokafka-py --check
 echo "== cargo test ($((SECONDS - start))s)"
 cargo test --workspace --quiet
 echo "== stubs: mypy.stubtest ferrokafka._core ($((SECONDS - start))s)"

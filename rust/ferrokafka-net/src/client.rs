@@ -19,11 +19,11 @@ use std::collections::HashMap;
 
 use bytes::{Bytes, BytesMut};
 use ferrokafka_protocol::frame::{self, RequestHeader};
+use ferrokafka_protocol::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use ferrokafka_protocol::kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, MetadataRequest, RequestKind, ResponseKind, TopicName,
 };
 use ferrokafka_protocol::kafka_protocol::protocol::StrBytes;
-use ferrokafka_protocol::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use rand::Rng;
 
 use crate::cluster::Node;
@@ -71,7 +71,12 @@ impl Default for ClientConfig {
 
 impl ClientConfig {
     pub fn validate(&self) -> Result<(), Error> {
-        let bad = |key: &str, detail: &str| Err(Error::Config { key: key.into(), detail: detail.into() });
+        let bad = |key: &str, detail: &str| {
+            Err(Error::Config {
+                key: key.into(),
+                detail: detail.into(),
+            })
+        };
         if self.max_in_flight_requests_per_connection == 0 {
             return bad("max_in_flight_requests_per_connection", "must be >= 1");
         }
@@ -117,11 +122,26 @@ pub enum WriteOutcome {
 
 #[derive(Debug, Clone)]
 pub enum Event {
-    Connected { node: i32, conn: u64 },
+    Connected {
+        node: i32,
+        conn: u64,
+    },
     /// The first `written` frames queued on the connection are fully written.
-    SendDone { node: i32, conn: u64, written: u64 },
-    Frame { node: i32, conn: u64, frame: Bytes },
-    Disconnected { node: i32, conn: u64, error: Error },
+    SendDone {
+        node: i32,
+        conn: u64,
+        written: u64,
+    },
+    Frame {
+        node: i32,
+        conn: u64,
+        frame: Bytes,
+    },
+    Disconnected {
+        node: i32,
+        conn: u64,
+        error: Error,
+    },
     /// Nothing happened on a socket, but poll should look again (a request
     /// completed locally, the client closed...).
     Wakeup,
@@ -230,7 +250,13 @@ impl InFlight for InFlightRequest {
 }
 
 impl InFlightRequest {
-    fn into_response(self, now_ms: i64, disconnected: bool, body: Option<ResponseKind>, error: Option<Error>) -> ClientResponse {
+    fn into_response(
+        self,
+        now_ms: i64,
+        disconnected: bool,
+        body: Option<ResponseKind>,
+        error: Option<Error>,
+    ) -> ClientResponse {
         ClientResponse {
             request_header: self.header,
             destination: self.destination,
@@ -286,7 +312,12 @@ pub struct ClientCore {
 }
 
 impl ClientCore {
-    pub fn new(cfg: ClientConfig, updater: Box<dyn MetadataUpdater>, transport: Box<dyn Transport>, seed: u64) -> Result<Self, Error> {
+    pub fn new(
+        cfg: ClientConfig,
+        updater: Box<dyn MetadataUpdater>,
+        transport: Box<dyn Transport>,
+        seed: u64,
+    ) -> Result<Self, Error> {
         use rand::SeedableRng;
         cfg.validate()?;
         let mut nodes = HashMap::new();
@@ -296,7 +327,11 @@ impl ClientCore {
         }
         Ok(ClientCore {
             in_flight: InFlightRequests::new(cfg.max_in_flight_requests_per_connection),
-            states: ClusterConnectionStates::new(cfg.reconnect_backoff_ms, cfg.reconnect_backoff_max_ms, seed),
+            states: ClusterConnectionStates::new(
+                cfg.reconnect_backoff_ms,
+                cfg.reconnect_backoff_max_ms,
+                seed,
+            ),
             cfg,
             conns: HashMap::new(),
             nodes,
@@ -327,7 +362,10 @@ impl ClientCore {
         c
     }
 
-    fn with_updater<R>(&mut self, f: impl FnOnce(&mut dyn MetadataUpdater, &mut Self) -> R) -> Option<R> {
+    fn with_updater<R>(
+        &mut self,
+        f: impl FnOnce(&mut dyn MetadataUpdater, &mut Self) -> R,
+    ) -> Option<R> {
         // The updater is taken out while it runs so it can receive `&mut self`
         // as its context without aliasing; it is always put back.
         let mut up = self.updater.take()?;
@@ -384,11 +422,16 @@ impl ClientCore {
 
     /// Connection READY and the in-flight deque has room (SEMANTICS 4.2).
     pub fn can_send_request(&self, node: i32) -> bool {
-        self.states.is_ready(node) && self.conns.contains_key(&node) && self.in_flight.can_send_more(node)
+        self.states.is_ready(node)
+            && self.conns.contains_key(&node)
+            && self.in_flight.can_send_more(node)
     }
 
     pub fn is_ready(&self, node: i32, now_ms: i64) -> bool {
-        let due = self.updater.as_ref().is_some_and(|u| u.is_update_due(now_ms));
+        let due = self
+            .updater
+            .as_ref()
+            .is_some_and(|u| u.is_update_due(now_ms));
         !due && self.can_send_request(node)
     }
 
@@ -444,7 +487,11 @@ impl ClientCore {
                 can_connect.get_or_insert(n);
             }
         }
-        best_ready.map(|(_, n)| n).or(connecting).or(can_connect).cloned()
+        best_ready
+            .map(|(_, n)| n)
+            .or(connecting)
+            .or(can_connect)
+            .cloned()
     }
 
     pub fn initiate_connect(&mut self, node: &Node, now_ms: i64) {
@@ -452,7 +499,13 @@ impl ClientCore {
         let conn = self.next_conn;
         self.next_conn += 1;
         self.states.connecting(node.id, now_ms);
-        self.conns.insert(node.id, ConnInfo { conn, ..Default::default() });
+        self.conns.insert(
+            node.id,
+            ConnInfo {
+                conn,
+                ..Default::default()
+            },
+        );
         self.transport.connect(node, conn);
     }
 
@@ -488,18 +541,30 @@ impl ClientCore {
         self.do_send(req, now_ms, Internal::No)
     }
 
-    fn do_send(&mut self, req: ClientRequest, now_ms: i64, internal: Internal) -> Result<(), Error> {
+    fn do_send(
+        &mut self,
+        req: ClientRequest,
+        now_ms: i64,
+        internal: Internal,
+    ) -> Result<(), Error> {
         if self.closed {
-            return Err(Error::Closed { what: "network client" });
+            return Err(Error::Closed {
+                what: "network client",
+            });
         }
         let node = req.destination;
         if !self.can_send_request(node) {
             return Err(Error::State {
-                detail: format!("attempt to send a request to node {node} which is not ready ({})", self.states.state(node).as_str()),
+                detail: format!(
+                    "attempt to send a request to node {node} which is not ready ({})",
+                    self.states.state(node).as_str()
+                ),
             });
         }
         if req.api_key < 0 {
-            return Err(Error::State { detail: "request kind not supported by the network client".into() });
+            return Err(Error::State {
+                detail: "request kind not supported by the network client".into(),
+            });
         }
         let header = |v: i16| RequestHeader {
             api_key: req.api_key,
@@ -511,7 +576,10 @@ impl ClientCore {
         if let Some(m) = req.max_version {
             cmax = cmax.min(m);
         }
-        let broker = self.conns.get(&node).and_then(|c| c.broker_versions.get(&req.api_key).copied());
+        let broker = self
+            .conns
+            .get(&node)
+            .and_then(|c| c.broker_versions.get(&req.api_key).copied());
         let version = match broker {
             Some((bmin, bmax)) if bmin.max(cmin) <= bmax.min(cmax) => bmax.min(cmax),
             _ => {
@@ -550,7 +618,17 @@ impl ClientCore {
                 m.topics = Some(vec![]);
             }
         }
-        self.write_request(node, header(version), body, req.created_ms, req.expect_response, internal, req.request_timeout_ms, req.callback, now_ms)
+        self.write_request(
+            node,
+            header(version),
+            body,
+            req.created_ms,
+            req.expect_response,
+            internal,
+            req.request_timeout_ms,
+            req.callback,
+            now_ms,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -597,7 +675,8 @@ impl ClientCore {
         if send_done && !expect_response {
             // 4.8: acks=0 completes once its bytes are out.
             if let Some(r) = self.in_flight.complete_last_sent(node) {
-                self.local_completions.push(r.into_response(now_ms, false, None, None));
+                self.local_completions
+                    .push(r.into_response(now_ms, false, None, None));
             }
         }
         Ok(())
@@ -614,9 +693,24 @@ impl ClientCore {
                 .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION"))),
         );
         let cid = self.next_correlation();
-        let header = RequestHeader { api_key: ApiKey::ApiVersions as i16, api_version: version, correlation_id: cid, client_id: Some(self.cfg.client_id.clone()) };
+        let header = RequestHeader {
+            api_key: ApiKey::ApiVersions as i16,
+            api_version: version,
+            correlation_id: cid,
+            client_id: Some(self.cfg.client_id.clone()),
+        };
         let timeout = self.cfg.request_timeout_ms;
-        if let Err(e) = self.write_request(node, header, body, now_ms, true, Internal::ApiVersions, timeout, None, now_ms) {
+        if let Err(e) = self.write_request(
+            node,
+            header,
+            body,
+            now_ms,
+            true,
+            Internal::ApiVersions,
+            timeout,
+            None,
+            now_ms,
+        ) {
             self.disconnect_node(node, now_ms, Some(e), &mut Vec::new());
         }
     }
@@ -630,10 +724,20 @@ impl ClientCore {
             return i64::MAX;
         }
         self.refresh_nodes();
-        let wait = self.with_updater(|up, core| up.maybe_update(now_ms, core)).unwrap_or(i64::MAX);
-        let until_timeout = self.in_flight.earliest_deadline().map_or(i64::MAX, |d| (d - now_ms).max(0));
+        let wait = self
+            .with_updater(|up, core| up.maybe_update(now_ms, core))
+            .unwrap_or(i64::MAX);
+        let until_timeout = self
+            .in_flight
+            .earliest_deadline()
+            .map_or(i64::MAX, |d| (d - now_ms).max(0));
         let mut w = wait.min(until_timeout);
-        if self.has_local_completions() || self.conns.values().any(|c| c.api_versions_pending.is_some()) {
+        if self.has_local_completions()
+            || self
+                .conns
+                .values()
+                .any(|c| c.api_versions_pending.is_some())
+        {
             w = 0;
         }
         w.max(0)
@@ -649,7 +753,11 @@ impl ClientCore {
         let (mut sends, mut frames, mut discs, mut connects) = (vec![], vec![], vec![], vec![]);
         for ev in events {
             match ev {
-                Event::SendDone { node, conn, written } => sends.push((node, conn, written)),
+                Event::SendDone {
+                    node,
+                    conn,
+                    written,
+                } => sends.push((node, conn, written)),
                 Event::Frame { node, conn, frame } => frames.push((node, conn, frame)),
                 Event::Disconnected { node, conn, error } => discs.push((node, conn, error)),
                 Event::Connected { node, conn } => connects.push((node, conn)),
@@ -672,7 +780,8 @@ impl ClientCore {
             }
         }
         for (node, conn) in connects {
-            if self.is_current(node, conn) && self.states.state(node) == ConnectionState::Connecting {
+            if self.is_current(node, conn) && self.states.state(node) == ConnectionState::Connecting
+            {
                 self.states.checking_api_versions(node, now_ms);
                 if let Some(c) = self.conns.get_mut(&node) {
                     c.api_versions_pending = Some(API_VERSIONS_START);
@@ -695,11 +804,17 @@ impl ClientCore {
         }
         // Timed-out requests close their connection (4.10).
         for node in self.in_flight.nodes_with_expired_requests(now_ms) {
-            let err = Error::Timeout { what: format!("request to node {node}"), timeout_ms: self.cfg.request_timeout_ms.max(0) as u64 };
+            let err = Error::Timeout {
+                what: format!("request to node {node}"),
+                timeout_ms: self.cfg.request_timeout_ms.max(0) as u64,
+            };
             self.disconnect_node(node, now_ms, Some(err), &mut responses);
         }
         // Idle connections (nothing in flight, no traffic for max idle).
-        for node in self.states.idle_nodes(now_ms, self.cfg.connections_max_idle_ms) {
+        for node in self
+            .states
+            .idle_nodes(now_ms, self.cfg.connections_max_idle_ms)
+        {
             if self.in_flight.is_empty(node) {
                 self.close_node(node, now_ms);
             }
@@ -711,10 +826,18 @@ impl ClientCore {
         self.conns.get(&node).is_some_and(|c| c.conn == conn)
     }
 
-    fn handle_send_done(&mut self, node: i32, written: u64, now_ms: i64, out: &mut Vec<ClientResponse>) {
+    fn handle_send_done(
+        &mut self,
+        node: i32,
+        written: u64,
+        now_ms: i64,
+        out: &mut Vec<ClientResponse>,
+    ) {
         // `can_send_more` keeps at most one unwritten request per node and it
         // is the newest, so only the head can be waiting for this.
-        let Some(head) = self.in_flight.last_sent_mut(node) else { return };
+        let Some(head) = self.in_flight.last_sent_mut(node) else {
+            return;
+        };
         if head.send_done || head.send_seq > written {
             return;
         }
@@ -737,15 +860,25 @@ impl ClientCore {
             // nobody asked for, or the wrong id): nothing later on it can be
             // trusted. Fail everything in flight and start over.
             let err = match (expected, actual) {
-                (None, _) => Error::Protocol(ferrokafka_protocol::ProtocolError::invalid("response", "response received with no request in flight")),
-                (Some(e), Ok(a)) => Error::Protocol(ferrokafka_protocol::ProtocolError::CorrelationMismatch { expected: e, actual: a }),
+                (None, _) => Error::Protocol(ferrokafka_protocol::ProtocolError::invalid(
+                    "response",
+                    "response received with no request in flight",
+                )),
+                (Some(e), Ok(a)) => {
+                    Error::Protocol(ferrokafka_protocol::ProtocolError::CorrelationMismatch {
+                        expected: e,
+                        actual: a,
+                    })
+                }
                 (_, Err(e)) => Error::Protocol(e),
             };
             self.disconnect_node(node, now_ms, Some(err), out);
             self.with_updater(|up, _| up.request_update());
             return;
         }
-        let Some(req) = self.in_flight.complete_next(node) else { return };
+        let Some(req) = self.in_flight.complete_next(node) else {
+            return;
+        };
         let decoded = frame::decode_response(req.header.api_key, req.header.api_version, f);
         match decoded {
             Err(e) => {
@@ -775,7 +908,9 @@ impl ClientCore {
                 }
             }
             Ok((_, body, _)) => match req.internal {
-                Internal::ApiVersions => self.handle_api_versions(node, req.header.api_version, body, now_ms, out),
+                Internal::ApiVersions => {
+                    self.handle_api_versions(node, req.header.api_version, body, now_ms, out)
+                }
                 Internal::Metadata => {
                     if let ResponseKind::Metadata(m) = &body {
                         match metadata_response_from_wire(m) {
@@ -789,7 +924,9 @@ impl ClientCore {
                             // A top-level error (v13+ REBOOTSTRAP_REQUIRED...) is a
                             // failed update for the updater to back off from.
                             Err(e) => {
-                                self.with_updater(|up, _| up.handle_failed_request(now_ms, Some(&e)));
+                                self.with_updater(|up, _| {
+                                    up.handle_failed_request(now_ms, Some(&e))
+                                });
                             }
                         }
                     }
@@ -799,8 +936,17 @@ impl ClientCore {
         }
     }
 
-    fn handle_api_versions(&mut self, node: i32, sent_version: i16, body: ResponseKind, now_ms: i64, out: &mut Vec<ClientResponse>) {
-        let ResponseKind::ApiVersions(r) = body else { return };
+    fn handle_api_versions(
+        &mut self,
+        node: i32,
+        sent_version: i16,
+        body: ResponseKind,
+        now_ms: i64,
+        out: &mut Vec<ClientResponse>,
+    ) {
+        let ResponseKind::ApiVersions(r) = body else {
+            return;
+        };
         if r.error_code == frame::UNSUPPORTED_VERSION {
             // The broker does not speak our ApiVersions version; its v0
             // answer names the range it does speak (an empty list means v0,
@@ -811,7 +957,12 @@ impl ClientCore {
             // fresh request with a fresh deadline so the request timeout
             // never fires. Versions strictly decrease, so at most
             // API_VERSIONS_START retries; after that the error below ends it.
-            let theirs = r.api_keys.iter().find(|k| k.api_key == ApiKey::ApiVersions as i16).map(|k| k.max_version).unwrap_or(0);
+            let theirs = r
+                .api_keys
+                .iter()
+                .find(|k| k.api_key == ApiKey::ApiVersions as i16)
+                .map(|k| k.max_version)
+                .unwrap_or(0);
             let retry = theirs.clamp(0, API_VERSIONS_START);
             if retry < sent_version {
                 let last = self.in_flight.count(node) == 0;
@@ -829,7 +980,11 @@ impl ClientCore {
             return;
         }
         if let Some(c) = self.conns.get_mut(&node) {
-            c.broker_versions = r.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect();
+            c.broker_versions = r
+                .api_keys
+                .iter()
+                .map(|k| (k.api_key, (k.min_version, k.max_version)))
+                .collect();
         }
         self.states.ready(node, now_ms);
     }
@@ -847,7 +1002,13 @@ impl ClientCore {
 
     /// 4.10: every in-flight request of `node` completes disconnected, the
     /// connection closes, state DISCONNECTED (backoff grows), updater told.
-    fn disconnect_node(&mut self, node: i32, now_ms: i64, error: Option<Error>, out: &mut Vec<ClientResponse>) {
+    fn disconnect_node(
+        &mut self,
+        node: i32,
+        now_ms: i64,
+        error: Option<Error>,
+        out: &mut Vec<ClientResponse>,
+    ) {
         if let Some(c) = self.conns.remove(&node) {
             self.transport.close(node, c.conn);
         }
@@ -856,7 +1017,8 @@ impl ClientCore {
             // storm), and callers see the refusal instead of a generic
             // disconnect.
             self.states.auth_failed(node, now_ms);
-            self.last_auth_error.insert(node, error.clone().expect("matched"));
+            self.last_auth_error
+                .insert(node, error.clone().expect("matched"));
         } else {
             self.states.disconnected(node, now_ms);
         }
@@ -878,7 +1040,12 @@ impl ClientCore {
         self.states.disconnected(node, now_ms);
         for req in self.in_flight.clear_all(node) {
             let internal = req.internal;
-            let r = req.into_response(now_ms, true, None, Some(Error::Disconnected { node_id: node }));
+            let r = req.into_response(
+                now_ms,
+                true,
+                None,
+                Some(Error::Disconnected { node_id: node }),
+            );
             self.finish(r, internal, &mut out);
         }
         out
@@ -897,7 +1064,9 @@ impl ClientCore {
 
     /// Why the node's last connection was refused (TLS/SASL), if it was.
     pub fn auth_error(&self, node: i32) -> Option<Error> {
-        (self.states.state(node) == ConnectionState::AuthFailed).then(|| self.last_auth_error.get(&node).cloned()).flatten()
+        (self.states.state(node) == ConnectionState::AuthFailed)
+            .then(|| self.last_auth_error.get(&node).cloned())
+            .flatten()
     }
 
     pub fn is_closed(&self) -> bool {
@@ -921,14 +1090,24 @@ impl UpdaterContext for ClientCore {
     fn initiate_connect(&mut self, node: &Node, now_ms: i64) {
         ClientCore::initiate_connect(self, node, now_ms)
     }
-    fn send_metadata_request(&mut self, node_id: i32, spec: MetadataRequestSpec, now_ms: i64) -> Result<(), Error> {
+    fn send_metadata_request(
+        &mut self,
+        node_id: i32,
+        spec: MetadataRequestSpec,
+        now_ms: i64,
+    ) -> Result<(), Error> {
         let topics = spec.topics.map(|ts| {
             ts.into_iter()
-                .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(t)))))
+                .map(|t| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(t))))
+                })
                 .collect()
         });
         let body = RequestKind::Metadata(
-            MetadataRequest::default().with_topics(topics).with_allow_auto_topic_creation(spec.allow_auto_topic_creation),
+            MetadataRequest::default()
+                .with_topics(topics)
+                .with_allow_auto_topic_creation(spec.allow_auto_topic_creation),
         );
         let req = self.new_client_request(node_id, body, true, None, now_ms);
         self.do_send(req, now_ms, Internal::Metadata)

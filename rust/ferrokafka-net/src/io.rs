@@ -367,8 +367,7 @@ async fn run_connection(
                     .notify_at
                     .compare_exchange(want, 0, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok()
-            {
-                if wevents
+                && wevents
                     .send(Event::SendDone {
                         node: id,
                         conn,
@@ -378,7 +377,6 @@ async fn run_connection(
                 {
                     return;
                 }
-            }
         }
     });
     // Aborting this task (client close) must take the writer down too.

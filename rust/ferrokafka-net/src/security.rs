@@ -216,7 +216,9 @@ fn build_tls(o: &TlsOptions) -> Result<rustls::ClientConfig, Error> {
                 for c in rustls_pemfile::certs(&mut pem.as_slice()) {
                     let c = match c {
                         Ok(c) => c,
-                        Err(e) if single => return Err(cfg_err("ssl_cafile", format!("{fname}: {e}"))),
+                        Err(e) if single => {
+                            return Err(cfg_err("ssl_cafile", format!("{fname}: {e}")))
+                        }
                         Err(_) => break,
                     };
                     let der = c.clone();
@@ -225,7 +227,9 @@ fn build_tls(o: &TlsOptions) -> Result<rustls::ClientConfig, Error> {
                             n += 1;
                             anchors.push(der);
                         }
-                        Err(e) if single => return Err(cfg_err("ssl_cafile", format!("{fname}: {e}"))),
+                        Err(e) if single => {
+                            return Err(cfg_err("ssl_cafile", format!("{fname}: {e}")))
+                        }
                         Err(_) => {}
                     }
                 }
@@ -331,7 +335,11 @@ impl rustls::client::danger::ServerCertVerifier for KafkaServerVerifier {
         now: rustls::pki_types::UnixTime,
     ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
         use rustls::client::danger::ServerCertVerified;
-        if self.anchors.iter().any(|a| a.as_ref() == end_entity.as_ref()) {
+        if self
+            .anchors
+            .iter()
+            .any(|a| a.as_ref() == end_entity.as_ref())
+        {
             check_validity(end_entity, now)?;
             if self.check_hostname {
                 let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
@@ -414,15 +422,21 @@ fn der_next(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
 /// (notBefore, notAfter) in Unix seconds: Certificate -> TBSCertificate ->
 /// [0] version?, serial, signature, issuer, validity.
 fn der_validity(cert: &[u8]) -> Option<(i64, i64)> {
-    let (0x30, cert, _) = der_next(cert)? else { return None };
-    let (0x30, tbs, _) = der_next(cert)? else { return None };
+    let (0x30, cert, _) = der_next(cert)? else {
+        return None;
+    };
+    let (0x30, tbs, _) = der_next(cert)? else {
+        return None;
+    };
     let (tag, _, mut rest) = der_next(tbs)?;
     if tag == 0xa0 {
         rest = der_next(rest)?.2; // the version was explicit: skip the serial
     }
     let rest = der_next(rest)?.2; // signature algorithm
     let rest = der_next(rest)?.2; // issuer
-    let (0x30, validity, _) = der_next(rest)? else { return None };
+    let (0x30, validity, _) = der_next(rest)? else {
+        return None;
+    };
     let (t1, nb, rest) = der_next(validity)?;
     let (t2, na, _) = der_next(rest)?;
     Some((der_time(t1, nb)?, der_time(t2, na)?))
@@ -459,9 +473,7 @@ fn der_time(tag: u8, v: &[u8]) -> Option<i64> {
 /// refusal says which option to look at.
 fn tls_advice(e: &std::io::Error, host: &str) -> String {
     use rustls::CertificateError as C;
-    let inner = e
-        .get_ref()
-        .and_then(|i| i.downcast_ref::<rustls::Error>());
+    let inner = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
     match inner {
         Some(rustls::Error::InvalidCertificate(c)) => match c {
             C::UnknownIssuer => "the broker certificate is not signed by a trusted CA: set \
@@ -473,15 +485,20 @@ fn tls_advice(e: &std::io::Error, host: &str) -> String {
                  address it lists (subjectAltName), or set ssl_check_hostname=False \
                  (ssl.endpoint.identification.algorithm='') to skip the name check"
             ),
-            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. } => {
+            C::Expired
+            | C::ExpiredContext { .. }
+            | C::NotValidYet
+            | C::NotValidYetContext { .. } => {
                 "the broker certificate is outside its validity period: renew it, or check \
                  this machine's clock"
                     .into()
             }
             // webpki's own error, passed through as `Other`.
-            C::Other(o) if format!("{o:?}").contains("CaUsedAsEndEntity") => "the broker presents a CA certificate as its own: put that \
+            C::Other(o) if format!("{o:?}").contains("CaUsedAsEndEntity") => {
+                "the broker presents a CA certificate as its own: put that \
                 very certificate in ssl_cafile, or give the broker a certificate signed by the CA"
-                .into(),
+                    .into()
+            }
             C::InvalidPurpose | C::InvalidPurposeContext { .. } => "the broker certificate is not \
                 meant for TLS servers (extendedKeyUsage lacks serverAuth): reissue it"
                 .into(),
@@ -494,7 +511,8 @@ fn tls_advice(e: &std::io::Error, host: &str) -> String {
             "the broker refused the handshake ({a:?}): if it requires client certificates set \
              ssl_certfile and ssl_keyfile to a certificate its CA trusts"
         ),
-        Some(rustls::Error::InvalidMessage(_)) | Some(rustls::Error::InappropriateMessage { .. }) => {
+        Some(rustls::Error::InvalidMessage(_))
+        | Some(rustls::Error::InappropriateMessage { .. }) => {
             "the broker did not answer in TLS: check that this port is an SSL listener \
              (security_protocol must match the listener)"
                 .into()
@@ -510,7 +528,9 @@ fn tls_advice(e: &std::io::Error, host: &str) -> String {
              ssl_keyfile"
                 .into()
         }
-        _ => "check ssl_cafile, ssl_certfile/ssl_keyfile and that the port is an SSL listener".into(),
+        _ => {
+            "check ssl_cafile, ssl_certfile/ssl_keyfile and that the port is an SSL listener".into()
+        }
     }
 }
 
@@ -547,7 +567,10 @@ pub async fn secure(
                 Ok(Ok(s)) => Box::new(s),
                 Ok(Err(e)) => {
                     let advice = tls_advice(&e, &node.host);
-                    return Err(auth_err(node, format!("TLS handshake failed: {e}; {advice}")));
+                    return Err(auth_err(
+                        node,
+                        format!("TLS handshake failed: {e}; {advice}"),
+                    ));
                 }
                 Err(_) => {
                     return Err(auth_err(

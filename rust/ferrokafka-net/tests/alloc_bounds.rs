@@ -63,8 +63,7 @@ fn forged_records_count_allocates_nothing_big() {
     });
     let err = result
         .unwrap()
-        .err()
-        .expect("a forged count must be refused");
+        .expect_err("a forged count must be refused");
     assert!(err.to_string().contains("records count"), "{err}");
     assert!(
         largest < 1 << 20,

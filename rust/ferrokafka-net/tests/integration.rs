@@ -177,17 +177,42 @@ fn admin_timeout_error_names_the_callers_timeout() {
             });
         }
     });
-    let md = Arc::new(ferrokafka_net::Metadata::new(ferrokafka_net::MetadataConfig::default()).unwrap());
+    let md =
+        Arc::new(ferrokafka_net::Metadata::new(ferrokafka_net::MetadataConfig::default()).unwrap());
     md.bootstrap(&[format!("127.0.0.1:{port}")]).unwrap();
-    let updater = ferrokafka_net::DefaultMetadataUpdater::new(md.clone(), ferrokafka_net::UpdaterConfig { request_timeout_ms: 500, ..Default::default() });
-    let cfg = ClientConfig { request_timeout_ms: 500, reconnect_backoff_ms: 50, reconnect_backoff_max_ms: 100, ..ClientConfig::default() };
+    let updater = ferrokafka_net::DefaultMetadataUpdater::new(
+        md.clone(),
+        ferrokafka_net::UpdaterConfig {
+            request_timeout_ms: 500,
+            ..Default::default()
+        },
+    );
+    let cfg = ClientConfig {
+        request_timeout_ms: 500,
+        reconnect_backoff_ms: 50,
+        reconnect_backoff_max_ms: 100,
+        ..ClientConfig::default()
+    };
     let net = Arc::new(NetworkClient::new(cfg, Box::new(updater)).unwrap());
-    let admin = AdminClient::new(AdminConfig { request_timeout_ms: 500, retry_backoff_ms: 50, default_api_timeout_ms: 60_000 }, md, net);
+    let admin = AdminClient::new(
+        AdminConfig {
+            request_timeout_ms: 500,
+            retry_backoff_ms: 50,
+            default_api_timeout_ms: 60_000,
+        },
+        md,
+        net,
+    );
     let t0 = Instant::now();
     let e = admin.list_topics(Duration::from_millis(700)).unwrap_err();
     let took = t0.elapsed();
-    assert!(took >= Duration::from_millis(650) && took < Duration::from_secs(3), "{took:?}");
-    let Error::Timeout { what, timeout_ms } = &e else { panic!("{e:?}") };
+    assert!(
+        took >= Duration::from_millis(650) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    let Error::Timeout { what, timeout_ms } = &e else {
+        panic!("{e:?}")
+    };
     assert_eq!(*timeout_ms, 700, "{e}");
     assert!(what.contains("correlation id mismatch"), "{what}");
 }

@@ -333,7 +333,10 @@ pub fn decode_response_body(
                 return Ok((r, version));
             }
             log::debug!(target: "ferrokafka::protocol", "undecodable {k:?} v{version}: {raw:02x?}");
-            return Err(ProtocolError::invalid("response body", format!("{k:?} v{version}: {e}")));
+            return Err(ProtocolError::invalid(
+                "response body",
+                format!("{k:?} v{version}: {e}"),
+            ));
         }
     };
     Ok((decoded, version))
@@ -365,7 +368,11 @@ fn group_error_answer(k: ApiKey, version: i16, body: &[u8]) -> Option<ResponseKi
     if code == 0 || code == 79 {
         return None;
     }
-    let throttle = if throttled { i32::from_be_bytes(body[..4].try_into().ok()?) } else { 0 };
+    let throttle = if throttled {
+        i32::from_be_bytes(body[..4].try_into().ok()?)
+    } else {
+        0
+    };
     Some(match k {
         ApiKey::JoinGroup => ResponseKind::JoinGroup(
             JoinGroupResponse::default()
@@ -373,7 +380,11 @@ fn group_error_answer(k: ApiKey, version: i16, body: &[u8]) -> Option<ResponseKi
                 .with_error_code(code)
                 .with_generation_id(-1),
         ),
-        _ => ResponseKind::SyncGroup(SyncGroupResponse::default().with_throttle_time_ms(throttle).with_error_code(code)),
+        _ => ResponseKind::SyncGroup(
+            SyncGroupResponse::default()
+                .with_throttle_time_ms(throttle)
+                .with_error_code(code),
+        ),
     })
 }
 

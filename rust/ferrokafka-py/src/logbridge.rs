@@ -81,7 +81,10 @@ impl Log for PyLogger {
             }
         };
         let message = if suppressed > 0 {
-            format!("{message} (repeated {suppressed} more times in the last {} s)", REPEAT.as_secs())
+            format!(
+                "{message} (repeated {suppressed} more times in the last {} s)",
+                REPEAT.as_secs()
+            )
         } else {
             message
         };
@@ -151,14 +154,18 @@ pub fn drain(py: Python<'_>) {
         let b = g.get_or_insert_with(Bridge::default);
         let refresh = b
             .level_checked
-            .map_or(true, |t| now.duration_since(t) >= LEVEL_REFRESH);
+            .is_none_or(|t| now.duration_since(t) >= LEVEL_REFRESH);
         if refresh {
             b.level_checked = Some(now);
         }
         if !PENDING.swap(false, Ordering::AcqRel) {
             (Vec::new(), 0, refresh)
         } else {
-            (b.queue.drain(..).collect::<Vec<_>>(), std::mem::take(&mut b.dropped_full), refresh)
+            (
+                b.queue.drain(..).collect::<Vec<_>>(),
+                std::mem::take(&mut b.dropped_full),
+                refresh,
+            )
         }
     };
     if refresh {
@@ -167,12 +174,16 @@ pub fn drain(py: Python<'_>) {
     if items.is_empty() {
         return;
     }
-    let Ok(logging) = py.import("logging") else { return };
+    let Ok(logging) = py.import("logging") else {
+        return;
+    };
     if dropped > 0 {
         if let Ok(l) = logging.call_method1("getLogger", ("ferrokafka",)) {
             let _ = l.call_method1(
                 "warning",
-                (format!("{dropped} log records dropped: nothing drained them (call poll)"),),
+                (format!(
+                    "{dropped} log records dropped: nothing drained them (call poll)"
+                ),),
             );
         }
     }

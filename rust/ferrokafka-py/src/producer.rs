@@ -239,7 +239,13 @@ fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<D
     // is set before the channel is dropped).
     while let Ok(item) = rx.recv() {
         let closed = || Error::Closed { what: "producer" };
-        let fix = |e: Error| if matches!(e, Error::Interrupted) { closed() } else { e };
+        let fix = |e: Error| {
+            if matches!(e, Error::Interrupted) {
+                closed()
+            } else {
+                e
+            }
+        };
         match item {
             Deferred::One {
                 topic,
@@ -255,8 +261,10 @@ fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<D
                 let r = if stopped() {
                     Err((closed(), completion))
                 } else {
-                    let hs: Vec<(&str, Option<&[u8]>)> =
-                        headers.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect();
+                    let hs: Vec<(&str, Option<&[u8]>)> = headers
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_deref()))
+                        .collect();
                     core.send_until(
                         &topic,
                         partition,
@@ -295,7 +303,11 @@ fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<D
                         partition,
                         records.len(),
                         |i| (records[i].0.as_deref(), records[i].1.as_deref()),
-                        |i| completions[i].take().expect("each record's completion is taken once"),
+                        |i| {
+                            completions[i]
+                                .take()
+                                .expect("each record's completion is taken once")
+                        },
                         deadline,
                         &stopped,
                     )
@@ -383,7 +395,11 @@ impl PyProducer {
     /// `join` waits for it (close); Drop does not (it may run on any thread).
     fn stop_deferral(&self, join: bool) -> Option<JoinHandle<()>> {
         self.defer_state.stop.store(true, Ordering::Release);
-        let d = self.deferral.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let d = self
+            .deferral
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         let mut t = d.and_then(|mut d| d.thread.take());
         if join {
             if let Some(t) = t.take() {
@@ -410,7 +426,11 @@ impl Drop for PyProducer {
         // Garbage-collected without close(). Pending futures keep us alive,
         // so nothing is in flight here that a user waits for.
         self.stop_deferral(false);
-        let core = self.inner.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        let core = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some(core) = core {
             // The last reference may be let go on one of the producer's own
             // threads (a future completed there released it): closing joins
@@ -546,9 +566,9 @@ impl PyProducer {
         match result {
             Ok(()) => {}
             Err((Error::Interrupted, _)) => {
-                return Err(signals.take().unwrap_or_else(|| {
-                    FkError(Error::Interrupted).into()
-                }))
+                return Err(signals
+                    .take()
+                    .unwrap_or_else(|| FkError(Error::Interrupted).into()))
             }
             Err((e @ Error::Config { .. }, _)) => return Err(FkError(e).into()),
             Err((Error::Timeout { .. }, completion)) if !block => {
@@ -767,15 +787,9 @@ impl PyProducer {
         } else {
             py.detach(|| {
                 let deadline = if block { start } else { Instant::now() };
-                core.send_many_until(
-                    topic,
-                    partition,
-                    n,
-                    &record,
-                    completion,
-                    deadline,
-                    &|| block && signals.interrupted(),
-                )
+                core.send_many_until(topic, partition, n, &record, completion, deadline, &|| {
+                    block && signals.interrupted()
+                })
             })
         };
         if let Some((Error::Config { .. }, _)) = failed.first() {

@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 
 use ferrokafka_protocol::kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
-use crate::admin::{create_topics, delete_topics, list_groups, parse_create_topics, parse_delete_topics, parse_list_groups, NewTopic};
+use crate::admin::{
+    create_topics, delete_topics, list_groups, parse_create_topics, parse_delete_topics,
+    parse_list_groups, NewTopic,
+};
 use crate::cluster::{Cluster, Node, TopicPartition};
 use crate::consumer::requests::{self as rq, OffsetAndMetadata};
 use crate::driver::{AsyncClient, Body, RequestOpts};
@@ -35,7 +38,11 @@ pub struct AdminConfig {
 
 impl Default for AdminConfig {
     fn default() -> Self {
-        AdminConfig { request_timeout_ms: 30_000, retry_backoff_ms: 100, default_api_timeout_ms: 60_000 }
+        AdminConfig {
+            request_timeout_ms: 30_000,
+            retry_backoff_ms: 100,
+            default_api_timeout_ms: 60_000,
+        }
     }
 }
 
@@ -56,14 +63,21 @@ pub struct AdminClient {
 fn timeout_err(what: &str, timeout: Duration, last: Option<Error>) -> Error {
     match last {
         Some(e) => e,
-        None => Error::Timeout { what: what.to_string(), timeout_ms: timeout.as_millis() as u64 },
+        None => Error::Timeout {
+            what: what.to_string(),
+            timeout_ms: timeout.as_millis() as u64,
+        },
     }
 }
 
 impl AdminClient {
     /// `metadata` must be base metadata driven by `net`'s updater.
     pub fn new(cfg: AdminConfig, metadata: Arc<Metadata>, net: Arc<NetworkClient>) -> Self {
-        AdminClient { cfg, metadata, client: AsyncClient::start(net) }
+        AdminClient {
+            cfg,
+            metadata,
+            client: AsyncClient::start(net),
+        }
     }
 
     pub fn metadata(&self) -> &Arc<Metadata> {
@@ -87,7 +101,10 @@ impl AdminClient {
                 }
                 Err(Error::Timeout { .. }) => {
                     return Err(Error::Timeout {
-                        what: format!("waiting for cluster metadata{}", self.metadata.connection_error_hint()),
+                        what: format!(
+                            "waiting for cluster metadata{}",
+                            self.metadata.connection_error_hint()
+                        ),
                         timeout_ms: timeout.as_millis() as u64,
                     })
                 }
@@ -95,7 +112,10 @@ impl AdminClient {
             }
             if Instant::now() >= deadline {
                 return Err(Error::Timeout {
-                    what: format!("waiting for cluster metadata{}", self.metadata.connection_error_hint()),
+                    what: format!(
+                        "waiting for cluster metadata{}",
+                        self.metadata.connection_error_hint()
+                    ),
                     timeout_ms: timeout.as_millis() as u64,
                 });
             }
@@ -103,13 +123,22 @@ impl AdminClient {
     }
 
     fn request(&self, node: Node, body: Body, deadline: Instant) -> Result<ResponseKind, Error> {
-        let left = deadline.saturating_duration_since(Instant::now()).as_millis() as i64;
-        let opts = RequestOpts { request_timeout_ms: Some(self.cfg.request_timeout_ms.min(left.max(1))), max_version: None };
-        self.client.request_blocking(node, body, opts, left).map(|(r, _)| r)
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis() as i64;
+        let opts = RequestOpts {
+            request_timeout_ms: Some(self.cfg.request_timeout_ms.min(left.max(1))),
+            max_version: None,
+        };
+        self.client
+            .request_blocking(node, body, opts, left)
+            .map(|(r, _)| r)
     }
 
     fn backoff(&self) {
-        std::thread::sleep(Duration::from_millis(self.cfg.retry_backoff_ms.max(10) as u64));
+        std::thread::sleep(Duration::from_millis(
+            self.cfg.retry_backoff_ms.max(10) as u64
+        ));
     }
 
     /// Per-topic outcome of CreateTopics / DeleteTopics against the
@@ -135,7 +164,11 @@ impl AdminClient {
                 break;
             }
             let cluster = self.fresh_cluster(deadline, timeout)?;
-            let Some(controller) = cluster.controller().cloned().or_else(|| cluster.nodes().first().cloned()) else {
+            let Some(controller) = cluster
+                .controller()
+                .cloned()
+                .or_else(|| cluster.nodes().first().cloned())
+            else {
                 self.backoff();
                 continue;
             };
@@ -143,7 +176,9 @@ impl AdminClient {
             match self.request(controller, make_body(batch.clone()), deadline) {
                 Ok(resp) => {
                     let Some(results) = parse(&resp) else {
-                        return Err(Error::State { detail: format!("unexpected answer to {what}") });
+                        return Err(Error::State {
+                            detail: format!("unexpected answer to {what}"),
+                        });
                     };
                     let mut retry = Vec::new();
                     let answered: HashSet<String> = results.iter().map(|r| r.0.clone()).collect();
@@ -152,10 +187,17 @@ impl AdminClient {
                             out.insert(name, Ok(()));
                             continue;
                         }
-                        let e = Error::broker(code, Some(msg.filter(|m| !m.is_empty()).unwrap_or_else(|| format!("{what} of topic {name}"))));
+                        let e = Error::broker(
+                            code,
+                            Some(
+                                msg.filter(|m| !m.is_empty())
+                                    .unwrap_or_else(|| format!("{what} of topic {name}")),
+                            ),
+                        );
                         // Deleting a topic that does not exist is an answer,
                         // not stale metadata: report it at once.
-                        let final_for_delete = what == "DeleteTopics" && code == UNKNOWN_TOPIC_OR_PARTITION;
+                        let final_for_delete =
+                            what == "DeleteTopics" && code == UNKNOWN_TOPIC_OR_PARTITION;
                         if code == NOT_CONTROLLER || (e.retriable() && !final_for_delete) {
                             last = Some(e);
                             retry.push(name);
@@ -173,7 +215,14 @@ impl AdminClient {
                 Err(e) => {
                     // The controller went away: new metadata, new controller.
                     self.metadata.request_update();
-                    if !(e.retriable() || matches!(e, Error::Disconnected { .. } | Error::Timeout { .. } | Error::Transport { .. })) {
+                    if !(e.retriable()
+                        || matches!(
+                            e,
+                            Error::Disconnected { .. }
+                                | Error::Timeout { .. }
+                                | Error::Transport { .. }
+                        ))
+                    {
                         return Err(e);
                     }
                     last = Some(e);
@@ -185,8 +234,14 @@ impl AdminClient {
     }
 
     /// CreateTopics: per-topic outcome (Ok, or the topic's error).
-    pub fn create_topics(&self, topics: Vec<NewTopic>, timeout: Duration, validate_only: bool) -> Result<BTreeMap<String, Result<(), Error>>, Error> {
-        let by_name: BTreeMap<String, NewTopic> = topics.into_iter().map(|t| (t.name.clone(), t)).collect();
+    pub fn create_topics(
+        &self,
+        topics: Vec<NewTopic>,
+        timeout: Duration,
+        validate_only: bool,
+    ) -> Result<BTreeMap<String, Result<(), Error>>, Error> {
+        let by_name: BTreeMap<String, NewTopic> =
+            topics.into_iter().map(|t| (t.name.clone(), t)).collect();
         let names: Vec<String> = by_name.keys().cloned().collect();
         let tmo = timeout.as_millis().min(i32::MAX as u128) as i32;
         self.controller_call(
@@ -194,8 +249,15 @@ impl AdminClient {
             names,
             timeout,
             &|names| {
-                let ts: Vec<NewTopic> = names.iter().filter_map(|n| by_name.get(n).cloned()).collect();
-                Body::Ready(RequestKind::CreateTopics(create_topics(&ts, tmo, validate_only)))
+                let ts: Vec<NewTopic> = names
+                    .iter()
+                    .filter_map(|n| by_name.get(n).cloned())
+                    .collect();
+                Body::Ready(RequestKind::CreateTopics(create_topics(
+                    &ts,
+                    tmo,
+                    validate_only,
+                )))
             },
             &|r| match r {
                 ResponseKind::CreateTopics(r) => Some(parse_create_topics(r)),
@@ -205,7 +267,11 @@ impl AdminClient {
     }
 
     /// DeleteTopics: per-topic outcome.
-    pub fn delete_topics(&self, names: Vec<String>, timeout: Duration) -> Result<BTreeMap<String, Result<(), Error>>, Error> {
+    pub fn delete_topics(
+        &self,
+        names: Vec<String>,
+        timeout: Duration,
+    ) -> Result<BTreeMap<String, Result<(), Error>>, Error> {
         let tmo = timeout.as_millis().min(i32::MAX as u128) as i32;
         self.controller_call(
             "DeleteTopics",
@@ -231,7 +297,12 @@ impl AdminClient {
             .topics()
             .into_iter()
             .filter(|t| !cluster.internal_topics().contains(*t))
-            .map(|t| (t.to_string(), cluster.partition_count_for_topic(t).unwrap_or(0)))
+            .map(|t| {
+                (
+                    t.to_string(),
+                    cluster.partition_count_for_topic(t).unwrap_or(0),
+                )
+            })
             .collect())
     }
 
@@ -245,7 +316,10 @@ impl AdminClient {
     }
 
     /// ListGroups on every broker, merged: (group id, protocol type, state).
-    pub fn list_consumer_groups(&self, timeout: Duration) -> Result<Vec<(String, String, String)>, Error> {
+    pub fn list_consumer_groups(
+        &self,
+        timeout: Duration,
+    ) -> Result<Vec<(String, String, String)>, Error> {
         let deadline = Instant::now() + timeout;
         let cluster = self.fresh_cluster(deadline, timeout)?;
         let mut out = BTreeMap::new();
@@ -253,11 +327,18 @@ impl AdminClient {
             let mut attempt = 0;
             loop {
                 attempt += 1;
-                match self.request(node.clone(), Body::Ready(RequestKind::ListGroups(list_groups())), deadline) {
+                match self.request(
+                    node.clone(),
+                    Body::Ready(RequestKind::ListGroups(list_groups())),
+                    deadline,
+                ) {
                     Ok(ResponseKind::ListGroups(r)) => {
                         let (code, groups) = parse_list_groups(&r);
                         if code != 0 {
-                            let e = Error::broker(code, Some(format!("listing groups on node {}", node.id)));
+                            let e = Error::broker(
+                                code,
+                                Some(format!("listing groups on node {}", node.id)),
+                            );
                             if e.retriable() && Instant::now() < deadline && attempt < 20 {
                                 self.backoff();
                                 continue;
@@ -269,7 +350,11 @@ impl AdminClient {
                         }
                         break;
                     }
-                    Ok(_) => return Err(Error::State { detail: "unexpected ListGroups answer".into() }),
+                    Ok(_) => {
+                        return Err(Error::State {
+                            detail: "unexpected ListGroups answer".into(),
+                        })
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -278,7 +363,11 @@ impl AdminClient {
     }
 
     /// The group's committed offsets (FindCoordinator, then OffsetFetch of all).
-    pub fn list_consumer_group_offsets(&self, group_id: &str, timeout: Duration) -> Result<BTreeMap<TopicPartition, OffsetAndMetadata>, Error> {
+    pub fn list_consumer_group_offsets(
+        &self,
+        group_id: &str,
+        timeout: Duration,
+    ) -> Result<BTreeMap<TopicPartition, OffsetAndMetadata>, Error> {
         let deadline = Instant::now() + timeout;
         let mut last: Option<Error> = None;
         loop {
@@ -294,18 +383,29 @@ impl AdminClient {
             let body = Body::Versioned {
                 api_key: ApiKey::FindCoordinator as i16,
                 max_version: None,
-                build: Box::new(move |v| RequestKind::FindCoordinator(rq::find_coordinator(&gid, 0, v))),
+                build: Box::new(move |v| {
+                    RequestKind::FindCoordinator(rq::find_coordinator(&gid, 0, v))
+                }),
             };
             let coordinator = match self.request(any, body, deadline) {
-                Ok(ResponseKind::FindCoordinator(r)) => match rq::parse_find_coordinator(&r, group_id) {
-                    Ok(n) => n,
-                    Err(code) => {
-                        last = Some(Error::broker(code, Some(format!("finding the coordinator of group {group_id}"))));
-                        self.backoff();
-                        continue;
+                Ok(ResponseKind::FindCoordinator(r)) => {
+                    match rq::parse_find_coordinator(&r, group_id) {
+                        Ok(n) => n,
+                        Err(code) => {
+                            last = Some(Error::broker(
+                                code,
+                                Some(format!("finding the coordinator of group {group_id}")),
+                            ));
+                            self.backoff();
+                            continue;
+                        }
                     }
-                },
-                Ok(_) => return Err(Error::State { detail: "unexpected FindCoordinator answer".into() }),
+                }
+                Ok(_) => {
+                    return Err(Error::State {
+                        detail: "unexpected FindCoordinator answer".into(),
+                    })
+                }
                 Err(e) => {
                     last = Some(e);
                     self.backoff();
@@ -316,13 +416,18 @@ impl AdminClient {
             let body = Body::Versioned {
                 api_key: ApiKey::OffsetFetch as i16,
                 max_version: None,
-                build: Box::new(move |v| RequestKind::OffsetFetch(rq::offset_fetch(&gid, None, true, v))),
+                build: Box::new(move |v| {
+                    RequestKind::OffsetFetch(rq::offset_fetch(&gid, None, true, v))
+                }),
             };
             match self.request(coordinator, body, deadline) {
                 Ok(ResponseKind::OffsetFetch(r)) => {
                     let (code, parts) = rq::parse_offset_fetch(&r, group_id);
                     if code != 0 {
-                        let e = Error::broker(code, Some(format!("fetching the offsets of group {group_id}")));
+                        let e = Error::broker(
+                            code,
+                            Some(format!("fetching the offsets of group {group_id}")),
+                        );
                         if e.retriable() {
                             last = Some(e);
                             self.backoff();
@@ -330,9 +435,17 @@ impl AdminClient {
                         }
                         return Err(e);
                     }
-                    return Ok(parts.into_iter().filter(|(_, o, c)| *c == 0 && o.offset >= 0).map(|(tp, o, _)| (tp, o)).collect());
+                    return Ok(parts
+                        .into_iter()
+                        .filter(|(_, o, c)| *c == 0 && o.offset >= 0)
+                        .map(|(tp, o, _)| (tp, o))
+                        .collect());
                 }
-                Ok(_) => return Err(Error::State { detail: "unexpected OffsetFetch answer".into() }),
+                Ok(_) => {
+                    return Err(Error::State {
+                        detail: "unexpected OffsetFetch answer".into(),
+                    })
+                }
                 Err(e) => {
                     last = Some(e);
                     self.backoff();

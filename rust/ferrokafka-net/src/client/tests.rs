@@ -326,15 +326,30 @@ fn undecodable_body_fails_only_its_request_and_keeps_the_connection() {
     bad.put_u8(0);
     let rs = h.core.handle_events(
         vec![
-            Event::Frame { node: 0, conn, frame: bad.freeze() },
-            Event::Frame { node: 0, conn, frame: heartbeat_frame(cids[1]) },
+            Event::Frame {
+                node: 0,
+                conn,
+                frame: bad.freeze(),
+            },
+            Event::Frame {
+                node: 0,
+                conn,
+                frame: heartbeat_frame(cids[1]),
+            },
         ],
         2,
     );
     assert_eq!(rs.len(), 2);
     assert_eq!(rs[0].request_header.correlation_id, cids[0]);
-    assert!(rs[0].disconnected && rs[0].body.is_none(), "no usable answer: callers retry or fail it");
-    assert!(matches!(rs[0].error, Some(Error::Protocol(_))), "{:?}", rs[0].error);
+    assert!(
+        rs[0].disconnected && rs[0].body.is_none(),
+        "no usable answer: callers retry or fail it"
+    );
+    assert!(
+        matches!(rs[0].error, Some(Error::Protocol(_))),
+        "{:?}",
+        rs[0].error
+    );
     assert!(!rs[1].disconnected && rs[1].error.is_none());
     assert!(matches!(rs[1].body, Some(ResponseKind::Heartbeat(_))));
     assert_eq!(h.core.connection_state(0), ConnectionState::Ready);
@@ -458,27 +473,46 @@ fn api_versions_unsupported_without_a_lower_version_disconnects() {
     // (keys in the error answer, versions we expect to send before giving up)
     type Case<'a> = (&'a [(i16, i16, i16)], &'a [i16]);
     let cases: &[Case] = &[
-        (&[], &[3, 0]),            // empty list: fall back to v0 once, then stop
-        (&[(18, 0, 3)], &[3]),     // names the version it just refused
-        (&[(18, 0, 9)], &[3]),     // names a higher one
-        (&[(18, 0, 1)], &[3, 1]),   // one step down, then it refuses that too
+        (&[], &[3, 0]),           // empty list: fall back to v0 once, then stop
+        (&[(18, 0, 3)], &[3]),    // names the version it just refused
+        (&[(18, 0, 9)], &[3]),    // names a higher one
+        (&[(18, 0, 1)], &[3, 1]), // one step down, then it refuses that too
     ];
     for (keys, expect) in cases {
         let mut h = harness(1, ClientConfig::default());
         h.core.ready(&Node::new(0, "h", 1, None), 0);
-        let Op::Connect(_, conn) = h.t.take().pop().unwrap() else { panic!() };
-        h.core.handle_events(vec![Event::Connected { node: 0, conn }], 0);
+        let Op::Connect(_, conn) = h.t.take().pop().unwrap() else {
+            panic!()
+        };
+        h.core
+            .handle_events(vec![Event::Connected { node: 0, conn }], 0);
         let mut sent = vec![];
         for now in 1..10 {
             let ops = h.t.take();
-            let Some(Op::Write(_, _, hdr)) = ops.last().cloned() else { break };
+            let Some(Op::Write(_, _, hdr)) = ops.last().cloned() else {
+                break;
+            };
             assert_eq!(hdr.api_key, 18);
             sent.push(hdr.api_version);
-            h.core.handle_events(vec![h.t.sent(0, conn), Event::Frame { node: 0, conn, frame: api_versions_frame(hdr.correlation_id, 0, 35, keys) }], now);
+            h.core.handle_events(
+                vec![
+                    h.t.sent(0, conn),
+                    Event::Frame {
+                        node: 0,
+                        conn,
+                        frame: api_versions_frame(hdr.correlation_id, 0, 35, keys),
+                    },
+                ],
+                now,
+            );
             h.core.handle_events(vec![], now);
         }
         assert_eq!(&sent, expect, "keys {keys:?}");
-        assert_eq!(h.core.connection_state(0), ConnectionState::Disconnected, "keys {keys:?}");
+        assert_eq!(
+            h.core.connection_state(0),
+            ConnectionState::Disconnected,
+            "keys {keys:?}"
+        );
         assert_eq!(h.core.in_flight_count(None), 0);
         assert_eq!(*h.disconnects.lock().unwrap(), vec![0]);
     }

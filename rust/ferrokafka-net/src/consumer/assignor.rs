@@ -164,7 +164,7 @@ pub fn sticky(
     // subscriptions they are only an upper bound and the greedy pass below
     // balances among eligible members.
     let min_quota = total / count;
-    let max_quota = min_quota + usize::from(total % count != 0);
+    let max_quota = min_quota + usize::from(!total.is_multiple_of(count));
     let mut at_max = 0usize;
     let max_allowed_at_max = total % count;
 

@@ -31,17 +31,24 @@ use ferrokafka_protocol::record::DecodeOptions;
 
 use crate::cluster::{Node, TopicPartition};
 use crate::consumer::assignor::{self, MemberSubscription};
-use crate::consumer::coordinator::{commit_reaction, offset_fetch_reaction, Action, GroupMembership, Reaction};
+use crate::consumer::coordinator::{
+    commit_reaction, offset_fetch_reaction, Action, GroupMembership, Reaction,
+};
 use crate::consumer::fetch::{
-    build_fetch_request, build_list_offsets_request, parse_fetch_response, parse_list_offsets_response, AbortedTransactionFilter, FetchLimits,
-    PartitionFetch, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED,
+    build_fetch_request, build_list_offsets_request, parse_fetch_response,
+    parse_list_offsets_response, AbortedTransactionFilter, FetchLimits, PartitionFetch,
+    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED,
 };
 use crate::consumer::fetcher::{fetch_reaction, FetchReaction};
 use crate::consumer::group::MemberState;
-use crate::consumer::protocol::{decode_assignment, decode_subscription, encode_assignment, encode_subscription};
+use crate::consumer::protocol::{
+    decode_assignment, decode_subscription, encode_assignment, encode_subscription,
+};
 use crate::consumer::records::{decode_fetched, RecordColumns};
 use crate::consumer::requests::{self as rq, OffsetAndMetadata};
-use crate::consumer::subscription::{FetchState, OffsetResetStrategy, SubscriptionState, SubscriptionType};
+use crate::consumer::subscription::{
+    FetchState, OffsetResetStrategy, SubscriptionState, SubscriptionType,
+};
 use crate::driver::{AsyncClient, Body, RequestOpts};
 use crate::error::Error;
 use crate::io::{now_ms, NetworkClient};
@@ -99,18 +106,35 @@ impl Default for ConsumerConfig {
 
 impl ConsumerConfig {
     pub fn validate(&self) -> Result<(), Error> {
-        let bad = |key: &str, detail: String| Err(Error::Config { key: key.into(), detail });
+        let bad = |key: &str, detail: String| {
+            Err(Error::Config {
+                key: key.into(),
+                detail,
+            })
+        };
         // Only a group member heartbeats (Java builds its Heartbeat, and makes
         // this check, only with a group id).
         if self.group_id.is_some() && self.heartbeat_interval_ms >= self.session_timeout_ms {
-            return bad("heartbeat_interval_ms", format!("must be lower than session_timeout_ms ({})", self.session_timeout_ms));
+            return bad(
+                "heartbeat_interval_ms",
+                format!(
+                    "must be lower than session_timeout_ms ({})",
+                    self.session_timeout_ms
+                ),
+            );
         }
         if self.assignors.is_empty() {
-            return bad("partition_assignment_strategy", "needs at least one assignor".into());
+            return bad(
+                "partition_assignment_strategy",
+                "needs at least one assignor".into(),
+            );
         }
         for a in &self.assignors {
             if assignor::assign(a, &[], &HashMap::new()).is_none() {
-                return bad("partition_assignment_strategy", format!("unknown assignor {a:?}"));
+                return bad(
+                    "partition_assignment_strategy",
+                    format!("unknown assignor {a:?}"),
+                );
             }
         }
         if self.group_instance_id.is_some() && self.group_id.is_none() {
@@ -215,22 +239,39 @@ struct State {
 
 enum Msg {
     Wake,
-    Answer { tag: Tag, result: Result<(ResponseKind, i16), Error> },
+    Answer {
+        tag: Tag,
+        result: Result<(ResponseKind, i16), Error>,
+    },
 }
 
 enum Tag {
     FindCoordinator,
     Join,
-    Sync { generation_id: i32 },
+    Sync {
+        generation_id: i32,
+    },
     /// The generation the heartbeat was sent with (stale answers are ignored).
-    Heartbeat { generation: crate::consumer::coordinator::Generation },
+    Heartbeat {
+        generation: crate::consumer::coordinator::Generation,
+    },
     /// `offsets`: where each partition was fetched from; an answer is used
     /// only if that is still where the partition continues (seek, reset and
     /// revocation make it stale without further bookkeeping).
-    Fetch { node: i32, offsets: HashMap<TopicPartition, i64>, names: HashMap<[u8; 16], String> },
+    Fetch {
+        node: i32,
+        offsets: HashMap<TopicPartition, i64>,
+        names: HashMap<[u8; 16], String>,
+    },
     OffsetFetch,
-    Reset { parts: Vec<(TopicPartition, OffsetResetStrategy)> },
-    AutoCommit { offsets: BTreeMap<TopicPartition, i64>, pre_join: bool, generation: crate::consumer::coordinator::Generation },
+    Reset {
+        parts: Vec<(TopicPartition, OffsetResetStrategy)>,
+    },
+    AutoCommit {
+        offsets: BTreeMap<TopicPartition, i64>,
+        pre_join: bool,
+        generation: crate::consumer::coordinator::Generation,
+    },
     /// LeaveGroup: nothing to do with the answer.
     Leave,
 }
@@ -254,7 +295,12 @@ pub struct Consumer {
 /// Java gives the coordinator its own connection (id `MAX - id`), so
 /// heartbeats never queue behind a long-polling Fetch to the same broker.
 fn coordinator_connection(node: &Node) -> Node {
-    Node::new(i32::MAX - node.id, node.host.clone(), node.port, node.rack.clone())
+    Node::new(
+        i32::MAX - node.id,
+        node.host.clone(),
+        node.port,
+        node.rack.clone(),
+    )
 }
 
 impl Inner {
@@ -295,14 +341,20 @@ impl Inner {
         let before = st.metadata_topics.len();
         st.metadata_topics.extend(topics);
         if st.metadata_topics.len() != before && st.subs.kind() != SubscriptionType::AutoPattern {
-            let _ = self.metadata.set_subscription(Some(st.metadata_topics.iter().cloned().collect()));
+            let _ = self
+                .metadata
+                .set_subscription(Some(st.metadata_topics.iter().cloned().collect()));
         }
     }
 }
 
 impl Consumer {
     /// `metadata` must be base (non-producer) metadata driven by `net`'s updater.
-    pub fn new(cfg: ConsumerConfig, metadata: Arc<Metadata>, net: Arc<NetworkClient>) -> Result<Self, Error> {
+    pub fn new(
+        cfg: ConsumerConfig,
+        metadata: Arc<Metadata>,
+        net: Arc<NetworkClient>,
+    ) -> Result<Self, Error> {
         cfg.validate()?;
         let now = now_ms();
         let group = cfg.group_id.as_ref().map(|g| {
@@ -353,8 +405,13 @@ impl Consumer {
         let thread = std::thread::Builder::new()
             .name("ferrokafka-consumer".into())
             .spawn(move || run(worker, rx))
-            .map_err(|e| Error::State { detail: format!("cannot start the consumer thread: {e}") })?;
-        Ok(Consumer { inner, thread: Some(thread) })
+            .map_err(|e| Error::State {
+                detail: format!("cannot start the consumer thread: {e}"),
+            })?;
+        Ok(Consumer {
+            inner,
+            thread: Some(thread),
+        })
     }
 
     pub fn config(&self) -> &ConsumerConfig {
@@ -409,8 +466,12 @@ impl Consumer {
     pub fn assign(&self, partitions: Vec<TopicPartition>) -> Result<(), Error> {
         let mut st = self.inner.lock();
         self.check_open(&st)?;
-        if st.subs.kind() != SubscriptionType::UserAssigned && st.subs.kind() != SubscriptionType::None {
-            return Err(Error::State { detail: "assign() after subscribe(): call unsubscribe() first".into() });
+        if st.subs.kind() != SubscriptionType::UserAssigned
+            && st.subs.kind() != SubscriptionType::None
+        {
+            return Err(Error::State {
+                detail: "assign() after subscribe(): call unsubscribe() first".into(),
+            });
         }
         let topics: Vec<String> = partitions.iter().map(|tp| tp.topic.to_string()).collect();
         let keep: HashSet<TopicPartition> = partitions.iter().cloned().collect();
@@ -440,17 +501,31 @@ impl Consumer {
             }
         };
         if let Some((node, body)) = leave {
-            let _ = self.inner.client.request_blocking(node, body, RequestOpts::default(), 5_000);
+            let _ = self
+                .inner
+                .client
+                .request_blocking(node, body, RequestOpts::default(), 5_000);
         }
         Ok(())
     }
 
     pub fn assignment(&self) -> Vec<TopicPartition> {
-        self.inner.lock().subs.assigned_partitions().cloned().collect()
+        self.inner
+            .lock()
+            .subs
+            .assigned_partitions()
+            .cloned()
+            .collect()
     }
 
     pub fn subscription(&self) -> Vec<String> {
-        self.inner.lock().subs.subscription().iter().cloned().collect()
+        self.inner
+            .lock()
+            .subs
+            .subscription()
+            .iter()
+            .cloned()
+            .collect()
     }
 
     // ----- poll ----------------------------------------------------------------
@@ -458,7 +533,12 @@ impl Consumer {
     /// Rebalance events first (alone), then up to `max_records` records,
     /// waiting up to `timeout` for something to arrive. `stop` is checked
     /// between waits (Ctrl-C from the bindings).
-    pub fn poll(&self, max_records: usize, timeout: Duration, interrupted: &dyn Fn() -> bool) -> Result<Polled, Error> {
+    pub fn poll(
+        &self,
+        max_records: usize,
+        timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Polled, Error> {
         let deadline = Instant::now() + timeout;
         let mut st = self.inner.lock();
         self.check_open(&st)?;
@@ -469,7 +549,10 @@ impl Consumer {
         if let Some(g) = st.group.as_mut() {
             g.on_poll(now_ms());
             if let Some(code) = g.fatal() {
-                return Err(Error::broker(code, Some("the consumer group membership failed".into())));
+                return Err(Error::broker(
+                    code,
+                    Some("the consumer group membership failed".into()),
+                ));
             }
         }
         loop {
@@ -484,21 +567,34 @@ impl Consumer {
             let commits = std::mem::take(&mut st.commits_done);
             if !st.events.is_empty() {
                 st.events_unacked = true;
-                return Ok(Polled { events: st.events.drain(..).collect(), records: vec![], commits });
+                return Ok(Polled {
+                    events: st.events.drain(..).collect(),
+                    records: vec![],
+                    commits,
+                });
             }
             let records = take_records(&mut st, max_records);
             if !records.is_empty() || !commits.is_empty() {
                 drop(st);
                 // Fetch the next range now, while the application works.
                 self.inner.wake();
-                return Ok(Polled { events: vec![], records, commits });
+                return Ok(Polled {
+                    events: vec![],
+                    records,
+                    commits,
+                });
             }
             let now = Instant::now();
             if now >= deadline || interrupted() {
                 return Ok(Polled::default());
             }
             let slice = (deadline - now).min(Duration::from_millis(100));
-            st = self.inner.data.wait_timeout(st, slice).unwrap_or_else(|p| p.into_inner()).0;
+            st = self
+                .inner
+                .data
+                .wait_timeout(st, slice)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
             if st.closed {
                 return Err(Error::Closed { what: "consumer" });
             }
@@ -508,7 +604,9 @@ impl Consumer {
     /// A TLS/SASL refusal by any broker we tried, if the last attempt failed so.
     fn auth_error(&self) -> Option<Error> {
         let core = self.inner.client.client().core();
-        core.known_nodes().iter().find_map(|n| core.auth_error(n.id))
+        core.known_nodes()
+            .iter()
+            .find_map(|n| core.auth_error(n.id))
     }
 
     /// The application ran the callbacks of the events `poll` returned.
@@ -530,7 +628,11 @@ impl Consumer {
         Ok(())
     }
 
-    pub fn seek_to(&self, tps: Option<Vec<TopicPartition>>, strategy: OffsetResetStrategy) -> Result<(), Error> {
+    pub fn seek_to(
+        &self,
+        tps: Option<Vec<TopicPartition>>,
+        strategy: OffsetResetStrategy,
+    ) -> Result<(), Error> {
         let mut st = self.inner.lock();
         let tps = tps.unwrap_or_else(|| st.subs.assigned_partitions().cloned().collect());
         for tp in &tps {
@@ -545,13 +647,21 @@ impl Consumer {
 
     /// The offset of the next record for `tp`, waiting (up to `timeout`) for
     /// the committed offset or a reset when it is not known yet.
-    pub fn position(&self, tp: &TopicPartition, timeout: Duration, interrupted: &dyn Fn() -> bool) -> Result<i64, Error> {
+    pub fn position(
+        &self,
+        tp: &TopicPartition,
+        timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<i64, Error> {
         let deadline = Instant::now() + timeout;
         let mut st = self.inner.lock();
         st.want_positions = true;
         loop {
             let s = st.subs.state(tp).ok_or_else(|| Error::State {
-                detail: format!("position() of {}-{}, which is not assigned to this consumer", tp.topic, tp.partition),
+                detail: format!(
+                    "position() of {}-{}, which is not assigned to this consumer",
+                    tp.topic, tp.partition
+                ),
             })?;
             if let (Some(p), FetchState::Fetching) = (s.position, s.state) {
                 return Ok(p.offset);
@@ -561,12 +671,25 @@ impl Consumer {
             }
             let now = Instant::now();
             if now >= deadline || interrupted() {
-                return Err(Error::Timeout { what: format!("position of {}-{}{}", tp.topic, tp.partition, self.inner.metadata.connection_error_hint()), timeout_ms: timeout.as_millis() as u64 });
+                return Err(Error::Timeout {
+                    what: format!(
+                        "position of {}-{}{}",
+                        tp.topic,
+                        tp.partition,
+                        self.inner.metadata.connection_error_hint()
+                    ),
+                    timeout_ms: timeout.as_millis() as u64,
+                });
             }
             drop(st);
             self.inner.wake();
             st = self.inner.lock();
-            st = self.inner.data.wait_timeout(st, (deadline - now).min(Duration::from_millis(50))).unwrap_or_else(|p| p.into_inner()).0;
+            st = self
+                .inner
+                .data
+                .wait_timeout(st, (deadline - now).min(Duration::from_millis(50)))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -598,7 +721,11 @@ impl Consumer {
 
     /// High watermark seen in the last fetch of `tp` (-1 before one).
     pub fn watermarks(&self, tp: &TopicPartition) -> Option<(i64, i64)> {
-        self.inner.lock().subs.state(tp).map(|s| (s.log_start_offset, s.high_watermark))
+        self.inner
+            .lock()
+            .subs
+            .state(tp)
+            .map(|s| (s.log_start_offset, s.high_watermark))
     }
 
     // ----- offsets ---------------------------------------------------------------
@@ -610,12 +737,25 @@ impl Consumer {
             .subs
             .all_consumed()
             .into_iter()
-            .map(|(tp, p)| (tp, OffsetAndMetadata { offset: p.offset, leader_epoch: p.leader_epoch, metadata: None }))
+            .map(|(tp, p)| {
+                (
+                    tp,
+                    OffsetAndMetadata {
+                        offset: p.offset,
+                        leader_epoch: p.leader_epoch,
+                        metadata: None,
+                    },
+                )
+            })
             .collect()
     }
 
     /// The coordinator, waiting (up to `timeout`) for discovery.
-    pub fn ensure_coordinator_ready(&self, timeout: Duration, interrupted: &dyn Fn() -> bool) -> Result<Node, Error> {
+    pub fn ensure_coordinator_ready(
+        &self,
+        timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Node, Error> {
         self.inner.group_id()?;
         let deadline = Instant::now() + timeout;
         loop {
@@ -632,14 +772,24 @@ impl Consumer {
             self.inner.wake();
             let now = Instant::now();
             if now >= deadline || interrupted() {
-                return Err(Error::Timeout { what: format!("finding the group coordinator{}", self.inner.metadata.connection_error_hint()), timeout_ms: timeout.as_millis() as u64 });
+                return Err(Error::Timeout {
+                    what: format!(
+                        "finding the group coordinator{}",
+                        self.inner.metadata.connection_error_hint()
+                    ),
+                    timeout_ms: timeout.as_millis() as u64,
+                });
             }
             std::thread::sleep((deadline - now).min(Duration::from_millis(10)));
         }
     }
 
     pub fn coordinator(&self) -> Option<Node> {
-        self.inner.lock().group.as_ref().and_then(|g| g.coordinator().cloned())
+        self.inner
+            .lock()
+            .group
+            .as_ref()
+            .and_then(|g| g.coordinator().cloned())
     }
 
     pub fn mark_coordinator_unknown(&self, reason: &str) {
@@ -655,7 +805,12 @@ impl Consumer {
         match st.group.as_ref() {
             Some(g) => {
                 let gen = g.generation();
-                (gen.generation_id, gen.member_id.clone(), gen.protocol_name.clone(), g.state().as_str())
+                (
+                    gen.generation_id,
+                    gen.member_id.clone(),
+                    gen.protocol_name.clone(),
+                    g.state().as_str(),
+                )
             }
             None => (-1, String::new(), None, "UNJOINED"),
         }
@@ -683,25 +838,45 @@ impl Consumer {
                 let g = st.group.as_ref().expect("group");
                 // A member that joined commits with its generation; a
                 // manually assigned consumer with generation -1 (Java).
-                let gen = if st.subs.has_auto_assigned_partitions() { g.generation().clone() } else { crate::consumer::coordinator::Generation::none() };
+                let gen = if st.subs.has_auto_assigned_partitions() {
+                    g.generation().clone()
+                } else {
+                    crate::consumer::coordinator::Generation::none()
+                };
                 (gen, g.group_instance_id.clone())
             };
             let body = commit_body(&self.inner, &group_id, &generation, instance, &offsets);
-            let r = self.inner.client.request_blocking(coordinator_connection(&node), body, RequestOpts::default(), left.as_millis() as i64);
+            let r = self.inner.client.request_blocking(
+                coordinator_connection(&node),
+                body,
+                RequestOpts::default(),
+                left.as_millis() as i64,
+            );
             match self.inner.commit_result(r, &offsets, &generation) {
                 Ok(()) => return Ok(()),
                 Err((e, retriable)) => {
-                    if !retriable || Instant::now() + Duration::from_millis(self.inner.cfg.retry_backoff_ms as u64) >= deadline || interrupted() {
+                    if !retriable
+                        || Instant::now()
+                            + Duration::from_millis(self.inner.cfg.retry_backoff_ms as u64)
+                            >= deadline
+                        || interrupted()
+                    {
                         return Err(e);
                     }
-                    std::thread::sleep(Duration::from_millis(self.inner.cfg.retry_backoff_ms as u64));
+                    std::thread::sleep(Duration::from_millis(
+                        self.inner.cfg.retry_backoff_ms as u64,
+                    ));
                 }
             }
         }
     }
 
     /// Commit without waiting; the outcome comes back through `poll` with `token`.
-    pub fn commit_async(&self, offsets: Option<BTreeMap<TopicPartition, OffsetAndMetadata>>, token: u64) -> Result<(), Error> {
+    pub fn commit_async(
+        &self,
+        offsets: Option<BTreeMap<TopicPartition, OffsetAndMetadata>>,
+        token: u64,
+    ) -> Result<(), Error> {
         self.inner.group_id()?;
         let offsets = offsets.unwrap_or_else(|| self.consumed_offsets());
         let inner = self.inner.clone();
@@ -710,7 +885,10 @@ impl Consumer {
         std::thread::Builder::new()
             .name("ferrokafka-commit".into())
             .spawn(move || {
-                let c = Consumer { inner: inner.clone(), thread: None };
+                let c = Consumer {
+                    inner: inner.clone(),
+                    thread: None,
+                };
                 let timeout = Duration::from_millis(inner.cfg.default_api_timeout_ms as u64);
                 let r = c.commit_sync(Some(offsets), timeout, &|| false);
                 let mut st = inner.lock();
@@ -718,7 +896,9 @@ impl Consumer {
                 drop(st);
                 inner.data.notify_all();
             })
-            .map_err(|e| Error::State { detail: format!("cannot start a commit thread: {e}") })?;
+            .map_err(|e| Error::State {
+                detail: format!("cannot start a commit thread: {e}"),
+            })?;
         Ok(())
     }
 
@@ -739,15 +919,27 @@ impl Consumer {
             let body = Body::Versioned {
                 api_key: ApiKey::OffsetFetch as i16,
                 max_version: None,
-                build: Box::new(move |v| RequestKind::OffsetFetch(rq::offset_fetch(&gid, Some(&parts), true, v))),
+                build: Box::new(move |v| {
+                    RequestKind::OffsetFetch(rq::offset_fetch(&gid, Some(&parts), true, v))
+                }),
             };
-            let r = self.inner.client.request_blocking(coordinator_connection(&node), body, RequestOpts::default(), left.as_millis() as i64);
+            let r = self.inner.client.request_blocking(
+                coordinator_connection(&node),
+                body,
+                RequestOpts::default(),
+                left.as_millis() as i64,
+            );
             let err = match r {
                 Ok((ResponseKind::OffsetFetch(resp), _)) => {
                     let (code, parts) = rq::parse_offset_fetch(&resp, &group_id);
-                    let code = if code != 0 { code } else { parts.iter().map(|p| p.2).find(|c| *c != 0).unwrap_or(0) };
+                    let code = if code != 0 {
+                        code
+                    } else {
+                        parts.iter().map(|p| p.2).find(|c| *c != 0).unwrap_or(0)
+                    };
                     if code == 0 {
-                        let mut out: BTreeMap<TopicPartition, Option<OffsetAndMetadata>> = tps.iter().map(|tp| (tp.clone(), None)).collect();
+                        let mut out: BTreeMap<TopicPartition, Option<OffsetAndMetadata>> =
+                            tps.iter().map(|tp| (tp.clone(), None)).collect();
                         for (tp, o, _) in parts {
                             if o.offset >= 0 && out.contains_key(&tp) {
                                 out.insert(tp, Some(o));
@@ -756,20 +948,32 @@ impl Consumer {
                         return Ok(out);
                     }
                     let reaction = offset_fetch_reaction(code);
-                    self.inner.apply_coordinator_reaction(reaction, "offset fetch", None);
-                    (Error::broker(code, None), matches!(reaction, Reaction::Retry | Reaction::CoordinatorUnknown))
+                    self.inner
+                        .apply_coordinator_reaction(reaction, "offset fetch", None);
+                    (
+                        Error::broker(code, None),
+                        matches!(reaction, Reaction::Retry | Reaction::CoordinatorUnknown),
+                    )
                 }
-                Ok(_) => (Error::State { detail: "unexpected OffsetFetch answer".into() }, false),
+                Ok(_) => (
+                    Error::State {
+                        detail: "unexpected OffsetFetch answer".into(),
+                    },
+                    false,
+                ),
                 Err(e) => {
                     self.mark_coordinator_unknown("offset fetch failed");
-                    let retriable = e.retriable() || matches!(e, Error::Disconnected { .. } | Error::Timeout { .. });
+                    let retriable = e.retriable()
+                        || matches!(e, Error::Disconnected { .. } | Error::Timeout { .. });
                     (e, retriable)
                 }
             };
             if !err.1 || Instant::now() >= deadline || interrupted() {
                 return Err(err.0);
             }
-            std::thread::sleep(Duration::from_millis(self.inner.cfg.retry_backoff_ms as u64));
+            std::thread::sleep(Duration::from_millis(
+                self.inner.cfg.retry_backoff_ms as u64,
+            ));
         }
     }
 
@@ -785,7 +989,8 @@ impl Consumer {
         let deadline = Instant::now() + timeout;
         {
             let mut st = self.inner.lock();
-            self.inner.want_topics(&mut st, query.iter().map(|(tp, _)| tp.topic.to_string()));
+            self.inner
+                .want_topics(&mut st, query.iter().map(|(tp, _)| tp.topic.to_string()));
         }
         let mut out = BTreeMap::new();
         let mut todo: Vec<(TopicPartition, i64)> = query.to_vec();
@@ -793,12 +998,16 @@ impl Consumer {
         while !todo.is_empty() {
             if Instant::now() >= deadline || interrupted() {
                 return Err(last_err.unwrap_or(Error::Timeout {
-                    what: format!("listing offsets{}", self.inner.metadata.connection_error_hint()),
+                    what: format!(
+                        "listing offsets{}",
+                        self.inner.metadata.connection_error_hint()
+                    ),
                     timeout_ms: timeout.as_millis() as u64,
                 }));
             }
             let cluster = self.inner.metadata.fetch();
-            let mut by_leader: BTreeMap<i32, (Node, Vec<(TopicPartition, i64, i32)>)> = BTreeMap::new();
+            let mut by_leader: BTreeMap<i32, (Node, Vec<(TopicPartition, i64, i32)>)> =
+                BTreeMap::new();
             let mut missing = false;
             for (tp, ts) in &todo {
                 if let Some(err) = self.inner.metadata.error_for_topic(&tp.topic) {
@@ -806,8 +1015,14 @@ impl Consumer {
                 }
                 match cluster.leader_for(&tp.topic, tp.partition) {
                     Some(n) => {
-                        let epoch = cluster.leader_epoch_for(&tp.topic, tp.partition).unwrap_or(-1);
-                        by_leader.entry(n.id).or_insert_with(|| (n.clone(), vec![])).1.push((tp.clone(), *ts, epoch));
+                        let epoch = cluster
+                            .leader_epoch_for(&tp.topic, tp.partition)
+                            .unwrap_or(-1);
+                        by_leader
+                            .entry(n.id)
+                            .or_insert_with(|| (n.clone(), vec![]))
+                            .1
+                            .push((tp.clone(), *ts, epoch));
                     }
                     None => missing = true,
                 }
@@ -815,35 +1030,67 @@ impl Consumer {
             if missing {
                 let v = self.inner.metadata.request_update();
                 self.inner.client.client().wakeup();
-                let left = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(200));
-                if let Err(e @ Error::Authentication { .. }) = self.inner.metadata.await_update(v, None, Some(left)) {
+                let left = deadline
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(200));
+                if let Err(e @ Error::Authentication { .. }) =
+                    self.inner.metadata.await_update(v, None, Some(left))
+                {
                     return Err(e);
                 }
                 if by_leader.is_empty() {
                     continue;
                 }
             }
-            let isolation = if self.inner.cfg.read_committed { READ_COMMITTED } else { 0 };
+            let isolation = if self.inner.cfg.read_committed {
+                READ_COMMITTED
+            } else {
+                0
+            };
             let mut retry = Vec::new();
             for (_, (node, parts)) in by_leader {
                 let left = deadline.saturating_duration_since(Instant::now());
-                let body = RequestKind::ListOffsets(build_list_offsets_request(isolation, &parts, self.inner.cfg.request_timeout_ms as i32));
-                match self.inner.client.request_blocking(node, Body::Ready(body), RequestOpts::default(), left.as_millis() as i64) {
+                let body = RequestKind::ListOffsets(build_list_offsets_request(
+                    isolation,
+                    &parts,
+                    self.inner.cfg.request_timeout_ms as i32,
+                ));
+                match self.inner.client.request_blocking(
+                    node,
+                    Body::Ready(body),
+                    RequestOpts::default(),
+                    left.as_millis() as i64,
+                ) {
                     Ok((ResponseKind::ListOffsets(resp), _)) => {
                         let mut answered = HashSet::new();
                         for r in parse_list_offsets_response(&resp) {
                             answered.insert(r.tp.clone());
-                            let ts = parts.iter().find(|p| p.0 == r.tp).map(|p| p.1).unwrap_or(LATEST_TIMESTAMP);
+                            let ts = parts
+                                .iter()
+                                .find(|p| p.0 == r.tp)
+                                .map(|p| p.1)
+                                .unwrap_or(LATEST_TIMESTAMP);
                             match r.error_code {
                                 0 => {
-                                    out.insert(r.tp, (r.offset >= 0).then_some((r.offset, r.timestamp)));
+                                    out.insert(
+                                        r.tp,
+                                        (r.offset >= 0).then_some((r.offset, r.timestamp)),
+                                    );
                                 }
                                 code if Error::broker(code, None).retriable() || code == 3 => {
                                     self.inner.metadata.request_update();
                                     last_err = Some(Error::broker(code, None));
                                     retry.push((r.tp, ts));
                                 }
-                                code => return Err(Error::broker(code, Some(format!("listing offsets of {}-{}", r.tp.topic, r.tp.partition)))),
+                                code => {
+                                    return Err(Error::broker(
+                                        code,
+                                        Some(format!(
+                                            "listing offsets of {}-{}",
+                                            r.tp.topic, r.tp.partition
+                                        )),
+                                    ))
+                                }
                             }
                         }
                         for (tp, ts, _) in parts {
@@ -852,7 +1099,11 @@ impl Consumer {
                             }
                         }
                     }
-                    Ok(_) => return Err(Error::State { detail: "unexpected ListOffsets answer".into() }),
+                    Ok(_) => {
+                        return Err(Error::State {
+                            detail: "unexpected ListOffsets answer".into(),
+                        })
+                    }
                     Err(e) => {
                         self.inner.metadata.request_update();
                         last_err = Some(e);
@@ -861,7 +1112,9 @@ impl Consumer {
                 }
             }
             if !retry.is_empty() {
-                std::thread::sleep(Duration::from_millis(self.inner.cfg.retry_backoff_ms.max(10) as u64));
+                std::thread::sleep(Duration::from_millis(
+                    self.inner.cfg.retry_backoff_ms.max(10) as u64,
+                ));
             }
             todo = retry;
         }
@@ -878,7 +1131,10 @@ impl Consumer {
                 return Ok(());
             }
             let has_partitions = st.subs.assigned_partitions().next().is_some();
-            (self.inner.cfg.enable_auto_commit && self.inner.cfg.group_id.is_some(), has_partitions)
+            (
+                self.inner.cfg.enable_auto_commit && self.inner.cfg.group_id.is_some(),
+                has_partitions,
+            )
         };
         let mut result = Ok(());
         if auto && subscribed {
@@ -886,12 +1142,21 @@ impl Consumer {
         }
         let leave = {
             let mut st = self.inner.lock();
-            let leave = if st.subs.has_auto_assigned_partitions() { leave_request(&mut st, "the consumer is being closed") } else { None };
+            let leave = if st.subs.has_auto_assigned_partitions() {
+                leave_request(&mut st, "the consumer is being closed")
+            } else {
+                None
+            };
             st.closed = true;
             leave
         };
         if let Some((node, body)) = leave {
-            let _ = self.inner.client.request_blocking(node, body, RequestOpts::default(), timeout.as_millis().min(5000) as i64);
+            let _ = self.inner.client.request_blocking(
+                node,
+                body,
+                RequestOpts::default(),
+                timeout.as_millis().min(5000) as i64,
+            );
         }
         self.inner.stop.store(true, Ordering::Release);
         self.inner.wake();
@@ -930,7 +1195,9 @@ fn leave_request(st: &mut State, reason: &str) -> Option<(Node, Body)> {
         Body::Versioned {
             api_key: ApiKey::LeaveGroup as i16,
             max_version: None,
-            build: Box::new(move |v| RequestKind::LeaveGroup(rq::leave_group(&group_id, &member_id, None, &reason, v))),
+            build: Box::new(move |v| {
+                RequestKind::LeaveGroup(rq::leave_group(&group_id, &member_id, None, &reason, v))
+            }),
         },
     ))
 }
@@ -953,7 +1220,9 @@ fn take_records(st: &mut State, max: usize) -> Vec<RecordSlice> {
     let mut out = Vec::new();
     let mut left = max;
     while left > 0 {
-        let Some(c) = st.buffer.front_mut() else { break };
+        let Some(c) = st.buffer.front_mut() else {
+            break;
+        };
         let current = st
             .subs
             .state(&c.tp)
@@ -968,7 +1237,12 @@ fn take_records(st: &mut State, max: usize) -> Vec<RecordSlice> {
         }
         let n = (c.cols.len() - c.cursor).min(left);
         if n > 0 {
-            out.push(RecordSlice { tp: c.tp.clone(), cols: c.cols.clone(), from: c.cursor, to: c.cursor + n });
+            out.push(RecordSlice {
+                tp: c.tp.clone(),
+                cols: c.cols.clone(),
+                from: c.cursor,
+                to: c.cursor + n,
+            });
             c.cursor += n;
             left -= n;
         }
@@ -999,14 +1273,32 @@ fn commit_body(
     offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>,
 ) -> Body {
     let cluster = inner.metadata.fetch();
-    let ids: HashMap<String, [u8; 16]> = offsets.keys().filter_map(|tp| cluster.topic_id(&tp.topic).map(|id| (tp.topic.to_string(), id))).collect();
-    let all_ids = offsets.keys().all(|tp| ids.get(&*tp.topic).is_some_and(|id| *id != [0; 16]));
+    let ids: HashMap<String, [u8; 16]> = offsets
+        .keys()
+        .filter_map(|tp| {
+            cluster
+                .topic_id(&tp.topic)
+                .map(|id| (tp.topic.to_string(), id))
+        })
+        .collect();
+    let all_ids = offsets
+        .keys()
+        .all(|tp| ids.get(&*tp.topic).is_some_and(|id| *id != [0; 16]));
     let (g, gen, o) = (group_id.to_string(), generation.clone(), offsets.clone());
     Body::Versioned {
         api_key: ApiKey::OffsetCommit as i16,
         // v10 names topics by id only.
         max_version: if all_ids { None } else { Some(9) },
-        build: Box::new(move |v| RequestKind::OffsetCommit(rq::offset_commit(&g, &gen, instance.as_deref(), &o, &|t| ids.get(t).copied(), v))),
+        build: Box::new(move |v| {
+            RequestKind::OffsetCommit(rq::offset_commit(
+                &g,
+                &gen,
+                instance.as_deref(),
+                &o,
+                &|t| ids.get(t).copied(),
+                v,
+            ))
+        }),
     }
 }
 
@@ -1017,12 +1309,22 @@ impl Inner {
     /// sent in generation N answered after the sync of N+1) changes nothing:
     /// acting on it would throw away a valid membership and start one more
     /// rebalance (Java KAFKA-9823 checks `generationUnchanged` the same way).
-    fn apply_coordinator_reaction(&self, r: Reaction, what: &str, sent: Option<&crate::consumer::coordinator::Generation>) {
+    fn apply_coordinator_reaction(
+        &self,
+        r: Reaction,
+        what: &str,
+        sent: Option<&crate::consumer::coordinator::Generation>,
+    ) {
         let mut st = self.lock();
         let lost = {
             let Some(g) = st.group.as_mut() else { return };
             let stale = sent.is_some_and(|s| s != g.generation());
-            if stale && matches!(r, Reaction::Rejoin | Reaction::ResetAndRejoin | Reaction::ResetGeneration) {
+            if stale
+                && matches!(
+                    r,
+                    Reaction::Rejoin | Reaction::ResetAndRejoin | Reaction::ResetGeneration
+                )
+            {
                 return;
             }
             match r {
@@ -1058,7 +1360,14 @@ impl Inner {
         match r {
             Ok((ResponseKind::OffsetCommit(resp), _)) => {
                 let cluster = self.metadata.fetch();
-                let names: HashMap<[u8; 16], String> = offsets.keys().filter_map(|tp| cluster.topic_id(&tp.topic).map(|id| (id, tp.topic.to_string()))).collect();
+                let names: HashMap<[u8; 16], String> = offsets
+                    .keys()
+                    .filter_map(|tp| {
+                        cluster
+                            .topic_id(&tp.topic)
+                            .map(|id| (id, tp.topic.to_string()))
+                    })
+                    .collect();
                 let parts = rq::parse_offset_commit(&resp, &|id| names.get(id).cloned());
                 match parts.iter().find(|(_, c)| *c != 0) {
                     None => {
@@ -1071,7 +1380,8 @@ impl Inner {
                     Some((tp, code)) => {
                         let reaction = commit_reaction(*code);
                         self.apply_coordinator_reaction(reaction, "offset commit", Some(sent));
-                        let retriable = matches!(reaction, Reaction::Retry | Reaction::CoordinatorUnknown);
+                        let retriable =
+                            matches!(reaction, Reaction::Retry | Reaction::CoordinatorUnknown);
                         let msg = match reaction {
                             Reaction::Rejoin | Reaction::ResetAndRejoin | Reaction::ResetGeneration => format!(
                                 "commit of {}-{} failed: the group rebalanced; the partitions may now belong to another member",
@@ -1083,10 +1393,20 @@ impl Inner {
                     }
                 }
             }
-            Ok(_) => Err((Error::State { detail: "unexpected OffsetCommit answer".into() }, false)),
+            Ok(_) => Err((
+                Error::State {
+                    detail: "unexpected OffsetCommit answer".into(),
+                },
+                false,
+            )),
             Err(e) => {
-                self.apply_coordinator_reaction(Reaction::CoordinatorUnknown, "offset commit failed", None);
-                let retriable = e.retriable() || matches!(e, Error::Disconnected { .. } | Error::Timeout { .. });
+                self.apply_coordinator_reaction(
+                    Reaction::CoordinatorUnknown,
+                    "offset commit failed",
+                    None,
+                );
+                let retriable = e.retriable()
+                    || matches!(e, Error::Disconnected { .. } | Error::Timeout { .. });
                 Err((e, retriable))
             }
         }
@@ -1168,37 +1488,82 @@ fn step(inner: &Arc<Inner>, now: i64) -> Duration {
                 let body = Body::Versioned {
                     api_key: ApiKey::OffsetFetch as i16,
                     max_version: None,
-                    build: Box::new(move |v| RequestKind::OffsetFetch(rq::offset_fetch(&gid, Some(&initializing), true, v))),
+                    build: Box::new(move |v| {
+                        RequestKind::OffsetFetch(rq::offset_fetch(
+                            &gid,
+                            Some(&initializing),
+                            true,
+                            v,
+                        ))
+                    }),
                 };
-                inner.submit(coordinator_connection(&node), body, RequestOpts::default(), Tag::OffsetFetch);
+                inner.submit(
+                    coordinator_connection(&node),
+                    body,
+                    RequestOpts::default(),
+                    Tag::OffsetFetch,
+                );
             }
         }
     }
-    let resets: Vec<_> = st.subs.partitions_needing_reset(now).into_iter().filter(|(tp, _)| !st.resets_in_flight.contains(tp)).collect();
+    let resets: Vec<_> = st
+        .subs
+        .partitions_needing_reset(now)
+        .into_iter()
+        .filter(|(tp, _)| !st.resets_in_flight.contains(tp))
+        .collect();
     if !resets.is_empty() {
-        let mut by_leader: BTreeMap<i32, (Node, Vec<(TopicPartition, OffsetResetStrategy)>)> = BTreeMap::new();
+        let mut by_leader: BTreeMap<i32, (Node, Vec<(TopicPartition, OffsetResetStrategy)>)> =
+            BTreeMap::new();
         for (tp, s) in resets {
             match cluster.leader_for(&tp.topic, tp.partition) {
-                Some(n) => by_leader.entry(n.id).or_insert_with(|| (n.clone(), vec![])).1.push((tp, s)),
+                Some(n) => by_leader
+                    .entry(n.id)
+                    .or_insert_with(|| (n.clone(), vec![]))
+                    .1
+                    .push((tp, s)),
                 None => {
                     inner.metadata.request_update_for_topic(&tp.topic);
                 }
             }
         }
-        let isolation = if inner.cfg.read_committed { READ_COMMITTED } else { 0 };
+        let isolation = if inner.cfg.read_committed {
+            READ_COMMITTED
+        } else {
+            0
+        };
         for (_, (node, parts)) in by_leader {
             let q: Vec<(TopicPartition, i64, i32)> = parts
                 .iter()
                 .map(|(tp, s)| {
-                    let ts = if *s == OffsetResetStrategy::Earliest { EARLIEST_TIMESTAMP } else { LATEST_TIMESTAMP };
-                    (tp.clone(), ts, cluster.leader_epoch_for(&tp.topic, tp.partition).unwrap_or(-1))
+                    let ts = if *s == OffsetResetStrategy::Earliest {
+                        EARLIEST_TIMESTAMP
+                    } else {
+                        LATEST_TIMESTAMP
+                    };
+                    (
+                        tp.clone(),
+                        ts,
+                        cluster
+                            .leader_epoch_for(&tp.topic, tp.partition)
+                            .unwrap_or(-1),
+                    )
                 })
                 .collect();
             for (tp, _) in &parts {
                 st.resets_in_flight.insert(tp.clone());
             }
-            let body = RequestKind::ListOffsets(build_list_offsets_request(isolation, &q, inner.cfg.request_timeout_ms as i32));
-            inner.submit(node, Body::Ready(body), RequestOpts::default(), Tag::Reset { parts });
+            let body = RequestKind::ListOffsets(build_list_offsets_request(
+                isolation,
+                &q,
+                inner.cfg.request_timeout_ms as i32,
+            ));
+            inner.submit(
+                node,
+                Body::Ready(body),
+                RequestOpts::default(),
+                Tag::Reset { parts },
+            );
         }
     }
 
@@ -1214,12 +1579,15 @@ fn step(inner: &Arc<Inner>, now: i64) -> Duration {
     // bounded by bytes either way (and by `cap` overall).
     let mut buffered: HashMap<TopicPartition, (usize, i64, usize)> = HashMap::new();
     for c in &st.buffer {
-        let e = buffered.entry(c.tp.clone()).or_insert((0, c.next_offset, 0));
+        let e = buffered
+            .entry(c.tp.clone())
+            .or_insert((0, c.next_offset, 0));
         e.0 += 1;
         e.1 = c.next_offset;
         e.2 += c.bytes;
     }
-    let cap = (inner.cfg.fetch_max_bytes as usize).max(inner.cfg.max_partition_fetch_bytes as usize * 2);
+    let cap =
+        (inner.cfg.fetch_max_bytes as usize).max(inner.cfg.max_partition_fetch_bytes as usize * 2);
     if st.buffered_bytes < cap {
         let mut plan: BTreeMap<i32, (Node, Vec<PartitionFetch>)> = BTreeMap::new();
         for (tp, pos) in st.subs.fetchable_partitions() {
@@ -1234,28 +1602,43 @@ fn step(inner: &Arc<Inner>, now: i64) -> Duration {
             if st.fetch_in_flight.contains(&leader.id) {
                 continue;
             }
-            let epoch = cluster.leader_epoch_for(&tp.topic, tp.partition).unwrap_or(-1);
+            let epoch = cluster
+                .leader_epoch_for(&tp.topic, tp.partition)
+                .unwrap_or(-1);
             let topic_id = cluster.topic_id(&tp.topic).filter(|id| *id != [0; 16]);
-            plan.entry(leader.id).or_insert_with(|| (leader.clone(), vec![])).1.push(PartitionFetch {
-                tp,
-                topic_id,
-                fetch_offset: if count == 0 { pos.offset } else { next },
-                current_leader_epoch: epoch,
-                partition_max_bytes: inner.cfg.max_partition_fetch_bytes,
-            });
+            plan.entry(leader.id)
+                .or_insert_with(|| (leader.clone(), vec![]))
+                .1
+                .push(PartitionFetch {
+                    tp,
+                    topic_id,
+                    fetch_offset: if count == 0 { pos.offset } else { next },
+                    current_leader_epoch: epoch,
+                    partition_max_bytes: inner.cfg.max_partition_fetch_bytes,
+                });
         }
         let limits = FetchLimits {
             max_wait_ms: inner.cfg.fetch_max_wait_ms,
             min_bytes: inner.cfg.fetch_min_bytes,
             max_bytes: inner.cfg.fetch_max_bytes,
-            isolation_level: if inner.cfg.read_committed { READ_COMMITTED } else { 0 },
+            isolation_level: if inner.cfg.read_committed {
+                READ_COMMITTED
+            } else {
+                0
+            },
         };
         let rack = inner.cfg.client_rack.clone().unwrap_or_default();
         for (node_id, (node, parts)) in plan {
             st.fetch_in_flight.insert(node_id);
             let all_ids = parts.iter().all(|p| p.topic_id.is_some());
-            let offsets: HashMap<TopicPartition, i64> = parts.iter().map(|p| (p.tp.clone(), p.fetch_offset)).collect();
-            let names: HashMap<[u8; 16], String> = parts.iter().filter_map(|p| p.topic_id.map(|id| (id, p.tp.topic.to_string()))).collect();
+            let offsets: HashMap<TopicPartition, i64> = parts
+                .iter()
+                .map(|p| (p.tp.clone(), p.fetch_offset))
+                .collect();
+            let names: HashMap<[u8; 16], String> = parts
+                .iter()
+                .filter_map(|p| p.topic_id.map(|id| (id, p.tp.topic.to_string())))
+                .collect();
             let rack = rack.clone();
             let body = Body::Versioned {
                 api_key: ApiKey::Fetch as i16,
@@ -1280,10 +1663,21 @@ fn step(inner: &Arc<Inner>, now: i64) -> Duration {
             // The broker may hold a Fetch for max_wait: the request timeout
             // must cover it (Java adds fetch.max.wait.ms).
             let opts = RequestOpts {
-                request_timeout_ms: Some(inner.cfg.request_timeout_ms + inner.cfg.fetch_max_wait_ms as i64),
+                request_timeout_ms: Some(
+                    inner.cfg.request_timeout_ms + inner.cfg.fetch_max_wait_ms as i64,
+                ),
                 max_version: None,
             };
-            inner.submit(node, body, opts, Tag::Fetch { node: node_id, offsets, names });
+            inner.submit(
+                node,
+                body,
+                opts,
+                Tag::Fetch {
+                    node: node_id,
+                    offsets,
+                    names,
+                },
+            );
         }
     }
 
@@ -1304,8 +1698,12 @@ fn maybe_auto_commit(inner: &Arc<Inner>, st: &mut State, pre_join: bool) -> bool
     if st.auto_commit_in_flight {
         return false;
     }
-    let Some(g) = st.group.as_ref() else { return false };
-    let Some(node) = g.coordinator().cloned() else { return false };
+    let Some(g) = st.group.as_ref() else {
+        return false;
+    };
+    let Some(node) = g.coordinator().cloned() else {
+        return false;
+    };
     let offsets: BTreeMap<TopicPartition, i64> = st
         .subs
         .all_consumed()
@@ -1329,24 +1727,60 @@ fn maybe_auto_commit(inner: &Arc<Inner>, st: &mut State, pre_join: bool) -> bool
         .all_consumed()
         .into_iter()
         .filter(|(tp, _)| offsets.contains_key(tp))
-        .map(|(tp, p)| (tp, OffsetAndMetadata { offset: p.offset, leader_epoch: p.leader_epoch, metadata: None }))
+        .map(|(tp, p)| {
+            (
+                tp,
+                OffsetAndMetadata {
+                    offset: p.offset,
+                    leader_epoch: p.leader_epoch,
+                    metadata: None,
+                },
+            )
+        })
         .collect();
-    let body = commit_body(inner, g.group_id.as_str(), &generation, g.group_instance_id.clone(), &full);
+    let body = commit_body(
+        inner,
+        g.group_id.as_str(),
+        &generation,
+        g.group_instance_id.clone(),
+        &full,
+    );
     st.auto_commit_in_flight = true;
-    inner.submit(coordinator_connection(&node), body, RequestOpts::default(), Tag::AutoCommit { offsets, pre_join, generation });
+    inner.submit(
+        coordinator_connection(&node),
+        body,
+        RequestOpts::default(),
+        Tag::AutoCommit {
+            offsets,
+            pre_join,
+            generation,
+        },
+    );
     true
 }
 
-fn group_step(inner: &Arc<Inner>, st: &mut State, cluster: &crate::cluster::Cluster, now: i64) -> i64 {
+fn group_step(
+    inner: &Arc<Inner>,
+    st: &mut State,
+    cluster: &crate::cluster::Cluster,
+    now: i64,
+) -> i64 {
     let subscribed = st.subs.has_auto_assigned_partitions();
     // Pattern / partition-count changes of subscribed topics mean a rejoin.
     if subscribed {
         let g = st.group.as_ref().expect("group");
         if g.state() == MemberState::Stable {
-            let snapshot: BTreeMap<String, usize> =
-                st.subs.subscription().iter().map(|t| (t.clone(), cluster.partition_count_for_topic(t).unwrap_or(0))).collect();
+            let snapshot: BTreeMap<String, usize> = st
+                .subs
+                .subscription()
+                .iter()
+                .map(|t| (t.clone(), cluster.partition_count_for_topic(t).unwrap_or(0)))
+                .collect();
             if snapshot != st.joined_snapshot && snapshot.values().all(|n| *n > 0) {
-                st.group.as_mut().expect("group").request_rejoin("the partitions of a subscribed topic changed");
+                st.group
+                    .as_mut()
+                    .expect("group")
+                    .request_rejoin("the partitions of a subscribed topic changed");
             }
         }
     }
@@ -1366,7 +1800,12 @@ fn group_step(inner: &Arc<Inner>, st: &mut State, cluster: &crate::cluster::Clus
         return leader_assign(inner, st, cluster, now);
     }
     // Before (re)joining: commit, then let the application revoke (eager).
-    let needs_join = g.rejoin_needed() && !g.coordinator_unknown() && !matches!(g.state(), MemberState::PreparingRebalance | MemberState::CompletingRebalance);
+    let needs_join = g.rejoin_needed()
+        && !g.coordinator_unknown()
+        && !matches!(
+            g.state(),
+            MemberState::PreparingRebalance | MemberState::CompletingRebalance
+        );
     if needs_join && g.fatal().is_none() {
         match st.prepare {
             Prepare::NotStarted => {
@@ -1410,7 +1849,8 @@ fn group_step(inner: &Arc<Inner>, st: &mut State, cluster: &crate::cluster::Clus
             let mut protocols = Vec::new();
             for name in &inner.cfg.assignors {
                 // v1+ carries owned partitions (cooperative); v3 the rack.
-                match encode_subscription(&topics, &owned, generation_id, rack.as_deref(), None, 3) {
+                match encode_subscription(&topics, &owned, generation_id, rack.as_deref(), None, 3)
+                {
                     Ok(meta) => protocols.push((name.clone(), meta)),
                     Err(e) => {
                         st.errors.push_back(e.into());
@@ -1446,7 +1886,12 @@ fn group_step(inner: &Arc<Inner>, st: &mut State, cluster: &crate::cluster::Clus
                 }),
             };
             let opts = RequestOpts {
-                request_timeout_ms: Some(inner.cfg.request_timeout_ms.max(g.rebalance_timeout_ms + 5000)),
+                request_timeout_ms: Some(
+                    inner
+                        .cfg
+                        .request_timeout_ms
+                        .max(g.rebalance_timeout_ms + 5000),
+                ),
                 max_version: None,
             };
             inner.submit(node, body, opts, Tag::Join);
@@ -1489,16 +1934,29 @@ fn send_find_coordinator(inner: &Arc<Inner>, g: &mut GroupMembership, now: i64) 
     inner.submit(node, body, RequestOpts::default(), Tag::FindCoordinator);
 }
 
-fn send_heartbeat(inner: &Arc<Inner>, g: &GroupMembership, generation: crate::consumer::coordinator::Generation) {
-    let Some(node) = g.coordinator().map(coordinator_connection) else { return };
+fn send_heartbeat(
+    inner: &Arc<Inner>,
+    g: &GroupMembership,
+    generation: crate::consumer::coordinator::Generation,
+) {
+    let Some(node) = g.coordinator().map(coordinator_connection) else {
+        return;
+    };
     let sent = generation.clone();
     let (gid, inst) = (g.group_id.clone(), g.group_instance_id.clone());
     let body = Body::Versioned {
         api_key: ApiKey::Heartbeat as i16,
         max_version: None,
-        build: Box::new(move |v| RequestKind::Heartbeat(rq::heartbeat(&generation, &gid, inst.as_deref(), v))),
+        build: Box::new(move |v| {
+            RequestKind::Heartbeat(rq::heartbeat(&generation, &gid, inst.as_deref(), v))
+        }),
     };
-    inner.submit(node, body, RequestOpts::default(), Tag::Heartbeat { generation: sent });
+    inner.submit(
+        node,
+        body,
+        RequestOpts::default(),
+        Tag::Heartbeat { generation: sent },
+    );
 }
 
 /// Eager protocol: everything owned is revoked before the join. The
@@ -1519,10 +1977,22 @@ fn start_revocation(inner: &Arc<Inner>, st: &mut State) {
 
 /// The leader's assignment once metadata covers every member's topics
 /// (bounded wait: topics still unknown after 5 s get no partitions).
-fn leader_assign(inner: &Arc<Inner>, st: &mut State, cluster: &crate::cluster::Cluster, now: i64) -> i64 {
+fn leader_assign(
+    inner: &Arc<Inner>,
+    st: &mut State,
+    cluster: &crate::cluster::Cluster,
+    now: i64,
+) -> i64 {
     let join = st.join.as_ref().expect("join");
-    let topics: BTreeSet<String> = join.members.iter().flat_map(|m| m.topics.iter().cloned()).collect();
-    let missing: Vec<&String> = topics.iter().filter(|t| cluster.partition_count_for_topic(t).unwrap_or(0) == 0).collect();
+    let topics: BTreeSet<String> = join
+        .members
+        .iter()
+        .flat_map(|m| m.topics.iter().cloned())
+        .collect();
+    let missing: Vec<&String> = topics
+        .iter()
+        .filter(|t| cluster.partition_count_for_topic(t).unwrap_or(0) == 0)
+        .collect();
     if !missing.is_empty() && now < st.join_deadline_ms {
         let ts: Vec<String> = topics.iter().cloned().collect();
         inner.want_topics(st, ts);
@@ -1531,7 +2001,14 @@ fn leader_assign(inner: &Arc<Inner>, st: &mut State, cluster: &crate::cluster::C
         return 20;
     }
     let join = st.join.take().expect("join");
-    let counts: HashMap<String, i32> = topics.iter().filter_map(|t| cluster.partition_count_for_topic(t).map(|n| (t.clone(), n as i32))).collect();
+    let counts: HashMap<String, i32> = topics
+        .iter()
+        .filter_map(|t| {
+            cluster
+                .partition_count_for_topic(t)
+                .map(|n| (t.clone(), n as i32))
+        })
+        .collect();
     let assignment = assignor::assign(&join.protocol, &join.members, &counts).unwrap_or_default();
     let mut assignments: BTreeMap<String, Bytes> = BTreeMap::new();
     for m in &join.members {
@@ -1550,19 +2027,35 @@ fn leader_assign(inner: &Arc<Inner>, st: &mut State, cluster: &crate::cluster::C
     100
 }
 
-fn send_sync(inner: &Arc<Inner>, st: &mut State, generation_id: i32, assignments: BTreeMap<String, Bytes>) {
+fn send_sync(
+    inner: &Arc<Inner>,
+    st: &mut State,
+    generation_id: i32,
+    assignments: BTreeMap<String, Bytes>,
+) {
     let g = st.group.as_ref().expect("group");
     let Some(node) = g.coordinator().map(coordinator_connection) else {
         return;
     };
-    let (gen, gid, inst) = (g.generation().clone(), g.group_id.clone(), g.group_instance_id.clone());
+    let (gen, gid, inst) = (
+        g.generation().clone(),
+        g.group_id.clone(),
+        g.group_instance_id.clone(),
+    );
     let body = Body::Versioned {
         api_key: ApiKey::SyncGroup as i16,
         max_version: None,
-        build: Box::new(move |v| RequestKind::SyncGroup(rq::sync_group(&gen, &gid, inst.as_deref(), &assignments, v))),
+        build: Box::new(move |v| {
+            RequestKind::SyncGroup(rq::sync_group(&gen, &gid, inst.as_deref(), &assignments, v))
+        }),
     };
     let opts = RequestOpts {
-        request_timeout_ms: Some(inner.cfg.request_timeout_ms.max(g.rebalance_timeout_ms + 5000)),
+        request_timeout_ms: Some(
+            inner
+                .cfg
+                .request_timeout_ms
+                .max(g.rebalance_timeout_ms + 5000),
+        ),
         max_version: None,
     };
     inner.submit(node, body, opts, Tag::Sync { generation_id });
@@ -1571,7 +2064,11 @@ fn send_sync(inner: &Arc<Inner>, st: &mut State, generation_id: i32, assignments
 fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16), Error>) {
     let now = now_ms();
     match tag {
-        Tag::Fetch { node, offsets, names } => {
+        Tag::Fetch {
+            node,
+            offsets,
+            names,
+        } => {
             // Decode before taking the state lock: this is the heavy part.
             let decoded = match result {
                 Ok((ResponseKind::Fetch(resp), _)) => {
@@ -1579,14 +2076,20 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     if code != 0 {
                         Err(Error::broker(code, Some("fetch".into())))
                     } else {
-                        let opts = DecodeOptions { verify_crc: inner.cfg.check_crcs, ..DecodeOptions::default() };
+                        let opts = DecodeOptions {
+                            verify_crc: inner.cfg.check_crcs,
+                            ..DecodeOptions::default()
+                        };
                         Ok(parts
                             .into_iter()
                             .filter_map(|p| {
                                 let at = *offsets.get(&p.tp)?;
                                 let reaction = fetch_reaction(p.error_code);
                                 let decoded = if reaction == FetchReaction::Deliver {
-                                    let mut filter = AbortedTransactionFilter::new(inner.cfg.read_committed, p.aborted_transactions.clone());
+                                    let mut filter = AbortedTransactionFilter::new(
+                                        inner.cfg.read_committed,
+                                        p.aborted_transactions.clone(),
+                                    );
                                     Some(decode_fetched(&p.records, at, opts, &mut filter))
                                 } else {
                                     None
@@ -1596,7 +2099,9 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                             .collect::<Vec<_>>())
                     }
                 }
-                Ok(_) => Err(Error::State { detail: "unexpected Fetch answer".into() }),
+                Ok(_) => Err(Error::State {
+                    detail: "unexpected Fetch answer".into(),
+                }),
                 Err(e) => Err(e),
             };
             let mut st = inner.lock();
@@ -1614,7 +2119,9 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
             let mut notify = false;
             for (p, at, reaction, decoded) in parts {
                 // Still ours, and still where we asked from?
-                let Some(s) = st.subs.state(&p.tp) else { continue };
+                let Some(s) = st.subs.state(&p.tp) else {
+                    continue;
+                };
                 if s.state != FetchState::Fetching || s.paused {
                     continue;
                 }
@@ -1630,7 +2137,12 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 }
                 match reaction {
                     FetchReaction::Deliver => {
-                        st.subs.update_watermarks(&p.tp, p.high_watermark, p.log_start_offset, p.last_stable_offset);
+                        st.subs.update_watermarks(
+                            &p.tp,
+                            p.high_watermark,
+                            p.log_start_offset,
+                            p.last_stable_offset,
+                        );
                         match decoded.expect("decoded on Deliver") {
                             Ok(d) => {
                                 if d.record_too_large {
@@ -1659,7 +2171,10 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                             }
                             Err(e) => {
                                 st.errors.push_back(Error::State {
-                                    detail: format!("corrupt records from {}-{} at offset {at}: {e}", p.tp.topic, p.tp.partition),
+                                    detail: format!(
+                                        "corrupt records from {}-{} at offset {at}: {e}",
+                                        p.tp.topic, p.tp.partition
+                                    ),
                                 });
                                 notify = true;
                             }
@@ -1671,14 +2186,23 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     FetchReaction::Retry => {}
                     FetchReaction::OffsetOutOfRange => {
                         if inner.cfg.auto_offset_reset == OffsetResetStrategy::None {
-                            st.errors.push_back(Error::broker(1, Some(format!("offset {at} of {}-{} is out of range", p.tp.topic, p.tp.partition))));
+                            st.errors.push_back(Error::broker(
+                                1,
+                                Some(format!(
+                                    "offset {at} of {}-{} is out of range",
+                                    p.tp.topic, p.tp.partition
+                                )),
+                            ));
                             notify = true;
                         } else {
                             let _ = st.subs.request_offset_reset(&p.tp, None);
                         }
                     }
                     FetchReaction::Raise(code) => {
-                        st.errors.push_back(Error::broker(code, Some(format!("fetching {}-{}", p.tp.topic, p.tp.partition))));
+                        st.errors.push_back(Error::broker(
+                            code,
+                            Some(format!("fetching {}-{}", p.tp.topic, p.tp.partition)),
+                        ));
                         notify = true;
                     }
                 }
@@ -1693,7 +2217,9 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
             let mut st = inner.lock();
             let Some(g) = st.group.as_mut() else { return };
             let r = match &result {
-                Ok((ResponseKind::FindCoordinator(resp), _)) => rq::parse_find_coordinator(resp, &g.group_id),
+                Ok((ResponseKind::FindCoordinator(resp), _)) => {
+                    rq::parse_find_coordinator(resp, &g.group_id)
+                }
                 _ => Err(15),
             };
             log::debug!(target: "ferrokafka::group", "find coordinator: {:?} / {:?}", r, result.as_ref().err());
@@ -1712,7 +2238,9 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     return;
                 }
                 let r = match &result {
-                    Ok((ResponseKind::Heartbeat(resp), _)) => g.on_heartbeat(Ok(resp.error_code), now),
+                    Ok((ResponseKind::Heartbeat(resp), _)) => {
+                        g.on_heartbeat(Ok(resp.error_code), now)
+                    }
                     _ => {
                         g.mark_coordinator_unknown("heartbeat failed", now);
                         g.on_heartbeat(Err(()), now)
@@ -1742,7 +2270,14 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 }
             };
             let protocol = resp.protocol_name.as_ref().map(|s| s.to_string());
-            let r = g.on_join(resp.error_code, resp.generation_id, resp.member_id.as_str(), resp.leader.as_str(), protocol.as_deref(), now);
+            let r = g.on_join(
+                resp.error_code,
+                resp.generation_id,
+                resp.member_id.as_str(),
+                resp.leader.as_str(),
+                protocol.as_deref(),
+                now,
+            );
             log::debug!(target: "ferrokafka::group", "join: code {} gen {} -> {r:?}", resp.error_code, resp.generation_id);
             match r {
                 Reaction::Ok => {
@@ -1752,7 +2287,11 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     if leader {
                         let mut members = Vec::new();
                         for m in &resp.members {
-                            match decode_subscription(m.member_id.as_str(), m.group_instance_id.as_deref(), m.metadata.clone()) {
+                            match decode_subscription(
+                                m.member_id.as_str(),
+                                m.group_instance_id.as_deref(),
+                                m.metadata.clone(),
+                            ) {
                                 Ok(s) => members.push(s),
                                 Err(e) => st.errors.push_back(e.into()),
                             }
@@ -1769,7 +2308,8 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     }
                 }
                 Reaction::Fatal(code) => {
-                    st.errors.push_back(Error::broker(code, Some("joining the group".into())));
+                    st.errors
+                        .push_back(Error::broker(code, Some("joining the group".into())));
                     inner.data.notify_all();
                 }
                 Reaction::RaiseAndRejoin(code) => {
@@ -1811,7 +2351,10 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                         Ok(p) => p,
                         Err(e) => {
                             st.errors.push_back(e.into());
-                            st.group.as_mut().expect("group").request_rejoin("undecodable assignment");
+                            st.group
+                                .as_mut()
+                                .expect("group")
+                                .request_rejoin("undecodable assignment");
                             inner.data.notify_all();
                             return;
                         }
@@ -1819,7 +2362,8 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     apply_assignment(inner, &mut st, parts);
                 }
                 Reaction::Fatal(code) => {
-                    st.errors.push_back(Error::broker(code, Some("syncing the group".into())));
+                    st.errors
+                        .push_back(Error::broker(code, Some("syncing the group".into())));
                     inner.data.notify_all();
                 }
                 Reaction::RaiseAndRejoin(code) => {
@@ -1840,12 +2384,19 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 Ok((ResponseKind::OffsetFetch(resp), _)) => {
                     let gid = inner.cfg.group_id.clone().unwrap_or_default();
                     let (code, parts) = rq::parse_offset_fetch(&resp, &gid);
-                    let code = if code != 0 { code } else { parts.iter().map(|p| p.2).find(|c| *c != 0).unwrap_or(0) };
+                    let code = if code != 0 {
+                        code
+                    } else {
+                        parts.iter().map(|p| p.2).find(|c| *c != 0).unwrap_or(0)
+                    };
                     if code != 0 {
                         drop(st);
                         let reaction = offset_fetch_reaction(code);
                         if let Reaction::Fatal(c) = reaction {
-                            inner.lock().errors.push_back(Error::broker(c, Some("fetching committed offsets".into())));
+                            inner.lock().errors.push_back(Error::broker(
+                                c,
+                                Some("fetching committed offsets".into()),
+                            ));
                             inner.data.notify_all();
                         } else {
                             inner.apply_coordinator_reaction(reaction, "offset fetch", None);
@@ -1854,7 +2405,9 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                     }
                     let mut missing = Vec::new();
                     for (tp, o, _) in parts {
-                        let Some(s) = st.subs.state(&tp) else { continue };
+                        let Some(s) = st.subs.state(&tp) else {
+                            continue;
+                        };
                         if s.state != FetchState::Initializing {
                             continue;
                         }
@@ -1883,7 +2436,11 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 }
                 _ => {
                     drop(st);
-                    inner.apply_coordinator_reaction(Reaction::CoordinatorUnknown, "offset fetch failed", None);
+                    inner.apply_coordinator_reaction(
+                        Reaction::CoordinatorUnknown,
+                        "offset fetch failed",
+                        None,
+                    );
                 }
             }
         }
@@ -1895,11 +2452,15 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
             match result {
                 Ok((ResponseKind::ListOffsets(resp), _)) => {
                     for r in parse_list_offsets_response(&resp) {
-                        let Some(strategy) = parts.iter().find(|p| p.0 == r.tp).map(|p| p.1) else { continue };
+                        let Some(strategy) = parts.iter().find(|p| p.0 == r.tp).map(|p| p.1) else {
+                            continue;
+                        };
                         if r.error_code == 0 && r.offset >= 0 {
-                            st.subs.maybe_complete_reset(&r.tp, r.offset, r.leader_epoch, strategy);
+                            st.subs
+                                .maybe_complete_reset(&r.tp, r.offset, r.leader_epoch, strategy);
                         } else {
-                            st.subs.set_reset_pending(&r.tp, now + inner.cfg.retry_backoff_ms);
+                            st.subs
+                                .set_reset_pending(&r.tp, now + inner.cfg.retry_backoff_ms);
                             inner.metadata.request_update();
                         }
                     }
@@ -1907,15 +2468,31 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
                 }
                 _ => {
                     for (tp, _) in &parts {
-                        st.subs.set_reset_pending(tp, now + inner.cfg.retry_backoff_ms);
+                        st.subs
+                            .set_reset_pending(tp, now + inner.cfg.retry_backoff_ms);
                     }
                     inner.metadata.request_update();
                 }
             }
         }
-        Tag::AutoCommit { offsets, pre_join, generation } => {
-            let full: BTreeMap<TopicPartition, OffsetAndMetadata> =
-                offsets.iter().map(|(tp, o)| (tp.clone(), OffsetAndMetadata { offset: *o, leader_epoch: -1, metadata: None })).collect();
+        Tag::AutoCommit {
+            offsets,
+            pre_join,
+            generation,
+        } => {
+            let full: BTreeMap<TopicPartition, OffsetAndMetadata> = offsets
+                .iter()
+                .map(|(tp, o)| {
+                    (
+                        tp.clone(),
+                        OffsetAndMetadata {
+                            offset: *o,
+                            leader_epoch: -1,
+                            metadata: None,
+                        },
+                    )
+                })
+                .collect();
             let r = inner.commit_result(result, &full, &generation);
             let mut st = inner.lock();
             st.auto_commit_in_flight = false;
@@ -1935,7 +2512,10 @@ fn handle_answer(inner: &Arc<Inner>, tag: Tag, result: Result<(ResponseKind, i16
 /// rarely must not find a backlog of the same error.
 fn raise_once(st: &mut State, code: i16, what: &str) {
     if !st.errors.iter().any(|e| e.code() == code) {
-        st.errors.push_back(Error::broker(code, Some(format!("{what} (unexpected answer; rejoining)"))));
+        st.errors.push_back(Error::broker(
+            code,
+            Some(format!("{what} (unexpected answer; rejoining)")),
+        ));
     }
 }
 
@@ -1948,19 +2528,28 @@ fn apply_assignment(inner: &Arc<Inner>, st: &mut State, parts: Vec<TopicPartitio
     let revoked: Vec<TopicPartition> = owned.difference(&new).cloned().collect();
     let added: Vec<TopicPartition> = new.difference(&owned).cloned().collect();
     let subscribed = st.subs.subscription().clone();
-    let ours: Vec<TopicPartition> = parts.into_iter().filter(|tp| subscribed.contains(&*tp.topic)).collect();
+    let ours: Vec<TopicPartition> = parts
+        .into_iter()
+        .filter(|tp| subscribed.contains(&*tp.topic))
+        .collect();
     if let Err(e) = st.subs.assign_from_subscribed(ours) {
         st.errors.push_back(e);
     }
     let gone: HashSet<TopicPartition> = revoked.iter().cloned().collect();
     drop_buffered(st, |tp| gone.contains(tp));
     let cluster = inner.metadata.fetch();
-    st.joined_snapshot = subscribed.iter().map(|t| (t.clone(), cluster.partition_count_for_topic(t).unwrap_or(0))).collect();
+    st.joined_snapshot = subscribed
+        .iter()
+        .map(|t| (t.clone(), cluster.partition_count_for_topic(t).unwrap_or(0)))
+        .collect();
     inner.want_topics(st, new.iter().map(|tp| tp.topic.to_string()));
     if !revoked.is_empty() {
         st.events.push_back(RebalanceEvent::Revoked(revoked));
         if inner.cfg.cooperative() {
-            st.group.as_mut().expect("group").request_rejoin("partitions revoked (cooperative): rejoin to let others take them");
+            st.group
+                .as_mut()
+                .expect("group")
+                .request_rejoin("partitions revoked (cooperative): rejoin to let others take them");
         }
     }
     st.events.push_back(RebalanceEvent::Assigned(added));

@@ -78,12 +78,19 @@ pub fn join_reaction(code: i16) -> Reaction {
         NONE => Reaction::Ok,
         COORDINATOR_LOAD_IN_PROGRESS | REBALANCE_IN_PROGRESS => Reaction::Retry,
         UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
+            Reaction::CoordinatorUnknown
+        }
         MEMBER_ID_REQUIRED => Reaction::RejoinWithMemberId,
         // FENCED_INSTANCE_ID: another process runs with our group.instance.id.
         // The rest are configuration errors that retrying cannot fix.
-        FENCED_INSTANCE_ID | GROUP_AUTHORIZATION_FAILED | INCONSISTENT_GROUP_PROTOCOL | INVALID_GROUP_ID
-        | INVALID_SESSION_TIMEOUT | GROUP_MAX_SIZE_REACHED | UNSUPPORTED_VERSION => Reaction::Fatal(code),
+        FENCED_INSTANCE_ID
+        | GROUP_AUTHORIZATION_FAILED
+        | INCONSISTENT_GROUP_PROTOCOL
+        | INVALID_GROUP_ID
+        | INVALID_SESSION_TIMEOUT
+        | GROUP_MAX_SIZE_REACHED
+        | UNSUPPORTED_VERSION => Reaction::Fatal(code),
         _ => Reaction::RaiseAndRejoin(code),
     }
 }
@@ -95,10 +102,13 @@ pub fn sync_reaction(code: i16) -> Reaction {
         REBALANCE_IN_PROGRESS => Reaction::Rejoin,
         UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
         ILLEGAL_GENERATION => Reaction::ResetGeneration,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
-        FENCED_INSTANCE_ID | GROUP_AUTHORIZATION_FAILED | INCONSISTENT_GROUP_PROTOCOL | UNSUPPORTED_VERSION => {
-            Reaction::Fatal(code)
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
+            Reaction::CoordinatorUnknown
         }
+        FENCED_INSTANCE_ID
+        | GROUP_AUTHORIZATION_FAILED
+        | INCONSISTENT_GROUP_PROTOCOL
+        | UNSUPPORTED_VERSION => Reaction::Fatal(code),
         _ => Reaction::RaiseAndRejoin(code),
     }
 }
@@ -110,7 +120,9 @@ pub fn heartbeat_reaction(code: i16) -> Reaction {
         REBALANCE_IN_PROGRESS => Reaction::Rejoin,
         UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
         ILLEGAL_GENERATION => Reaction::ResetGeneration,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
+            Reaction::CoordinatorUnknown
+        }
         COORDINATOR_LOAD_IN_PROGRESS => Reaction::Retry,
         _ => Reaction::Fatal(code),
     }
@@ -122,13 +134,17 @@ pub fn commit_reaction(code: i16) -> Reaction {
     match code {
         NONE => Reaction::Ok,
         COORDINATOR_LOAD_IN_PROGRESS | UNKNOWN_TOPIC_OR_PARTITION => Reaction::Retry,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
+            Reaction::CoordinatorUnknown
+        }
         // The generation moved on: this commit is lost (Java CommitFailedException);
         // the member rejoins and its partitions may belong to someone else now.
         UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
         ILLEGAL_GENERATION => Reaction::ResetGeneration,
         REBALANCE_IN_PROGRESS => Reaction::CommitFailed(code),
-        OFFSET_METADATA_TOO_LARGE | INVALID_COMMIT_OFFSET_SIZE | TOPIC_AUTHORIZATION_FAILED => Reaction::CommitFailed(code),
+        OFFSET_METADATA_TOO_LARGE | INVALID_COMMIT_OFFSET_SIZE | TOPIC_AUTHORIZATION_FAILED => {
+            Reaction::CommitFailed(code)
+        }
         GROUP_AUTHORIZATION_FAILED | FENCED_INSTANCE_ID => Reaction::Fatal(code),
         _ => Reaction::CommitFailed(code),
     }
@@ -141,7 +157,9 @@ pub fn offset_fetch_reaction(code: i16) -> Reaction {
     match code {
         NONE => Reaction::Ok,
         COORDINATOR_LOAD_IN_PROGRESS | UNSTABLE_OFFSET_COMMIT => Reaction::Retry,
-        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => Reaction::CoordinatorUnknown,
+        COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR | REQUEST_TIMED_OUT => {
+            Reaction::CoordinatorUnknown
+        }
         _ => Reaction::Fatal(code),
     }
 }
@@ -224,7 +242,13 @@ impl GroupMembership {
             pending: false,
             next_attempt_ms: 0,
             fatal: None,
-            heartbeat: Heartbeat::new(session_timeout_ms, heartbeat_interval_ms, max_poll_interval_ms, retry_backoff_ms, now_ms),
+            heartbeat: Heartbeat::new(
+                session_timeout_ms,
+                heartbeat_interval_ms,
+                max_poll_interval_ms,
+                retry_backoff_ms,
+                now_ms,
+            ),
         }
     }
 
@@ -347,11 +371,17 @@ impl GroupMembership {
             if self.heartbeat.session_timeout_expired(now_ms) {
                 // No heartbeat got through for a whole session: the
                 // coordinator has evicted us or is gone.
-                self.mark_coordinator_unknown("session timed out without a heartbeat answer", now_ms);
+                self.mark_coordinator_unknown(
+                    "session timed out without a heartbeat answer",
+                    now_ms,
+                );
                 return Action::FindCoordinator;
             }
         }
-        if self.rejoin_needed && self.state != MemberState::PreparingRebalance && self.state != MemberState::CompletingRebalance {
+        if self.rejoin_needed
+            && self.state != MemberState::PreparingRebalance
+            && self.state != MemberState::CompletingRebalance
+        {
             self.state = MemberState::PreparingRebalance;
             self.pending = true;
             return Action::Join {
@@ -480,7 +510,9 @@ impl GroupMembership {
     /// longer valid: reset (keeping the member id for ILLEGAL_GENERATION).
     pub fn on_generation_error(&mut self, r: Reaction, what: &str) {
         match r {
-            Reaction::ResetGeneration => self.reset_generation(&format!("{what}: generation no longer valid"), true),
+            Reaction::ResetGeneration => {
+                self.reset_generation(&format!("{what}: generation no longer valid"), true)
+            }
             _ => self.reset_generation(&format!("{what}: member id no longer valid"), false),
         }
         self.pending = false;
@@ -509,10 +541,26 @@ mod tests {
     fn join_and_sync(m: &mut GroupMembership, now: i64) {
         assert_eq!(m.next_action(now), Action::FindCoordinator);
         m.on_find_coordinator(Ok(coordinator()), now);
-        assert_eq!(m.next_action(now), Action::Join { member_id: String::new() });
-        assert_eq!(m.on_join(codes::MEMBER_ID_REQUIRED, -1, "m-1", "", None, now), Reaction::RejoinWithMemberId);
-        assert_eq!(m.next_action(now), Action::Join { member_id: "m-1".into() });
-        assert_eq!(m.on_join(0, 5, "m-1", "m-1", Some("range"), now), Reaction::Ok);
+        assert_eq!(
+            m.next_action(now),
+            Action::Join {
+                member_id: String::new()
+            }
+        );
+        assert_eq!(
+            m.on_join(codes::MEMBER_ID_REQUIRED, -1, "m-1", "", None, now),
+            Reaction::RejoinWithMemberId
+        );
+        assert_eq!(
+            m.next_action(now),
+            Action::Join {
+                member_id: "m-1".into()
+            }
+        );
+        assert_eq!(
+            m.on_join(0, 5, "m-1", "m-1", Some("range"), now),
+            Reaction::Ok
+        );
         assert!(m.is_leader("m-1"));
         assert_eq!(m.state(), MemberState::CompletingRebalance);
         assert_eq!(m.on_sync(0, now), Reaction::Ok);
@@ -536,8 +584,16 @@ mod tests {
         let mut m = member(0);
         join_and_sync(&mut m, 0);
         m.next_action(3_000);
-        assert_eq!(m.on_heartbeat(Ok(codes::REBALANCE_IN_PROGRESS), 3_001), Reaction::Rejoin);
-        assert_eq!(m.next_action(3_002), Action::Join { member_id: "m-1".into() });
+        assert_eq!(
+            m.on_heartbeat(Ok(codes::REBALANCE_IN_PROGRESS), 3_001),
+            Reaction::Rejoin
+        );
+        assert_eq!(
+            m.next_action(3_002),
+            Action::Join {
+                member_id: "m-1".into()
+            }
+        );
     }
 
     #[test]
@@ -547,9 +603,17 @@ mod tests {
         let mut m = member(0);
         join_and_sync(&mut m, 0);
         m.next_action(3_000);
-        assert_eq!(m.on_heartbeat(Ok(codes::ILLEGAL_GENERATION), 3_001), Reaction::ResetGeneration);
+        assert_eq!(
+            m.on_heartbeat(Ok(codes::ILLEGAL_GENERATION), 3_001),
+            Reaction::ResetGeneration
+        );
         assert_eq!(m.generation().generation_id, NO_GENERATION);
-        assert_eq!(m.next_action(3_002), Action::Join { member_id: "m-1".into() });
+        assert_eq!(
+            m.next_action(3_002),
+            Action::Join {
+                member_id: "m-1".into()
+            }
+        );
     }
 
     #[test]
@@ -557,9 +621,17 @@ mod tests {
         let mut m = member(0);
         join_and_sync(&mut m, 0);
         m.next_action(3_000);
-        assert_eq!(m.on_heartbeat(Ok(codes::UNKNOWN_MEMBER_ID), 3_001), Reaction::ResetAndRejoin);
+        assert_eq!(
+            m.on_heartbeat(Ok(codes::UNKNOWN_MEMBER_ID), 3_001),
+            Reaction::ResetAndRejoin
+        );
         assert_eq!(m.generation().generation_id, NO_GENERATION);
-        assert_eq!(m.next_action(3_002), Action::Join { member_id: String::new() });
+        assert_eq!(
+            m.next_action(3_002),
+            Action::Join {
+                member_id: String::new()
+            }
+        );
     }
 
     #[test]
@@ -567,7 +639,10 @@ mod tests {
         let mut m = member(0);
         join_and_sync(&mut m, 0);
         m.next_action(3_000);
-        assert_eq!(m.on_heartbeat(Ok(codes::NOT_COORDINATOR), 3_001), Reaction::CoordinatorUnknown);
+        assert_eq!(
+            m.on_heartbeat(Ok(codes::NOT_COORDINATOR), 3_001),
+            Reaction::CoordinatorUnknown
+        );
         assert!(m.coordinator_unknown());
         assert_eq!(m.next_action(3_050), Action::Wait(51));
         assert_eq!(m.next_action(3_101), Action::FindCoordinator);
@@ -587,21 +662,54 @@ mod tests {
 
     #[test]
     fn fencing_is_fatal_and_coordinator_errors_are_retried() {
-        assert_eq!(join_reaction(codes::FENCED_INSTANCE_ID), Reaction::Fatal(codes::FENCED_INSTANCE_ID));
-        assert_eq!(join_reaction(codes::INCONSISTENT_GROUP_PROTOCOL), Reaction::Fatal(23));
-        assert_eq!(join_reaction(codes::COORDINATOR_LOAD_IN_PROGRESS), Reaction::Retry);
-        assert_eq!(sync_reaction(codes::NOT_COORDINATOR), Reaction::CoordinatorUnknown);
-        assert_eq!(commit_reaction(codes::OFFSET_METADATA_TOO_LARGE), Reaction::CommitFailed(12));
-        assert_eq!(commit_reaction(codes::ILLEGAL_GENERATION), Reaction::ResetGeneration);
-        assert_eq!(commit_reaction(codes::UNKNOWN_MEMBER_ID), Reaction::ResetAndRejoin);
-        assert_eq!(offset_fetch_reaction(codes::UNSTABLE_OFFSET_COMMIT), Reaction::Retry);
-        assert_eq!(join_reaction(codes::GROUP_AUTHORIZATION_FAILED), Reaction::Fatal(30));
-        assert_eq!(sync_reaction(codes::FENCED_INSTANCE_ID), Reaction::Fatal(82));
+        assert_eq!(
+            join_reaction(codes::FENCED_INSTANCE_ID),
+            Reaction::Fatal(codes::FENCED_INSTANCE_ID)
+        );
+        assert_eq!(
+            join_reaction(codes::INCONSISTENT_GROUP_PROTOCOL),
+            Reaction::Fatal(23)
+        );
+        assert_eq!(
+            join_reaction(codes::COORDINATOR_LOAD_IN_PROGRESS),
+            Reaction::Retry
+        );
+        assert_eq!(
+            sync_reaction(codes::NOT_COORDINATOR),
+            Reaction::CoordinatorUnknown
+        );
+        assert_eq!(
+            commit_reaction(codes::OFFSET_METADATA_TOO_LARGE),
+            Reaction::CommitFailed(12)
+        );
+        assert_eq!(
+            commit_reaction(codes::ILLEGAL_GENERATION),
+            Reaction::ResetGeneration
+        );
+        assert_eq!(
+            commit_reaction(codes::UNKNOWN_MEMBER_ID),
+            Reaction::ResetAndRejoin
+        );
+        assert_eq!(
+            offset_fetch_reaction(codes::UNSTABLE_OFFSET_COMMIT),
+            Reaction::Retry
+        );
+        assert_eq!(
+            join_reaction(codes::GROUP_AUTHORIZATION_FAILED),
+            Reaction::Fatal(30)
+        );
+        assert_eq!(
+            sync_reaction(codes::FENCED_INSTANCE_ID),
+            Reaction::Fatal(82)
+        );
         let mut m = member(0);
         m.next_action(0);
         m.on_find_coordinator(Ok(coordinator()), 0);
         m.next_action(0);
-        assert_eq!(m.on_join(codes::FENCED_INSTANCE_ID, -1, "", "", None, 0), Reaction::Fatal(82));
+        assert_eq!(
+            m.on_join(codes::FENCED_INSTANCE_ID, -1, "", "", None, 0),
+            Reaction::Fatal(82)
+        );
         assert_eq!(m.fatal(), Some(82));
         assert!(matches!(m.next_action(1_000), Action::Wait(_)));
     }
@@ -617,11 +725,19 @@ mod tests {
         m.next_action(0);
         m.on_find_coordinator(Ok(coordinator()), 0);
         assert!(matches!(m.next_action(0), Action::Join { .. }));
-        assert_eq!(m.on_join(0, 3, "m-1", "leader", Some("range"), 0), Reaction::Ok);
+        assert_eq!(
+            m.on_join(0, 3, "m-1", "leader", Some("range"), 0),
+            Reaction::Ok
+        );
         assert_eq!(m.on_sync(42, 10), Reaction::RaiseAndRejoin(42));
         assert_eq!(m.fatal(), None);
-        assert!(matches!(m.next_action(20), Action::Wait(_)), "backs off first");
-        let Action::Join { member_id } = m.next_action(10 + 100) else { panic!("rejoins after the backoff") };
+        assert!(
+            matches!(m.next_action(20), Action::Wait(_)),
+            "backs off first"
+        );
+        let Action::Join { member_id } = m.next_action(10 + 100) else {
+            panic!("rejoins after the backoff")
+        };
         assert_eq!(member_id, "m-1");
     }
 

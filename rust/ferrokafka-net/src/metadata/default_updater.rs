@@ -134,7 +134,8 @@ impl DefaultMetadataUpdater {
         let code = match e {
             Error::Authentication { .. } => AUTHENTICATION,
             Error::Transport { detail, .. }
-                if detail.starts_with("cannot resolve") || detail.contains("resolves to no address") =>
+                if detail.starts_with("cannot resolve")
+                    || detail.contains("resolves to no address") =>
             {
                 RESOLVE
             }

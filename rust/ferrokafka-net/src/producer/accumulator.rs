@@ -412,7 +412,7 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
             Some(seq) => {
                 let pos = q
                     .iter()
-                    .position(|b| b.base_sequence.map_or(true, |s| s > seq))
+                    .position(|b| b.base_sequence.is_none_or(|s| s > seq))
                     .unwrap_or(q.len());
                 for (i, p) in pieces.into_iter().enumerate() {
                     q.insert(pos + i, p);

@@ -485,7 +485,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         if self.inner.closing.load(Ordering::Acquire) {
             return Err((Error::Closed { what: "producer" }, completion));
         }
-        let (num_partitions, available) = match self.wait_on_metadata(topic, deadline, interrupted) {
+        let (num_partitions, available) = match self.wait_on_metadata(topic, deadline, interrupted)
+        {
             Ok(v) => v,
             Err(e) => return Err((e, completion)),
         };
@@ -555,7 +556,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             match st_ref
                 .sender
                 .accumulator
-                .append(&tp, &record, size, handle, now_ms(), |cap| new_builder(cap))
+                .append(&tp, &record, size, handle, now_ms(), new_builder)
             {
                 Ok(Appended {
                     new_batch,
@@ -707,7 +708,9 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         // interrupted call gives back) are not failed records.
         let errored = failed
             .iter()
-            .filter(|(e, _)| !matches!(e, Error::Timeout { .. } | Error::Interrupted) || !nonblocking)
+            .filter(|(e, _)| {
+                !matches!(e, Error::Timeout { .. } | Error::Interrupted) || !nonblocking
+            })
             .count();
         if errored > 0 {
             self.inner

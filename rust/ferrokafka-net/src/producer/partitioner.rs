@@ -101,11 +101,10 @@ impl StickyPartitioner {
         if let Some(p) = self.current {
             // A partition that became unavailable loses the stickiness, unless
             // nothing is available at all.
-            if available.is_empty() || available.contains(&p) || (p as usize) >= num_partitions {
-                if (p as usize) < num_partitions.max(1) {
+            if (available.is_empty() || available.contains(&p) || (p as usize) >= num_partitions)
+                && (p as usize) < num_partitions.max(1) {
                     return p;
                 }
-            }
         }
         let p = self.next_partition(available, num_partitions, rng);
         self.current = Some(p);
@@ -187,7 +186,7 @@ mod tests {
             murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"),
             -58897971
         );
-        assert_eq!(murmur2(&[b'a', b'b', b'c']), 479470107);
+        assert_eq!(murmur2(b"abc"), 479470107);
     }
 
     #[test]

@@ -178,7 +178,11 @@ fn frame_decoder_reserves_as_bytes_arrive() {
     buf.extend_from_slice(&((max - 16) as i32).to_be_bytes());
     buf.extend_from_slice(&[7; 60]);
     assert_eq!(d.decode(&mut buf).unwrap(), None);
-    assert!(buf.capacity() <= 2 * RESERVE_CHUNK, "reserved {} bytes for 64 received", buf.capacity());
+    assert!(
+        buf.capacity() <= 2 * RESERVE_CHUNK,
+        "reserved {} bytes for 64 received",
+        buf.capacity()
+    );
 
     // An 8 MiB frame read the way io.rs reads: socket bytes land only in the
     // spare capacity (`read_buf`), which the reader tops up by 64 KiB when
@@ -192,11 +196,18 @@ fn frame_decoder_reserves_as_bytes_arrive() {
         if let Some(f) = d.decode(&mut buf).unwrap() {
             break f;
         }
-        assert!(buf.capacity() <= 2 * buf.len() + 4 * RESERVE_CHUNK, "capacity {} for {} buffered", buf.capacity(), buf.len());
+        assert!(
+            buf.capacity() <= 2 * buf.len() + 4 * RESERVE_CHUNK,
+            "capacity {} for {} buffered",
+            buf.capacity(),
+            buf.len()
+        );
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(64 * 1024);
         }
-        let n = (buf.capacity() - buf.len()).min(wire.len() - fed).min(1 << 20);
+        let n = (buf.capacity() - buf.len())
+            .min(wire.len() - fed)
+            .min(1 << 20);
         buf.extend_from_slice(&wire[fed..fed + n]);
         fed += n;
     };
@@ -324,7 +335,9 @@ fn sync_group_error_answer_with_null_assignment() {
     ]);
     let (r, v) = decode_response_body(14, 3, body).unwrap();
     assert_eq!(v, 3);
-    let ResponseKind::SyncGroup(r) = r else { panic!("{r:?}") };
+    let ResponseKind::SyncGroup(r) = r else {
+        panic!("{r:?}")
+    };
     assert_eq!((r.error_code, r.assignment.len()), (27, 0));
     // The same null with error_code 0 is a broken success: still an error.
     let body = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
@@ -344,17 +357,26 @@ fn join_group_error_answer_with_null_strings() {
         0, 0, 0, 0, // members: 0
     ]);
     let (r, _) = decode_response_body(11, 5, body.clone()).unwrap();
-    let ResponseKind::JoinGroup(r) = r else { panic!("{r:?}") };
-    assert_eq!((r.throttle_time_ms, r.error_code, r.generation_id), (7, 16, -1));
+    let ResponseKind::JoinGroup(r) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        (r.throttle_time_ms, r.error_code, r.generation_id),
+        (7, 16, -1)
+    );
     assert!(r.member_id.is_empty() && r.members.is_empty());
     // MEMBER_ID_REQUIRED needs its member id: not read leniently.
     let mut b = body.to_vec();
     b[5] = 79;
     assert!(decode_response_body(11, 5, Bytes::from(b)).is_err());
     // v0/v1 have no throttle: the code comes first.
-    let body = Bytes::from_static(&[0, 27, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+    let body = Bytes::from_static(&[
+        0, 27, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0,
+    ]);
     let (r, _) = decode_response_body(11, 1, body).unwrap();
-    let ResponseKind::JoinGroup(r) = r else { panic!("{r:?}") };
+    let ResponseKind::JoinGroup(r) = r else {
+        panic!("{r:?}")
+    };
     assert_eq!(r.error_code, 27);
 }
 
@@ -396,9 +418,14 @@ fn fetch_v12_with_a_tag_of_a_later_version_decodes() {
     );
     let (r, v) = decode_response_body(1, 12, body).unwrap();
     assert_eq!(v, 12);
-    let ResponseKind::Fetch(r) = r else { panic!("{r:?}") };
+    let ResponseKind::Fetch(r) = r else {
+        panic!("{r:?}")
+    };
     let p = &r.responses[0].partitions[0];
-    assert_eq!((p.high_watermark, p.records.as_ref().map(|b| b.len())), (1, Some(69)));
+    assert_eq!(
+        (p.high_watermark, p.records.as_ref().map(|b| b.len())),
+        (1, Some(69))
+    );
     assert!(r.node_endpoints.is_empty());
     assert_eq!(r.unknown_tagged_fields.len(), 1);
 }
