@@ -374,9 +374,9 @@ async fn run_connection(
                         written,
                     })
                     .is_err()
-                {
-                    return;
-                }
+            {
+                return;
+            }
         }
     });
     // Aborting this task (client close) must take the writer down too.

@@ -61,9 +61,7 @@ fn forged_records_count_allocates_nothing_big() {
         let mut f = AbortedTransactionFilter::new(false, vec![]);
         result = Some(decode_fetched(&blob, 0, opts, &mut f).map(|d| d.records.len()));
     });
-    let err = result
-        .unwrap()
-        .expect_err("a forged count must be refused");
+    let err = result.unwrap().expect_err("a forged count must be refused");
     assert!(err.to_string().contains("records count"), "{err}");
     assert!(
         largest < 1 << 20,

@@ -553,11 +553,14 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             };
             let tp = TopicPartition::new(topic, p);
             let new_builder = &self.inner.new_builder;
-            match st_ref
-                .sender
-                .accumulator
-                .append(&tp, &record, size, handle, now_ms(), new_builder)
-            {
+            match st_ref.sender.accumulator.append(
+                &tp,
+                &record,
+                size,
+                handle,
+                now_ms(),
+                new_builder,
+            ) {
                 Ok(Appended {
                     new_batch,
                     batch_is_full,

@@ -102,9 +102,10 @@ impl StickyPartitioner {
             // A partition that became unavailable loses the stickiness, unless
             // nothing is available at all.
             if (available.is_empty() || available.contains(&p) || (p as usize) >= num_partitions)
-                && (p as usize) < num_partitions.max(1) {
-                    return p;
-                }
+                && (p as usize) < num_partitions.max(1)
+            {
+                return p;
+            }
         }
         let p = self.next_partition(available, num_partitions, rng);
         self.current = Some(p);
