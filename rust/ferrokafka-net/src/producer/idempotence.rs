@@ -123,6 +123,13 @@ impl PartitionSeq {
             self.draining = false;
         }
     }
+
+    /// The batch came back unwritten (or maybe written): it goes again, so
+    /// the partition drains first (drain before retry).
+    fn unwritten(&mut self, base: i32) {
+        self.draining = true;
+        self.resolved(base);
+    }
 }
 
 #[derive(Debug)]
@@ -243,17 +250,6 @@ impl IdempotenceState {
             .collect()
     }
 
-    /// The batch sent with `base` was refused without touching the broker's
-    /// sequence state (MESSAGE_TOO_LARGE before a split): it is no longer in
-    /// flight, and its sequence range will be sent again by its pieces.
-    pub fn forget_in_flight(&mut self, tp: &TopicPartition, base: i32) {
-        if let Some(s) = self.partitions.get_mut(tp) {
-            // Its pieces go next, behind whatever is still in flight.
-            s.draining = true;
-            s.resolved(base);
-        }
-    }
-
     /// Is `base` the first sequence the broker has not acknowledged?
     fn is_next_expected(&self, tp: &TopicPartition, base: i32) -> bool {
         self.partitions.get(tp).map_or(base == 0, |s| {
@@ -261,14 +257,16 @@ impl IdempotenceState {
         })
     }
 
-    /// The request carrying this batch got no answer (disconnect, timeout):
-    /// it is no longer in flight, and it may or may not have been written,
-    /// so the partition drains before the retry (a broker that did write it
-    /// answers the retry with DUPLICATE_SEQUENCE_NUMBER).
-    pub fn on_no_answer(&mut self, tp: &TopicPartition, base: i32) {
+    /// The batch sent with `base` is no longer in flight and will be sent
+    /// again, so the partition drains first. Either its request got no
+    /// answer (disconnect, timeout: it may or may not have been written; a
+    /// broker that did write it answers the retry with
+    /// DUPLICATE_SEQUENCE_NUMBER), or it was refused without touching the
+    /// broker's sequence state (MESSAGE_TOO_LARGE before a split: its pieces
+    /// take its sequence range).
+    pub fn on_unwritten(&mut self, tp: &TopicPartition, base: i32) {
         if let Some(s) = self.partitions.get_mut(tp) {
-            s.draining = true;
-            s.resolved(base);
+            s.unwritten(base);
         }
     }
 
@@ -343,10 +341,7 @@ impl IdempotenceState {
                     s.last_acked = last;
                 }
             }
-            BatchOutcome::Retry => {
-                s.draining = true;
-                s.resolved(base);
-            }
+            BatchOutcome::Retry => s.unwritten(base),
             BatchOutcome::Fail(_) => {
                 s.resolved(base);
                 // A failed batch leaves a hole in the sequence: batches after it
@@ -482,7 +477,7 @@ mod tests {
             s.on_response(&tp(), c, 2, codes::OUT_OF_ORDER_SEQUENCE_NUMBER, true, true),
             BatchOutcome::Retry
         );
-        s.on_no_answer(&tp(), d);
+        s.on_unwritten(&tp(), d);
         assert!(
             s.may_send(&tp(), Some(b), 1),
             "drained: the lowest retry goes"

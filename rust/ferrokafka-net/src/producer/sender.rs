@@ -356,7 +356,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                     if let (Some(idem), Some(seq)) =
                         (self.idempotence.as_mut(), batch.base_sequence)
                     {
-                        idem.on_no_answer(&batch.tp, seq);
+                        idem.on_unwritten(&batch.tp, seq);
                     }
                     // No answer: as if the partition answered with a network
                     // error; with idempotence the broker de-duplicates a retry
@@ -393,7 +393,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                 // is below our batch; the records may still fit one by one. Not
                 // counted as a retry: the records were refused, not lost.
                 if let (Some(idem), Some(seq)) = (self.idempotence.as_mut(), batch.base_sequence) {
-                    idem.forget_in_flight(&batch.tp, seq);
+                    idem.on_unwritten(&batch.tp, seq);
                 }
                 if let Err((batch, e)) = self.split_and_reenqueue(batch, now_ms) {
                     self.fail(batch, e, &mut deliveries);
