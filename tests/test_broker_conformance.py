@@ -272,8 +272,14 @@ def test_first_group_assignment_with_java_defaults(broker, members, request):
         assert time.monotonic() - t < 10, f"{kind}: close() took {time.monotonic() - t:.1f}s"
 
 
-def test_committed_offsets_read_back(broker):
+def test_committed_offsets_read_back(broker, request):
     kind, bs = broker.kind, broker.bootstrap_servers
+    if kind == "mock":
+        # Known on librdkafka's mock (docs/embedded-broker.md): OffsetFetch for a
+        # whole group does not decode, and one CI run timed out waiting for a node
+        # at the commit. The check that matters runs on the embedded broker.
+        request.applymarker(pytest.mark.xfail(reason="mock: OffsetFetch/commit read-back not reliable (open)",
+                                              strict=False))
     topic = _name("commit")
     broker.create(topic, 2)
     with fk.Producer(bs, linger_ms=0) as prod:
