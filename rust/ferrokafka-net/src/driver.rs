@@ -3,11 +3,11 @@
 //! Python.
 //!
 //! A background thread (the *driver*) owns the polling: it loops over
-//! `NetworkClient::poll`, and before each poll it tries to send the requests
+//! `BlockingClient::poll`, and before each poll it tries to send the requests
 //! queued by `send_request` whose node has become ready (calling `ready`,
 //! which starts the connection). Each request's callback completes a oneshot
 //! channel, which is the future the caller awaits. The driver uses the same
-//! `NetworkClient` as everyone else, so Python callers and Rust callers share
+//! `BlockingClient` as everyone else, so Python callers and Rust callers share
 //! connections, correlation ids and in-flight limits.
 //!
 //! Why a thread and not a tokio task: `poll` blocks on a std channel, and
@@ -22,9 +22,9 @@ use ferrokafka_protocol::kafka_protocol::messages::RequestKind;
 use ferrokafka_protocol::kafka_protocol::messages::ResponseKind;
 use tokio::sync::oneshot;
 
+use crate::blocking::{now_ms, BlockingClient};
 use crate::cluster::Node;
 use crate::error::Error;
-use crate::io::{now_ms, NetworkClient};
 
 /// Called once with the answer (and the version it was sent at), on the
 /// driver thread: keep it short (push into a channel).
@@ -67,14 +67,14 @@ struct Pending {
 }
 
 pub struct AsyncClient {
-    client: Arc<NetworkClient>,
+    client: Arc<BlockingClient>,
     queue: Arc<Mutex<Vec<Pending>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl AsyncClient {
-    pub fn start(client: Arc<NetworkClient>) -> Self {
+    pub fn start(client: Arc<BlockingClient>) -> Self {
         let queue: Arc<Mutex<Vec<Pending>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (c, q, s) = (client.clone(), queue.clone(), stop.clone());
@@ -153,7 +153,7 @@ impl AsyncClient {
                             }
                         };
                         let reply = Mutex::new(Some(p.reply));
-                        let cb = Box::new(move |r: &crate::client::ClientResponse| {
+                        let cb = Box::new(move |r: &crate::network_client::ClientResponse| {
                             let out = if let Some(e) = &r.version_mismatch {
                                 Err(e.clone())
                             } else if r.disconnected {
@@ -202,7 +202,7 @@ impl AsyncClient {
         }
     }
 
-    pub fn client(&self) -> &Arc<NetworkClient> {
+    pub fn client(&self) -> &Arc<BlockingClient> {
         &self.client
     }
 

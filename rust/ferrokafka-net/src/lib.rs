@@ -3,7 +3,7 @@
 //! metadata state machine that the selector consults without the GIL.
 
 pub mod admin;
-pub mod client;
+pub mod blocking;
 pub mod cluster;
 pub mod consumer;
 pub mod driver;
@@ -11,19 +11,21 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod inflight;
-pub mod io;
 pub mod metadata;
+pub mod network_client;
 pub mod producer;
 pub mod security;
+pub mod selector;
 pub mod simple_updater;
 pub mod states;
 pub mod updater;
 
-pub use client::{
-    ClientConfig, ClientCore, ClientRequest, ClientResponse, Event, Transport, WriteOutcome,
-};
+pub use blocking::BlockingClient;
 pub use driver::AsyncClient;
-pub use io::NetworkClient;
+pub use network_client::{
+    ClientConfig, ClientRequest, ClientResponse, Event, NetworkClient, Transport, WriteOutcome,
+};
+pub use selector::Selector;
 pub use states::ConnectionState;
 
 pub use error::{Error, Result};

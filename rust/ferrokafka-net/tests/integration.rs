@@ -13,7 +13,7 @@ use ferrokafka_net::protocol::kafka_protocol::messages::{
 };
 use ferrokafka_net::protocol::ProtocolError;
 use ferrokafka_net::simple_updater::SimpleUpdater;
-use ferrokafka_net::{AsyncClient, ClientConfig, ConnectionState, Error, NetworkClient};
+use ferrokafka_net::{AsyncClient, BlockingClient, ClientConfig, ConnectionState, Error};
 
 fn read_request(s: &mut std::net::TcpStream) -> std::io::Result<i32> {
     let mut len = [0u8; 4];
@@ -34,12 +34,12 @@ fn two_gib_length_prefix_is_refused_without_allocating() {
         std::thread::sleep(Duration::from_millis(500));
     });
     let node = Node::new(-1, "127.0.0.1", port, None);
-    let client = NetworkClient::new(
+    let client = BlockingClient::new(
         ClientConfig::default(),
         Box::new(SimpleUpdater::new(vec![node.clone()])),
     )
     .unwrap();
-    client.ready(&node, ferrokafka_net::io::now_ms());
+    client.ready(&node, ferrokafka_net::blocking::now_ms());
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut saw_checking = false;
     while Instant::now() < deadline {
@@ -119,7 +119,7 @@ fn async_face_against_tansu() {
     }
     let node = Node::new(-1, "127.0.0.1", port, None);
     let client = Arc::new(
-        NetworkClient::new(
+        BlockingClient::new(
             ClientConfig::default(),
             Box::new(SimpleUpdater::new(vec![node.clone()])),
         )
@@ -193,7 +193,7 @@ fn admin_timeout_error_names_the_callers_timeout() {
         reconnect_backoff_max_ms: 100,
         ..ClientConfig::default()
     };
-    let net = Arc::new(NetworkClient::new(cfg, Box::new(updater)).unwrap());
+    let net = Arc::new(BlockingClient::new(cfg, Box::new(updater)).unwrap());
     let admin = AdminClient::new(
         AdminConfig {
             request_timeout_ms: 500,

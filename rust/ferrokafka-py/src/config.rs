@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use ferrokafka_net::client::ClientConfig;
-use ferrokafka_net::io::NetworkClient;
+use ferrokafka_net::blocking::BlockingClient;
 use ferrokafka_net::metadata::default_updater::{DefaultMetadataUpdater, UpdaterConfig};
 use ferrokafka_net::metadata::{Metadata, MetadataConfig};
+use ferrokafka_net::network_client::ClientConfig;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -42,7 +42,7 @@ pub fn metadata_and_network(
     kind: MetadataKind,
     request_timeout_ms: i64,
     max_in_flight: usize,
-) -> PyResult<(Arc<Metadata>, Arc<NetworkClient>)> {
+) -> PyResult<(Arc<Metadata>, Arc<BlockingClient>)> {
     let bootstrap: Vec<String> = get(cfg, "bootstrap_servers")?;
     let retry_backoff_ms: i64 = get(cfg, "retry_backoff_ms")?;
     let mcfg = MetadataConfig {
@@ -89,6 +89,6 @@ pub fn metadata_and_network(
             ..UpdaterConfig::default()
         },
     );
-    let net = Arc::new(NetworkClient::new(netcfg, Box::new(updater)).map_err(FkError)?);
+    let net = Arc::new(BlockingClient::new(netcfg, Box::new(updater)).map_err(FkError)?);
     Ok((md, net))
 }

@@ -6,9 +6,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferrokafka_net::client::{ClientConfig, ClientRequest, ClientResponse as CoreResponse};
+use ferrokafka_net::blocking::{now_ms, BlockingClient};
 use ferrokafka_net::cluster::Node;
-use ferrokafka_net::io::{now_ms, NetworkClient};
+use ferrokafka_net::network_client::{ClientConfig, ClientRequest, ClientResponse as CoreResponse};
 use ferrokafka_net::simple_updater::SimpleUpdater;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
@@ -52,7 +52,7 @@ fn parse_bootstrap(servers: &[String]) -> PyResult<Vec<Node>> {
 
 #[pyclass(module = "ferrokafka._core", name = "_NetworkClient")]
 pub struct PyNetworkClient {
-    inner: Arc<NetworkClient>,
+    inner: Arc<BlockingClient>,
 }
 
 /// A request built by `new_client_request`; `send` consumes it once.
@@ -246,7 +246,7 @@ impl PyNetworkClient {
             },
         };
         let inner =
-            NetworkClient::new(cfg, Box::new(SimpleUpdater::new(nodes))).map_err(FkError)?;
+            BlockingClient::new(cfg, Box::new(SimpleUpdater::new(nodes))).map_err(FkError)?;
         Ok(PyNetworkClient {
             inner: Arc::new(inner),
         })

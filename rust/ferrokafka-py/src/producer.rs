@@ -588,7 +588,9 @@ impl PyProducer {
                         .map(|(k, v)| (k.to_string(), v.as_deref().map(<[u8]>::to_vec)))
                         .collect(),
                     // The record's time is the call's, not the later append's.
-                    timestamp_ms: Some(timestamp_ms.unwrap_or_else(ferrokafka_net::io::now_ms)),
+                    timestamp_ms: Some(
+                        timestamp_ms.unwrap_or_else(ferrokafka_net::blocking::now_ms),
+                    ),
                     completion,
                     deadline: start,
                     bytes,

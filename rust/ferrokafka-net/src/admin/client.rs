@@ -19,11 +19,11 @@ use crate::admin::{
     create_topics, delete_topics, list_groups, parse_create_topics, parse_delete_topics,
     parse_list_groups, NewTopic,
 };
+use crate::blocking::BlockingClient;
 use crate::cluster::{Cluster, Node, TopicPartition};
 use crate::consumer::requests::{self as rq, OffsetAndMetadata};
 use crate::driver::{AsyncClient, Body, RequestOpts};
 use crate::error::Error;
-use crate::io::NetworkClient;
 use crate::metadata::Metadata;
 
 const NOT_CONTROLLER: i16 = 41;
@@ -72,7 +72,7 @@ fn timeout_err(what: &str, timeout: Duration, last: Option<Error>) -> Error {
 
 impl AdminClient {
     /// `metadata` must be base metadata driven by `net`'s updater.
-    pub fn new(cfg: AdminConfig, metadata: Arc<Metadata>, net: Arc<NetworkClient>) -> Self {
+    pub fn new(cfg: AdminConfig, metadata: Arc<Metadata>, net: Arc<BlockingClient>) -> Self {
         AdminClient {
             cfg,
             metadata,

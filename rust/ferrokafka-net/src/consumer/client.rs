@@ -29,6 +29,7 @@ use bytes::Bytes;
 use ferrokafka_protocol::kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use ferrokafka_protocol::record::DecodeOptions;
 
+use crate::blocking::{now_ms, BlockingClient};
 use crate::cluster::{Node, TopicPartition};
 use crate::consumer::assignor::{self, MemberSubscription};
 use crate::consumer::coordinator::{
@@ -51,7 +52,6 @@ use crate::consumer::subscription::{
 };
 use crate::driver::{AsyncClient, Body, RequestOpts};
 use crate::error::Error;
-use crate::io::{now_ms, NetworkClient};
 use crate::metadata::Metadata;
 
 #[derive(Debug, Clone)]
@@ -353,7 +353,7 @@ impl Consumer {
     pub fn new(
         cfg: ConsumerConfig,
         metadata: Arc<Metadata>,
-        net: Arc<NetworkClient>,
+        net: Arc<BlockingClient>,
     ) -> Result<Self, Error> {
         cfg.validate()?;
         let now = now_ms();

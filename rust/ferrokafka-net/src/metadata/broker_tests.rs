@@ -1,4 +1,4 @@
-//! Metadata against a real broker (Tansu), before the NetworkClient exists:
+//! Metadata against a real broker (Tansu), before the BlockingClient exists:
 //! a blocking socket plays the network client, so what is tested is the
 //! wire conversion and the state machine on real answers. Skipped (with a
 //! note on stderr) when no `tansu` binary is found: set CALF_TANSU_BIN, or

@@ -34,12 +34,12 @@ use ferrokafka_protocol::kafka_protocol::messages::{RequestKind, ResponseKind};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use crate::client::ClientResponse;
+use crate::blocking::{now_ms, BlockingClient};
 use crate::cluster::{Node, TopicPartition};
 use crate::driver::AsyncClient;
 use crate::error::Error;
-use crate::io::{now_ms, NetworkClient};
 use crate::metadata::Metadata;
+use crate::network_client::ClientResponse;
 use crate::producer::accumulator::{
     AccumulatorConfig, AppendError, Appended, RecordAccumulator, RecordRef,
 };
@@ -240,7 +240,7 @@ struct Inner<B, C> {
     state: Mutex<State<B, C>>,
     memory_freed: Condvar,
     metadata: Arc<Metadata>,
-    net: Arc<NetworkClient>,
+    net: Arc<BlockingClient>,
     wake: Mutex<ChanSender<Msg>>,
     /// Records handed to `send` and not yet completed (for flush).
     pending: AtomicUsize,
@@ -263,7 +263,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     pub fn new(
         cfg: ProducerConfig,
         metadata: Arc<Metadata>,
-        net: Arc<NetworkClient>,
+        net: Arc<BlockingClient>,
         new_builder: Box<dyn Fn(usize) -> B + Send + Sync>,
     ) -> Result<Self, Error> {
         let acc = RecordAccumulator::new(AccumulatorConfig {

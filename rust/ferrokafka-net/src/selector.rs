@@ -1,55 +1,27 @@
-//! The tokio side: the process-wide runtime, one pair of tasks per broker
-//! connection, and [`NetworkClient`], which glues a [`ClientCore`] to them.
-//!
-//! Concurrency model
-//! -----------------
-//! * All protocol state lives in one `ClientCore` behind one `Mutex`. It is
-//!   only ever held for short, non-blocking work (never across an await, a
-//!   socket call or a wait), so contention is brief and deadlock impossible:
-//!   no code path takes a second lock while holding it, except the event
-//!   receiver lock described next, which is always taken *before* it.
-//! * Connection tasks never touch the core. They only push [`Event`]s into a
-//!   std mpsc channel (non-blocking `send`, fine from async code). `poll`
-//!   sleeps on that channel *without* the core lock, so other threads (the
-//!   Python caller's other threads, the async driver) can `send` meanwhile;
-//!   their bytes go straight to the writer task, so I/O progresses even when
-//!   nobody is polling, and the completions wait in the channel.
-//! * The receiver sits in its own `Mutex`: only one poller consumes events at
-//!   a time (a second concurrent `poll` waits its turn), which keeps the
-//!   4.11 processing order per batch.
-//! * Callbacks run after both locks are released, so a callback may call
-//!   `send` / `ready` on the same client.
+//! The I/O side (Java's `Selector`): the process-wide tokio runtime and one
+//! pair of tasks per broker connection. [`Selector`] implements the
+//! [`Transport`] that the [`NetworkClient`] state machine writes through;
+//! connection tasks report back only by pushing [`Event`]s into a channel,
+//! never by touching the state machine. `blocking.rs` glues the two together.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ferrokafka_protocol::frame::FrameDecoder;
-use ferrokafka_protocol::kafka_protocol::messages::RequestKind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc as tmpsc;
 use tokio::task::JoinHandle;
 
-use crate::client::{
-    Callback, ClientConfig, ClientCore, ClientRequest, ClientResponse, Event, Transport,
-    WriteOutcome,
-};
 use crate::cluster::Node;
 use crate::error::Error;
-use crate::states::ConnectionState;
-use crate::updater::MetadataUpdater;
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use crate::network_client::{ClientConfig, Event, Transport, WriteOutcome};
 
 // ------------------------------------------------------------------ runtime
 
@@ -98,7 +70,7 @@ struct ConnHandle {
 }
 
 /// Written by the client thread (`write`) and the writer task; see
-/// `TokioTransport::write` for the protocol.
+/// `Selector::write` for the protocol.
 #[derive(Default)]
 struct WriterShared {
     /// Bytes handed to the writer and not yet written to the socket: our
@@ -112,16 +84,16 @@ struct WriterShared {
 
 /// `Transport` over tokio: each connection is one task that connects, then
 /// splits into a reader (this task) and a writer (a child task).
-pub struct TokioTransport {
+pub struct Selector {
     handle: Handle,
     events: Sender<Event>,
     conns: HashMap<i32, ConnHandle>,
     cfg: ClientConfig,
 }
 
-impl TokioTransport {
+impl Selector {
     pub fn new(handle: Handle, events: Sender<Event>, cfg: ClientConfig) -> Self {
-        TokioTransport {
+        Selector {
             handle,
             events,
             conns: HashMap::new(),
@@ -130,7 +102,7 @@ impl TokioTransport {
     }
 }
 
-impl Transport for TokioTransport {
+impl Transport for Selector {
     fn connect(&mut self, node: &Node, conn: u64) {
         if let Some(old) = self.conns.remove(&node.id) {
             old.task.abort();
@@ -204,7 +176,7 @@ impl Transport for TokioTransport {
     }
 }
 
-impl Drop for TokioTransport {
+impl Drop for Selector {
     fn drop(&mut self) {
         for (_, c) in self.conns.drain() {
             c.task.abort();
@@ -450,145 +422,4 @@ async fn run_connection(
         conn,
         error,
     });
-}
-
-// ------------------------------------------------------------------ client
-
-/// The blocking network client: the pure core plus the tokio transport.
-/// Shared by reference (`Arc<NetworkClient>`) between the Python binding,
-/// the async driver and any thread that wants to send.
-pub struct NetworkClient {
-    core: Mutex<ClientCore>,
-    events: Mutex<Receiver<Event>>,
-    waker: Sender<Event>,
-    _runtime: Arc<Runtime>,
-}
-
-impl NetworkClient {
-    pub fn new(cfg: ClientConfig, updater: Box<dyn MetadataUpdater>) -> Result<Self, Error> {
-        let rt = runtime();
-        let (tx, rx) = mpsc::channel();
-        let transport = TokioTransport::new(rt.handle().clone(), tx.clone(), cfg.clone());
-        let seed = rand::random::<u64>();
-        let core = ClientCore::new(cfg, updater, Box::new(transport), seed)?;
-        Ok(NetworkClient {
-            core: Mutex::new(core),
-            events: Mutex::new(rx),
-            waker: tx,
-            _runtime: rt,
-        })
-    }
-
-    /// Short critical sections only (see the module comment).
-    pub fn core(&self) -> MutexGuard<'_, ClientCore> {
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn ready(&self, node: &Node, now: i64) -> bool {
-        self.core().ready(node, now)
-    }
-
-    pub fn is_ready(&self, node: i32, now: i64) -> bool {
-        self.core().is_ready(node, now)
-    }
-
-    pub fn connection_state(&self, node: i32) -> ConnectionState {
-        self.core().connection_state(node)
-    }
-
-    pub fn least_loaded_node(&self, now: i64) -> Option<Node> {
-        self.core().least_loaded_node(now)
-    }
-
-    pub fn new_client_request(
-        &self,
-        node: i32,
-        body: RequestKind,
-        expect_response: bool,
-        callback: Option<Callback>,
-        now: i64,
-    ) -> ClientRequest {
-        self.core()
-            .new_client_request(node, body, expect_response, callback, now)
-    }
-
-    pub fn send(&self, req: ClientRequest, now: i64) -> Result<(), Error> {
-        let r = self.core().send(req, now);
-        // A locally completed request (version mismatch) must not wait for
-        // a socket event: nudge any poller sleeping on the channel.
-        let _ = self.waker.send(Event::Wakeup);
-        r
-    }
-
-    pub fn wakeup(&self) {
-        let _ = self.waker.send(Event::Wakeup);
-    }
-
-    /// One round of SEMANTICS 4.11: wait up to `timeout` (less if a deadline
-    /// is nearer) for I/O events, process them, run the Rust callbacks.
-    /// `now` is called for the times used by the state machine, so tests can
-    /// inject time; real callers pass `now_ms`.
-    /// Returns the responses and whether anything at all happened (an event
-    /// or a response), so a blocking caller knows when to stop waiting.
-    pub fn poll_with(
-        &self,
-        timeout: Duration,
-        now: &dyn Fn() -> i64,
-    ) -> (Vec<ClientResponse>, bool) {
-        let rx = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        let wait_ms = self.core().maybe_update(now());
-        let wait = timeout.min(Duration::from_millis(wait_ms.clamp(0, i64::MAX) as u64));
-        let mut events = Vec::new();
-        match rx.recv_timeout(wait) {
-            Ok(ev) => events.push(ev),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {}
-        }
-        while let Ok(ev) = rx.try_recv() {
-            events.push(ev);
-        }
-        let progressed = events.iter().any(|e| !matches!(e, Event::Wakeup));
-        let mut responses = {
-            let mut core = self.core();
-            let r = core.handle_events(events, now());
-            // A response may have made the connection ready for the updater
-            // (e.g. ApiVersions done): let it send its Metadata now, not one
-            // poll later.
-            core.maybe_update(now());
-            r
-        };
-        drop(rx);
-        for r in &mut responses {
-            if let Some(cb) = r.callback.take() {
-                // A panicking callback must not take the others (or the
-                // client) down with it.
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(r)));
-            }
-        }
-        let any = progressed || !responses.is_empty();
-        (responses, any)
-    }
-
-    pub fn poll(&self, timeout: Duration) -> Vec<ClientResponse> {
-        self.poll_with(timeout, &now_ms).0
-    }
-
-    pub fn in_flight_request_count(&self, node: Option<i32>) -> usize {
-        self.core().in_flight_count(node)
-    }
-
-    pub fn close(&self) -> Vec<ClientResponse> {
-        let r = self.core().close(now_ms());
-        self.wakeup();
-        r
-    }
-}
-
-impl Drop for NetworkClient {
-    fn drop(&mut self) {
-        let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
-        if !core.is_closed() {
-            core.close(now_ms());
-        }
-    }
 }

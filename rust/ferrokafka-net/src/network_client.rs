@@ -1,13 +1,13 @@
 //! The network client's state machine (Java's `NetworkClient`, SEMANTICS 4).
 //!
-//! `ClientCore` is pure: it never blocks, never reads a clock and never
+//! `NetworkClient` is pure: it never blocks, never reads a clock and never
 //! touches a socket. It talks to the outside through two narrow paths:
 //!
 //! * outgoing: the [`Transport`] trait (`connect`, `write`, `close`), which
 //!   the tokio layer implements by spawning per-connection tasks and which
 //!   unit tests implement with a recording fake;
 //! * incoming: [`Event`] values (connected, send done, frame, disconnected)
-//!   that the caller feeds to [`ClientCore::handle_events`].
+//!   that the caller feeds to [`NetworkClient::handle_events`].
 //!
 //! Every event carries the *connection generation* it belongs to. A node's
 //! generation changes each time we start a connection, so events still in the
@@ -286,7 +286,7 @@ struct ConnInfo {
 /// error semantics, and older brokers answer v3 without a retry round trip.
 pub const API_VERSIONS_START: i16 = 3;
 
-pub struct ClientCore {
+pub struct NetworkClient {
     cfg: ClientConfig,
     in_flight: InFlightRequests<InFlightRequest>,
     states: ClusterConnectionStates,
@@ -311,7 +311,7 @@ pub struct ClientCore {
     rng: rand::rngs::StdRng,
 }
 
-impl ClientCore {
+impl NetworkClient {
     pub fn new(
         cfg: ClientConfig,
         updater: Box<dyn MetadataUpdater>,
@@ -325,7 +325,7 @@ impl ClientCore {
         for n in &node_list {
             nodes.insert(n.id, n.clone());
         }
-        Ok(ClientCore {
+        Ok(NetworkClient {
             in_flight: InFlightRequests::new(cfg.max_in_flight_requests_per_connection),
             states: ClusterConnectionStates::new(
                 cfg.reconnect_backoff_ms,
@@ -1074,12 +1074,12 @@ impl ClientCore {
     }
 }
 
-impl UpdaterContext for ClientCore {
+impl UpdaterContext for NetworkClient {
     fn least_loaded_node(&mut self, now_ms: i64) -> Option<Node> {
-        ClientCore::least_loaded_node(self, now_ms)
+        NetworkClient::least_loaded_node(self, now_ms)
     }
     fn can_send_request(&self, node_id: i32, _now_ms: i64) -> bool {
-        ClientCore::can_send_request(self, node_id)
+        NetworkClient::can_send_request(self, node_id)
     }
     fn is_connecting_or_connected(&self, node_id: i32) -> bool {
         self.states.is_connecting_or_connected(node_id)
@@ -1088,7 +1088,7 @@ impl UpdaterContext for ClientCore {
         self.states.can_connect(node.id, now_ms)
     }
     fn initiate_connect(&mut self, node: &Node, now_ms: i64) {
-        ClientCore::initiate_connect(self, node, now_ms)
+        NetworkClient::initiate_connect(self, node, now_ms)
     }
     fn send_metadata_request(
         &mut self,

@@ -91,7 +91,7 @@ fn nodes(n: i32) -> Vec<Node> {
 }
 
 struct H {
-    core: ClientCore,
+    core: NetworkClient,
     t: Fake,
     disconnects: Arc<Mutex<Vec<i32>>>,
     update_requests: Arc<Mutex<u32>>,
@@ -104,7 +104,7 @@ fn harness(n: i32, cfg: ClientConfig) -> H {
         ..Default::default()
     };
     let (d, u) = (up.disconnects.clone(), up.update_requests.clone());
-    let mut core = ClientCore::new(cfg, Box::new(up), Box::new(t.clone()), 7).unwrap();
+    let mut core = NetworkClient::new(cfg, Box::new(up), Box::new(t.clone()), 7).unwrap();
     core.states_mut().set_jitter(0.0);
     H {
         core,
