@@ -88,10 +88,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--idle-seconds", type=float, default=60.0)
     args = ap.parse_args()
+    import subprocess
+
     from confluent_kafka import Producer as CkProducer
     from confluent_kafka.admin import AdminClient, NewTopic
-
-    import subprocess
 
     from ferrokafka.testing import _broker
 

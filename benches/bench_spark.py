@@ -123,7 +123,7 @@ def main() -> None:
             return {tp.partition: (lo[tp], hi[tp]) for tp in tps}
 
         fk_held = held("fk")
-        n_fk = sum(h - l for l, h in fk_held.values())
+        n_fk = sum(h - lo for lo, h in fk_held.values())
         t0 = time.perf_counter()
         ending = json.dumps({"fk": {str(p): h for p, (_, h) in fk_held.items()}})
         got = spark.read.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("subscribe", "fk") \
@@ -133,8 +133,8 @@ def main() -> None:
         assert got[0].b == n_fk * size, (got[0].b, n_fk * size)
 
         ck_held = held("ck")
-        n_ck = sum(h - l for l, h in ck_held.values())
-        ranges = spark.createDataFrame([(p, l, h) for p, (l, h) in ck_held.items()], "p int, s long, e long").repartition(4)
+        n_ck = sum(h - lo for lo, h in ck_held.values())
+        ranges = spark.createDataFrame([(p, lo, h) for p, (lo, h) in ck_held.items()], "p int, s long, e long").repartition(4)
 
         def ck_read(it):
             import confluent_kafka

@@ -192,14 +192,14 @@ def child_producer_ferrokafka(spec: dict) -> dict:
             for i in range(n):
                 send(topic, payload, key=keys[i])
         else:
-            for i in range(n):
+            for _ in range(n):
                 send(topic, payload)
     elif api == "send_keep":
         if keyed:
             for i in range(n):
                 keep(send(topic, payload, key=keys[i]))
         else:
-            for i in range(n):
+            for _ in range(n):
                 keep(send(topic, payload))
     else:
         send_batch = p.send_batch
@@ -531,6 +531,7 @@ def _cmd(args: list) -> str:
 
 def environment(bootstrap_note: str) -> dict:
     import confluent_kafka
+
     import ferrokafka as fk
 
     model = ""
@@ -656,7 +657,7 @@ def make_plots(summary: dict, img_dir: str, smoke: bool) -> list:
     tag = " (SMOKE RUN, NOT EVIDENCE)" if smoke else ""
     made = []
 
-    groups = [(l, a, c) for l, _, _ in LAYOUTS for a in ACKS for c in CODECS]
+    groups = [(lay, a, c) for lay, _, _ in LAYOUTS for a in ACKS for c in CODECS]
     groups = [g for g in groups if any(f"producer/{g[0]}/{g[1]}/{g[2]}/" in k for k in summary)]
     if groups:
         for metric, ylabel, fname in (("rate", "records/s", "producer_throughput.png"),
@@ -664,11 +665,11 @@ def make_plots(summary: dict, img_dir: str, smoke: bool) -> list:
             fig, ax = plt.subplots(figsize=(12, 5))
             width = 0.8 / len(PRODUCER_VARIANTS)
             for j, (client, api, label) in enumerate(PRODUCER_VARIANTS):
-                ys = [summary.get(f"producer/{l}/{a}/{c}/{client}.{api}", {}).get(metric, 0) for l, a, c in groups]
+                ys = [summary.get(f"producer/{lay}/{a}/{c}/{client}.{api}", {}).get(metric, 0) for lay, a, c in groups]
                 ax.bar([i + (j - (len(PRODUCER_VARIANTS) - 1) / 2) * width for i in range(len(groups))], ys,
                        width, label=label.replace("`", ""))
             ax.set_xticks(range(len(groups)))
-            ax.set_xticklabels([f"{LAYOUT_TEXT[l]}\n{ACKS_TEXT[a]}, {c}" for l, a, c in groups], fontsize=8)
+            ax.set_xticklabels([f"{LAYOUT_TEXT[lay]}\n{ACKS_TEXT[a]}, {c}" for lay, a, c in groups], fontsize=8)
             ax.set_ylabel(ylabel)
             ax.set_title(f"Producer, {ylabel.split(' (')[0]}{tag}")
             ax.legend(fontsize=7)

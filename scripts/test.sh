@@ -6,8 +6,10 @@ start=$SECONDS
 ./scripts/install-test-deps.sh
 ./scripts/build.sh
 echo "== rustfmt --check ($((SECONDS - start))s)"
-# Formatting is a gate (clippy -D warnings and ruff follow once the tree is clean).
+# Formatting and lint are gates.
 cargo fmt -p ferrokafka-protocol -p ferrokafka-net -p ferrokafka-py --check
+echo "== ruff ($((SECONDS - start))s)"
+python -m ruff check .
 echo "== cargo test ($((SECONDS - start))s)"
 cargo test --workspace --quiet
 echo "== stubs: mypy.stubtest ferrokafka._core ($((SECONDS - start))s)"

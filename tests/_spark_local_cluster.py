@@ -2,16 +2,22 @@
 local-cluster mode (2 executor JVMs, each with its own Python workers) writes
 and reads through the ferrokafka data source; prints one result line."""
 
-import os, sys, time
+import os
+import sys
+import time
+
 os.environ["PYSPARK_PYTHON"] = sys.executable
-import ferrokafka as fk
 from pyspark.sql import SparkSession
+
+import ferrokafka as fk
+
 spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
          .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable).getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
 spark.dataSource.register(fk.spark.KafkaDataSource)
 with fk.testing.MockCluster(num_brokers=1) as m:
-    bs = m.bootstrap_servers; m.create_topic("lc", 4, 1)
+    bs = m.bootstrap_servers
+    m.create_topic("lc", 4, 1)
     n = 50000
     df = spark.range(n, numPartitions=4).selectExpr("cast(cast(id as string) as binary) as key", "cast(concat('v', id) as binary) as value")
     t0 = time.perf_counter()

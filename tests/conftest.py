@@ -63,7 +63,7 @@ def topic_name(request):
 def confluent_kafka():
     try:
         import confluent_kafka
-        import confluent_kafka.admin  # noqa: F401  (tests use ck.admin.AdminClient)
+        import confluent_kafka.admin
     except ImportError as e:
         _unavailable("confluent-kafka", e)
     return confluent_kafka

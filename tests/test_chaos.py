@@ -539,7 +539,7 @@ def run_outage(mock, where="all", rate=400, seconds=8.0, down_at=2.5, down_for=3
     after = [(k, q, o) for t, k, q, o in ledger.deliveries if t > events["up"]]
     assert {q for _, q, _ in after} == set(range(parts)), "some partitions were not consumed after the outage"
     first_after = {}
-    for k, q, o in after:
+    for _k, q, o in after:
         first_after.setdefault(q, o)
     for q, c in events["committed_at_up"].items():
         assert first_after[q] >= c, f"partition {q}: first offset after the outage {first_after[q]} < committed {c}"

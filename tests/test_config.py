@@ -7,7 +7,15 @@ import time
 import pytest
 
 import ferrokafka as fk
-from ferrokafka._config import ADMIN, CONSUMER, NETWORK_CLIENT, PRODUCER, ConfigTable, Option, OptionNotSupportedError
+from ferrokafka._config import (
+    ADMIN,
+    CONSUMER,
+    NETWORK_CLIENT,
+    PRODUCER,
+    ConfigTable,
+    Option,
+    OptionNotSupportedError,
+)
 
 
 def test_dotted_and_snake_names_are_equivalent():
@@ -284,7 +292,12 @@ class _MetadataBroker:
         self.bootstrap = f"127.0.0.1:{self.port}"
 
     def _serve(self, c):
-        from _hostile import api_versions_answer, metadata_v4_answer, metadata_v4_topics, read_request_body
+        from _hostile import (
+            api_versions_answer,
+            metadata_v4_answer,
+            metadata_v4_topics,
+            read_request_body,
+        )
 
         try:
             while True:

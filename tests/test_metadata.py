@@ -409,7 +409,7 @@ def test_await_update_raises_after_close_from_other_thread():
     def waiter():
         try:
             md.await_update(md.update_version, 10_000)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             caught.append(e)
 
     t = threading.Thread(target=waiter)

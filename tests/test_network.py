@@ -41,7 +41,7 @@ def _tansu_bin() -> str | None:
         from ferrokafka.testing._broker import _resolve_bin
 
         return _resolve_bin()
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -129,7 +129,7 @@ def test_connect_negotiate_and_round_trips(broker):
     assert nc.connection_state(node.id) == "READY"
     versions = nc.api_versions(node.id)
     assert versions[3][1] >= 1 and versions[18][0] == 0
-    for key, (lo, hi) in versions.items():
+    for _key, (lo, hi) in versions.items():
         assert lo <= hi
 
     r = _round_trip(nc, node, MetadataRequest())

@@ -209,7 +209,9 @@ import threading  # noqa: E402
 def s16(v): return struct.pack(">h", v)
 def s32(v): return struct.pack(">i", v)
 def s64(v): return struct.pack(">q", v)
-def string(s): b = s.encode(); return s16(len(b)) + b
+def string(s):
+    b = s.encode()
+    return s16(len(b)) + b
 
 class _CaptureBroker:
     """Just enough of a Kafka broker for librdkafka to produce to it: it
@@ -220,21 +222,26 @@ class _CaptureBroker:
     def __init__(self, topic):
         self.topic = topic
         self.batches = []
-        self.sock = socket.socket(); self.sock.bind(("127.0.0.1", 0)); self.sock.listen()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
         while True:
-            try: c, _ = self.sock.accept()
-            except OSError: return
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
             threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _read(self, c, n):
         b = b""
         while len(b) < n:
             x = c.recv(n - len(b))
-            if not x: raise EOFError
+            if not x:
+                raise EOFError
             b += x
         return b
 
@@ -257,17 +264,24 @@ class _CaptureBroker:
                             + s16(0) + s32(0) + s32(0) + s32(1) + s32(0) + s32(1) + s32(0))
                 elif key == 0:
                     p = 0
-                    tl = struct.unpack(">h", body[p:p+2])[0]; p += 2 + max(tl, 0)
+                    tl = struct.unpack(">h", body[p:p+2])[0]
+                    p += 2 + max(tl, 0)
                     p += 2 + 4
-                    nt = struct.unpack(">i", body[p:p+4])[0]; p += 4
+                    nt = struct.unpack(">i", body[p:p+4])[0]
+                    p += 4
                     out = []
                     for _ in range(nt):
-                        nl = struct.unpack(">h", body[p:p+2])[0]; name = body[p+2:p+2+nl].decode(); p += 2 + nl
-                        np_ = struct.unpack(">i", body[p:p+4])[0]; p += 4
+                        nl = struct.unpack(">h", body[p:p+2])[0]
+                        name = body[p+2:p+2+nl].decode()
+                        p += 2 + nl
+                        np_ = struct.unpack(">i", body[p:p+4])[0]
+                        p += 4
                         parts = []
                         for _ in range(np_):
-                            idx, rl = struct.unpack(">ii", body[p:p+8]); p += 8
-                            self.batches.append(body[p:p+rl]); p += rl
+                            idx, rl = struct.unpack(">ii", body[p:p+8])
+                            p += 8
+                            self.batches.append(body[p:p+rl])
+                            p += rl
                             parts.append(s32(idx) + s16(0) + s64(len(self.batches) - 1) + s64(-1) + (s64(0) if ver >= 5 else b""))
                         out.append(string(name) + s32(len(parts)) + b"".join(parts))
                     resp = s32(len(out)) + b"".join(out) + s32(0)

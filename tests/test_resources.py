@@ -58,8 +58,8 @@ def test_broker_killed_and_restarted_on_same_port():
         p = fk.Producer(b.bootstrap_servers, linger_ms=0, reconnect_backoff_ms=50, reconnect_backoff_max_ms=500,
                         request_timeout_ms=3000, delivery_timeout_ms=60_000, max_block_ms=30_000)
         assert p.send("restart", b"before").result(10).offset == 0
-        os.killpg(os.getpgid(b._proc.pid), signal.SIGKILL)  # noqa: SLF001 - the test owns the process
-        b._proc.wait(5)  # noqa: SLF001
+        os.killpg(os.getpgid(b._proc.pid), signal.SIGKILL)
+        b._proc.wait(5)
         futs = [p.send("restart", b"during-%d" % i) for i in range(20)]
         time.sleep(1.0)
         assert not any(f.done() and f.exception(0) is None for f in futs), "acknowledged while the broker was dead"
@@ -113,8 +113,8 @@ def test_group_consumer_survives_broker_restart():
             got = c.poll(200)
         assert [m.value for m in got] == [b"before"]
         c.commit()
-        os.killpg(os.getpgid(b._proc.pid), signal.SIGKILL)  # noqa: SLF001 - the test owns the process
-        b._proc.wait(5)  # noqa: SLF001
+        os.killpg(os.getpgid(b._proc.pid), signal.SIGKILL)
+        b._proc.wait(5)
         for _ in range(5):  # polls while the broker is dead: empty or a KafkaError, never a crash
             try:
                 assert c.poll(200) == []

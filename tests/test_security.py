@@ -11,12 +11,11 @@ import time
 import uuid
 
 import pytest
+from conftest import IN_CI
 
 import ferrokafka as fk
 from ferrokafka.testing import EmbeddedBroker
 from ferrokafka.testing._broker import free_port
-
-from conftest import IN_CI
 
 TP = fk.TopicPartition
 

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections import Counter
 
 import pytest
+from conftest import IN_CI
 
 import ferrokafka as fk
 from ferrokafka.spark import _plan
 from ferrokafka.spark._plan import Range
-
-from conftest import IN_CI
-
 
 # ----- planning, no Spark ----------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from . import _core, errors, protocol
+from . import _core, errors, metadata, protocol, types
 from ._core import DeliveryFuture, RecordMetadata, coordinator_partition_for
-from . import metadata, types  # noqa: F401  (metadata and data types)
+from .admin import Admin, NewTopic
+from .consumer import Consumer, Coordinator, Message, OffsetAndMetadata
 from .errors import (
     AuthenticationError,
     KafkaError,
@@ -12,12 +13,9 @@ from .errors import (
     MessageSizeTooLargeError,
     UnsupportedVersionError,
 )
-
+from .metadata import Metadata, ProducerMetadata
 from .network import ClientResponse, NetworkClient
 from .producer import Producer
-from .consumer import Consumer, Coordinator, Message, OffsetAndMetadata
-from .admin import Admin, NewTopic
-from .metadata import Metadata, ProducerMetadata
 from .types import (
     Cluster,
     MetadataResponse,

@@ -32,5 +32,5 @@ def dispatch(core: Any, error_cb: Optional[Callable[[errors.KafkaError], Any]]) 
         err = errors._from_core(code, message, code in _RETRIABLE)
         try:
             error_cb(err)
-        except Exception:  # noqa: BLE001 - reported, the poll goes on
+        except Exception:
             _log.exception("error_cb %r raised", error_cb)

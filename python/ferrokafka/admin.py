@@ -10,10 +10,9 @@ error in ``.errors``, or returns ``{topic: error_or_None}`` with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
-
 import functools
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import _core, _events
 from ._config import ADMIN

@@ -40,6 +40,7 @@ def _rate(n: int, nbytes: int, secs: float) -> str:
 
 def run(bootstrap: str | None = None, messages: int = 100_000, size: int = 100, topic: str | None = None) -> int:
     import ferrokafka as fk
+
     from .testing import api_versions
 
     print(f"ferrokafka {fk.__version__}")

@@ -200,7 +200,7 @@ class NetworkClient:
                 continue
             try:
                 cb(r)
-            except Exception:  # noqa: BLE001 - one bad callback must not stop the others
+            except Exception:
                 log.exception("callback for %r raised", r)
 
     def in_flight_request_count(self, node_id: Any = None) -> int:

@@ -8,7 +8,7 @@ thread that calls :meth:`Producer.poll` or :meth:`Producer.flush`.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core, _events
 from ._config import PRODUCER

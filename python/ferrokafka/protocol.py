@@ -6,13 +6,13 @@ Request classes (for ``NetworkClient``) and the record batch codec
 
 from __future__ import annotations
 
-from . import _core  # noqa: F401
+from . import _core
 
 __all__: list[str] = []
 
 # --- record batch codec (section owned by the codec work) ---
 
-from ._core import Record, decode_record_batch, encode_record_batch  # noqa: E402
+from ._core import Record, decode_record_batch, encode_record_batch
 
 #: ``compression=`` names accepted by :func:`encode_record_batch` (Java's
 #: ``compression.type`` values).
@@ -22,8 +22,9 @@ __all__ += ["Record", "decode_record_batch", "encode_record_batch", "COMPRESSION
 
 # --- request classes (section owned by the network work) ---
 
-import types as _types
-from typing import Any as _Any, Iterable as _Iterable
+import types as _types  # noqa: E402 (the request section follows the record section)
+from typing import Any as _Any  # noqa: E402 (the request section follows the record section)
+from typing import Iterable as _Iterable  # noqa: E402 (the request section follows the record section)
 
 
 class Struct(_types.SimpleNamespace):

@@ -8,7 +8,6 @@ Arrow batch with `Producer.send_batch` (no Python object per row).
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import threading
 from dataclasses import dataclass

@@ -11,7 +11,7 @@ import ctypes
 import glob
 import os
 import threading
-from ctypes import c_char_p, c_int, c_int16, c_int32, c_size_t, c_void_p, POINTER
+from ctypes import POINTER, c_char_p, c_int, c_int16, c_int32, c_size_t, c_void_p
 from typing import Iterable
 
 __all__ = ["MockCluster"]

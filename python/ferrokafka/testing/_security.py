@@ -227,7 +227,7 @@ class ScramFront:
                     if not ok:
                         return
                     creds = self._creds[mech]
-                    server = self._scramp.ScramMechanism(mech).make_server(lambda u: creds[u])
+                    server = self._scramp.ScramMechanism(mech).make_server(lambda u, creds=creds: creds[u])
                 elif key == 36 and ver <= 1 and server is not None:  # SaslAuthenticate
                     (n,) = struct.unpack(">i", body[:4])
                     msg = body[4:4 + n].decode()
