@@ -44,20 +44,8 @@ use crate::cluster::{Cluster, MetadataResponse, Node, PartitionMetadata, TopicPa
 use crate::error::{Error, Result};
 use crate::updater::MetadataRequestSpec;
 
-/// Kafka error codes the metadata logic branches on.
-pub mod codes {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const LEADER_NOT_AVAILABLE: i16 = 5;
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
-    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const FENCED_LEADER_EPOCH: i16 = 74;
-    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
-    pub const UNKNOWN_TOPIC_ID: i16 = 100;
-    pub const INCONSISTENT_TOPIC_ID: i16 = 103;
-}
+/// Kafka error codes: the one table in the protocol crate.
+pub use ferrokafka_protocol::codes;
 
 /// Java's `InvalidMetadataException` family: the error says our routing is
 /// stale, so a metadata refresh is the fix.

@@ -11,6 +11,7 @@
 //!   for speed since it is the hot path.
 //! * [`compression`]: gzip, snappy (raw and xerial), lz4 (Kafka framing), zstd.
 
+pub mod codes;
 pub mod compat;
 pub mod compression;
 pub mod error;

@@ -10,30 +10,8 @@ use crate::cluster::Node;
 use crate::consumer::group::MemberState;
 use crate::consumer::heartbeat::Heartbeat;
 
-/// Kafka error codes used by the group protocol.
-pub mod codes {
-    pub const NONE: i16 = 0;
-    pub const REQUEST_TIMED_OUT: i16 = 7;
-    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
-    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const ILLEGAL_GENERATION: i16 = 22;
-    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
-    pub const INVALID_GROUP_ID: i16 = 24;
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
-    pub const REBALANCE_IN_PROGRESS: i16 = 27;
-    pub const INVALID_COMMIT_OFFSET_SIZE: i16 = 28;
-    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-    pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const UNSUPPORTED_VERSION: i16 = 35;
-    pub const MEMBER_ID_REQUIRED: i16 = 79;
-    pub const FENCED_INSTANCE_ID: i16 = 82;
-    pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
-    pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
-}
+/// Kafka error codes: the one table in the protocol crate.
+pub use ferrokafka_protocol::codes;
 
 /// What an error code means for the member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

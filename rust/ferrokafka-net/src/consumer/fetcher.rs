@@ -11,22 +11,8 @@ use std::collections::{BTreeMap, HashSet};
 use crate::cluster::TopicPartition;
 use crate::consumer::subscription::FetchPosition;
 
-/// Kafka error codes a Fetch answer carries per partition.
-pub mod codes {
-    pub const NONE: i16 = 0;
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub const REPLICA_NOT_AVAILABLE: i16 = 9;
-    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const FENCED_LEADER_EPOCH: i16 = 74;
-    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
-    pub const OFFSET_NOT_AVAILABLE: i16 = 78;
-    pub const UNKNOWN_TOPIC_ID: i16 = 100;
-    pub const INCONSISTENT_TOPIC_ID: i16 = 103;
-}
+/// Kafka error codes: the one table in the protocol crate.
+pub use ferrokafka_protocol::codes;
 
 /// What a partition's Fetch error means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

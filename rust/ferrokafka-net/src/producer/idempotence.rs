@@ -36,19 +36,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::cluster::TopicPartition;
 
-/// Kafka error codes this module reasons about.
-pub mod codes {
-    pub const NONE: i16 = 0;
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-    pub const UNKNOWN_PRODUCER_ID: i16 = 59;
-    pub const PRODUCER_FENCED: i16 = 90;
-    pub const MESSAGE_TOO_LARGE: i16 = 10;
-    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-    pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-}
+/// Kafka error codes: the one table in the protocol crate.
+pub use ferrokafka_protocol::codes;
 
 pub const NO_PRODUCER_ID: i64 = -1;
 pub const NO_PRODUCER_EPOCH: i16 = -1;

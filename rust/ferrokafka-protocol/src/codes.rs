@@ -1,0 +1,158 @@
+//! Kafka's error codes: the one table of named constants every crate uses
+//! (the numbers are Kafka's wire values; the names are Kafka's `Errors` enum).
+//! A test checks each against the schema crate's `ResponseError`, so a typo
+//! here cannot survive.
+
+pub const NONE: i16 = 0;
+pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+pub const CORRUPT_MESSAGE: i16 = 2;
+pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+pub const LEADER_NOT_AVAILABLE: i16 = 5;
+pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+pub const REQUEST_TIMED_OUT: i16 = 7;
+pub const REPLICA_NOT_AVAILABLE: i16 = 9;
+pub const MESSAGE_TOO_LARGE: i16 = 10;
+pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+pub const NETWORK_EXCEPTION: i16 = 13;
+pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+pub const NOT_COORDINATOR: i16 = 16;
+pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
+pub const ILLEGAL_GENERATION: i16 = 22;
+pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+pub const INVALID_GROUP_ID: i16 = 24;
+pub const UNKNOWN_MEMBER_ID: i16 = 25;
+pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+pub const REBALANCE_IN_PROGRESS: i16 = 27;
+pub const INVALID_COMMIT_OFFSET_SIZE: i16 = 28;
+pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+pub const UNSUPPORTED_VERSION: i16 = 35;
+pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
+pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+pub const INVALID_TXN_STATE: i16 = 48;
+pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+pub const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
+pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+pub const KAFKA_STORAGE_ERROR: i16 = 56;
+pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+pub const FENCED_LEADER_EPOCH: i16 = 74;
+pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+pub const OFFSET_NOT_AVAILABLE: i16 = 78;
+pub const MEMBER_ID_REQUIRED: i16 = 79;
+pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
+pub const FENCED_INSTANCE_ID: i16 = 82;
+pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+pub const PRODUCER_FENCED: i16 = 90;
+pub const UNKNOWN_TOPIC_ID: i16 = 100;
+pub const INCONSISTENT_TOPIC_ID: i16 = 103;
+pub const FENCED_MEMBER_EPOCH: i16 = 110;
+pub const UNRELEASED_INSTANCE_ID: i16 = 111;
+pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
+pub const STALE_MEMBER_EPOCH: i16 = 113;
+pub const TRANSACTION_ABORTABLE: i16 = 120;
+
+/// Every constant above, for the cross-check below and for tables built from it.
+pub const ALL: &[(&str, i16)] = &[
+    ("NONE", NONE),
+    ("OFFSET_OUT_OF_RANGE", OFFSET_OUT_OF_RANGE),
+    ("CORRUPT_MESSAGE", CORRUPT_MESSAGE),
+    ("UNKNOWN_TOPIC_OR_PARTITION", UNKNOWN_TOPIC_OR_PARTITION),
+    ("LEADER_NOT_AVAILABLE", LEADER_NOT_AVAILABLE),
+    ("NOT_LEADER_OR_FOLLOWER", NOT_LEADER_OR_FOLLOWER),
+    ("REQUEST_TIMED_OUT", REQUEST_TIMED_OUT),
+    ("REPLICA_NOT_AVAILABLE", REPLICA_NOT_AVAILABLE),
+    ("MESSAGE_TOO_LARGE", MESSAGE_TOO_LARGE),
+    ("OFFSET_METADATA_TOO_LARGE", OFFSET_METADATA_TOO_LARGE),
+    ("NETWORK_EXCEPTION", NETWORK_EXCEPTION),
+    ("COORDINATOR_LOAD_IN_PROGRESS", COORDINATOR_LOAD_IN_PROGRESS),
+    ("COORDINATOR_NOT_AVAILABLE", COORDINATOR_NOT_AVAILABLE),
+    ("NOT_COORDINATOR", NOT_COORDINATOR),
+    ("INVALID_TOPIC_EXCEPTION", INVALID_TOPIC_EXCEPTION),
+    ("RECORD_LIST_TOO_LARGE", RECORD_LIST_TOO_LARGE),
+    ("NOT_ENOUGH_REPLICAS", NOT_ENOUGH_REPLICAS),
+    (
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ),
+    ("ILLEGAL_GENERATION", ILLEGAL_GENERATION),
+    ("INCONSISTENT_GROUP_PROTOCOL", INCONSISTENT_GROUP_PROTOCOL),
+    ("INVALID_GROUP_ID", INVALID_GROUP_ID),
+    ("UNKNOWN_MEMBER_ID", UNKNOWN_MEMBER_ID),
+    ("INVALID_SESSION_TIMEOUT", INVALID_SESSION_TIMEOUT),
+    ("REBALANCE_IN_PROGRESS", REBALANCE_IN_PROGRESS),
+    ("INVALID_COMMIT_OFFSET_SIZE", INVALID_COMMIT_OFFSET_SIZE),
+    ("TOPIC_AUTHORIZATION_FAILED", TOPIC_AUTHORIZATION_FAILED),
+    ("GROUP_AUTHORIZATION_FAILED", GROUP_AUTHORIZATION_FAILED),
+    ("CLUSTER_AUTHORIZATION_FAILED", CLUSTER_AUTHORIZATION_FAILED),
+    ("UNSUPPORTED_VERSION", UNSUPPORTED_VERSION),
+    ("OUT_OF_ORDER_SEQUENCE_NUMBER", OUT_OF_ORDER_SEQUENCE_NUMBER),
+    ("DUPLICATE_SEQUENCE_NUMBER", DUPLICATE_SEQUENCE_NUMBER),
+    ("INVALID_PRODUCER_EPOCH", INVALID_PRODUCER_EPOCH),
+    ("INVALID_TXN_STATE", INVALID_TXN_STATE),
+    ("INVALID_PRODUCER_ID_MAPPING", INVALID_PRODUCER_ID_MAPPING),
+    ("INVALID_TRANSACTION_TIMEOUT", INVALID_TRANSACTION_TIMEOUT),
+    ("CONCURRENT_TRANSACTIONS", CONCURRENT_TRANSACTIONS),
+    (
+        "TRANSACTION_COORDINATOR_FENCED",
+        TRANSACTION_COORDINATOR_FENCED,
+    ),
+    (
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    ),
+    ("KAFKA_STORAGE_ERROR", KAFKA_STORAGE_ERROR),
+    ("UNKNOWN_PRODUCER_ID", UNKNOWN_PRODUCER_ID),
+    ("FENCED_LEADER_EPOCH", FENCED_LEADER_EPOCH),
+    ("UNKNOWN_LEADER_EPOCH", UNKNOWN_LEADER_EPOCH),
+    ("OFFSET_NOT_AVAILABLE", OFFSET_NOT_AVAILABLE),
+    ("MEMBER_ID_REQUIRED", MEMBER_ID_REQUIRED),
+    ("GROUP_MAX_SIZE_REACHED", GROUP_MAX_SIZE_REACHED),
+    ("FENCED_INSTANCE_ID", FENCED_INSTANCE_ID),
+    ("UNSTABLE_OFFSET_COMMIT", UNSTABLE_OFFSET_COMMIT),
+    ("PRODUCER_FENCED", PRODUCER_FENCED),
+    ("UNKNOWN_TOPIC_ID", UNKNOWN_TOPIC_ID),
+    ("INCONSISTENT_TOPIC_ID", INCONSISTENT_TOPIC_ID),
+    ("FENCED_MEMBER_EPOCH", FENCED_MEMBER_EPOCH),
+    ("UNRELEASED_INSTANCE_ID", UNRELEASED_INSTANCE_ID),
+    ("UNSUPPORTED_ASSIGNOR", UNSUPPORTED_ASSIGNOR),
+    ("STALE_MEMBER_EPOCH", STALE_MEMBER_EPOCH),
+    ("TRANSACTION_ABORTABLE", TRANSACTION_ABORTABLE),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::ResponseError;
+
+    #[test]
+    fn names_match_the_schema_crate() {
+        for &(name, code) in ALL {
+            if code == NONE {
+                continue;
+            }
+            let e = ResponseError::try_from_code(code)
+                .unwrap_or_else(|| panic!("{name}={code} unknown"));
+            let debug = format!("{e:?}");
+            // ResponseError's variants are CamelCase (OffsetOutOfRange): compare letters only.
+            let squash = |s: &str| {
+                s.chars()
+                    .filter(|c| c.is_ascii_alphanumeric())
+                    .collect::<String>()
+                    .to_ascii_lowercase()
+            };
+            assert_eq!(
+                squash(&debug),
+                squash(name),
+                "{name}={code} is {debug} in the schema crate"
+            );
+        }
+    }
+}
