@@ -2,11 +2,10 @@
 //!
 //! Planning: fetchable partitions grouped by their leader; at most one fetch
 //! in flight per node (a second would return the same bytes again), and a
-//! partition whose previous answer is still buffered (not yet handed to the
-//! application) is not fetched again, so memory stays bounded by
-//! `max_partition_fetch_bytes` per partition.
+//! partition with enough decoded data waiting for the application is not
+//! fetched again, so memory stays bounded per partition.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::cluster::TopicPartition;
 use crate::consumer::subscription::FetchPosition;
@@ -49,34 +48,64 @@ pub fn fetch_reaction(code: i16) -> FetchReaction {
     }
 }
 
-/// One partition to fetch and where.
+/// One partition to fetch and from which offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedFetch {
     pub tp: TopicPartition,
-    pub position: FetchPosition,
+    /// The position, or where the last buffered answer of the partition
+    /// ends (prefetch: the next range is fetched while one waits).
+    pub fetch_offset: i64,
 }
 
-/// Group `fetchable` partitions by leader, skipping nodes with a fetch in
-/// flight, partitions with buffered data and partitions without a leader
-/// (those are returned in the second value: their topics need metadata).
+/// What waits in the buffer for one partition, for planning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buffered {
+    pub chunks: usize,
+    /// Where the newest buffered chunk ends.
+    pub next_offset: i64,
+    pub bytes: usize,
+}
+
+/// Group `fetchable` partitions by leader: nodes with a fetch in flight are
+/// skipped, and so are partitions with enough data buffered (see below);
+/// partitions without a leader are returned in the second value (their
+/// topics need metadata).
+///
+/// A partition is fetched again while at most one decoded answer of it
+/// waits (prefetch: the next range is here when the application asks), or
+/// while what waits is less than one full partition answer
+/// (`max_partition_fetch_bytes`). The second rule is for logs of many small
+/// batches from a broker that answers one batch per partition per Fetch
+/// (librdkafka's mock does): capped by count alone, such a partition drops
+/// out of the next Fetch, which then holds only caught-up partitions and
+/// waits fetch_max_wait_ms at the broker, a few batches per half second
+/// while a backlog waits. Memory stays bounded by bytes either way (and by
+/// the caller's overall cap).
 pub fn plan_fetches(
     fetchable: &[(TopicPartition, FetchPosition)],
     leader_of: impl Fn(&TopicPartition) -> Option<i32>,
     nodes_in_flight: &HashSet<i32>,
-    buffered: &HashSet<TopicPartition>,
+    buffered: &HashMap<TopicPartition, Buffered>,
+    max_partition_fetch_bytes: usize,
 ) -> (BTreeMap<i32, Vec<PlannedFetch>>, Vec<TopicPartition>) {
     let mut plan: BTreeMap<i32, Vec<PlannedFetch>> = BTreeMap::new();
     let mut no_leader = Vec::new();
     for (tp, pos) in fetchable {
-        if buffered.contains(tp) {
-            continue;
+        let b = buffered.get(tp);
+        if let Some(b) = b {
+            if b.chunks >= 2 && b.bytes >= max_partition_fetch_bytes.max(1) {
+                continue;
+            }
         }
         match leader_of(tp) {
             None => no_leader.push(tp.clone()),
             Some(node) if nodes_in_flight.contains(&node) => {}
             Some(node) => plan.entry(node).or_default().push(PlannedFetch {
                 tp: tp.clone(),
-                position: *pos,
+                fetch_offset: match b {
+                    Some(b) if b.chunks > 0 => b.next_offset,
+                    _ => pos.offset,
+                },
             }),
         }
     }
@@ -94,8 +123,16 @@ mod tests {
         }
     }
 
+    fn buffered(chunks: usize, next_offset: i64, bytes: usize) -> Buffered {
+        Buffered {
+            chunks,
+            next_offset,
+            bytes,
+        }
+    }
+
     #[test]
-    fn plan_groups_by_leader_and_skips_busy_nodes_and_buffered() {
+    fn plan_groups_by_leader_and_skips_busy_nodes_and_full_buffers() {
         let tps: Vec<_> = (0..4)
             .map(|p| (TopicPartition::new("t", p), pos(p as i64)))
             .collect();
@@ -104,19 +141,37 @@ mod tests {
             2 => Some(2),
             _ => None,
         };
-        let buffered: HashSet<_> = [TopicPartition::new("t", 1)].into();
-        let (plan, no_leader) = plan_fetches(&tps, leader, &HashSet::new(), &buffered);
+        // Two chunks of a full partition answer wait for partition 1.
+        let full: HashMap<_, _> = [(TopicPartition::new("t", 1), buffered(2, 50, 1000))].into();
+        let (plan, no_leader) = plan_fetches(&tps, leader, &HashSet::new(), &full, 1000);
         assert_eq!(plan[&1].len(), 1);
         assert_eq!(plan[&2][0].tp.partition, 2);
         assert_eq!(no_leader, vec![TopicPartition::new("t", 3)]);
         let busy: HashSet<i32> = [2].into();
-        let (plan, _) = plan_fetches(&tps, leader, &busy, &HashSet::new());
+        let (plan, _) = plan_fetches(&tps, leader, &busy, &HashMap::new(), 1000);
         assert!(!plan.contains_key(&2));
     }
 
     #[test]
+    fn plan_prefetches_after_the_buffered_range() {
+        let tps = vec![(TopicPartition::new("t", 0), pos(10))];
+        let leader = |_: &TopicPartition| Some(1);
+        // One chunk waits: fetch what follows it, not the position again.
+        let one: HashMap<_, _> = [(TopicPartition::new("t", 0), buffered(1, 40, 5000))].into();
+        let (plan, _) = plan_fetches(&tps, leader, &HashSet::new(), &one, 1000);
+        assert_eq!(plan[&1][0].fetch_offset, 40);
+        // Many small chunks below one partition answer: still fetched.
+        let small: HashMap<_, _> = [(TopicPartition::new("t", 0), buffered(5, 60, 500))].into();
+        let (plan, _) = plan_fetches(&tps, leader, &HashSet::new(), &small, 1000);
+        assert_eq!(plan[&1][0].fetch_offset, 60);
+        // Nothing buffered: from the position.
+        let (plan, _) = plan_fetches(&tps, leader, &HashSet::new(), &HashMap::new(), 1000);
+        assert_eq!(plan[&1][0].fetch_offset, 10);
+    }
+
+    #[test]
     fn error_table() {
-        assert_eq!(fetch_reaction(0), FetchReaction::Deliver);
+        assert_eq!(fetch_reaction(codes::NONE), FetchReaction::Deliver);
         assert_eq!(
             fetch_reaction(codes::NOT_LEADER_OR_FOLLOWER),
             FetchReaction::RefreshMetadata
@@ -135,7 +190,7 @@ mod tests {
         );
         assert_eq!(
             fetch_reaction(codes::TOPIC_AUTHORIZATION_FAILED),
-            FetchReaction::Raise(29)
+            FetchReaction::Raise(codes::TOPIC_AUTHORIZATION_FAILED)
         );
     }
 }

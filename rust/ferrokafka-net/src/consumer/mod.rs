@@ -3,6 +3,7 @@
 pub mod assignor;
 pub mod client;
 pub mod coordinator;
+pub mod core;
 pub mod fetch;
 pub mod fetcher;
 pub mod group;
