@@ -53,7 +53,8 @@ pub struct RequestOpts {
     pub max_version: Option<i16>,
 }
 
-struct Pending {
+/// A request waiting for its node's connection to be ready.
+pub(crate) struct Pending {
     /// A connection attempt was started for this request: if the node is
     /// DISCONNECTED again, the attempt failed and the request fails now
     /// (Java's `checkDisconnects`), instead of waiting out its deadline, so
@@ -64,6 +65,131 @@ struct Pending {
     opts: RequestOpts,
     deadline_ms: i64,
     reply: Done,
+}
+
+impl Pending {
+    /// `reply` runs once, on the thread that polls `client` (or in
+    /// `try_send`, when the request fails before it is sent).
+    pub(crate) fn new(
+        node: Node,
+        body: Body,
+        opts: RequestOpts,
+        deadline_ms: i64,
+        reply: Done,
+    ) -> Self {
+        Pending {
+            attempted: false,
+            node,
+            body,
+            opts,
+            deadline_ms,
+            reply,
+        }
+    }
+
+    /// Fail the request without sending it.
+    pub(crate) fn fail(self, e: Error) {
+        (self.reply)(Err(e));
+    }
+}
+
+/// Send `p` if its node is ready (starting the connection if needed).
+/// Returns it back when it must wait for the connection; otherwise it was
+/// sent, or failed (deadline passed, authentication refused, connection
+/// attempt failed, no common version) and its reply has run.
+pub(crate) fn try_send(c: &BlockingClient, p: Pending, now: i64) -> Option<Pending> {
+    if now >= p.deadline_ms {
+        (p.reply)(Err(Error::Timeout {
+            what: format!("waiting for node {} to be ready", p.node.id),
+            timeout_ms: 0,
+        }));
+        return None;
+    }
+    // ready + new request + send under one core lock: no other thread can
+    // fill the deque in between, so `send` cannot fail for "not ready".
+    let mut core = c.core();
+    if let Some(e) = core.auth_error(p.node.id) {
+        drop(core);
+        (p.reply)(Err(e));
+        return None;
+    }
+    if p.attempted
+        && core.connection_state(p.node.id) == crate::states::ConnectionState::Disconnected
+    {
+        drop(core);
+        (p.reply)(Err(Error::Disconnected { node_id: p.node.id }));
+        return None;
+    }
+    if !core.ready(&p.node, now) {
+        drop(core);
+        let mut p = p;
+        p.attempted = true;
+        return Some(p);
+    }
+    let mut chosen = None;
+    let body = match p.body {
+        Body::Ready(b) => b,
+        Body::Versioned {
+            api_key,
+            max_version,
+            build,
+        } => {
+            let range = core.api_versions(p.node.id).get(&api_key).copied();
+            match range.map(|(lo, hi)| (lo, max_version.map_or(hi, |m| hi.min(m)))) {
+                Some((lo, hi)) if lo <= hi => {
+                    // The body was built for `hi`: it must go out at `hi`.
+                    chosen = Some(hi);
+                    build(hi)
+                }
+                _ => {
+                    drop(core);
+                    (p.reply)(Err(Error::UnsupportedVersion {
+                        api: format!("api key {api_key}"),
+                        node_id: p.node.id,
+                        broker_min: range.map_or(-1, |r| r.0),
+                        broker_max: range.map_or(-1, |r| r.1),
+                        client_min: 0,
+                        client_max: max_version.unwrap_or(-1),
+                    }));
+                    return None;
+                }
+            }
+        }
+    };
+    let reply = Mutex::new(Some(p.reply));
+    let cb = Box::new(move |r: &crate::network_client::ClientResponse| {
+        let out = if let Some(e) = &r.version_mismatch {
+            Err(e.clone())
+        } else if r.disconnected {
+            Err(r.error.clone().unwrap_or(Error::Disconnected {
+                node_id: r.destination,
+            }))
+        } else {
+            match &r.body {
+                Some(b) => Ok((b.clone(), r.request_header.api_version)),
+                None => Err(Error::State {
+                    detail: "request expected no response".into(),
+                }),
+            }
+        };
+        if let Some(done) = reply.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            done(out);
+        }
+    });
+    let mut req = core.new_client_request(p.node.id, body, true, Some(cb), now);
+    if let Some(t) = p.opts.request_timeout_ms {
+        req.request_timeout_ms = t;
+    }
+    if p.opts.max_version.is_some() {
+        req.max_version = p.opts.max_version;
+    }
+    if chosen.is_some() {
+        req.max_version = chosen;
+    }
+    // On error (closed client, unknown API) the request and its callback
+    // are dropped, which resolves the future with `Closed`.
+    let _ = core.send(req, now);
+    None
 }
 
 pub struct AsyncClient {
@@ -87,108 +213,10 @@ impl AsyncClient {
                     // lock the core (lock order: queue, then core, never
                     // both for long).
                     let pending = std::mem::take(&mut *q.lock().unwrap_or_else(|p| p.into_inner()));
-                    let mut keep = Vec::new();
-                    for p in pending {
-                        if now >= p.deadline_ms {
-                            (p.reply)(Err(Error::Timeout {
-                                what: format!("waiting for node {} to be ready", p.node.id),
-                                timeout_ms: 0,
-                            }));
-                            continue;
-                        }
-                        // ready + new request + send under one core lock:
-                        // no other thread can fill the deque in between, so
-                        // `send` cannot fail for "not ready".
-                        let mut core = c.core();
-                        if let Some(e) = core.auth_error(p.node.id) {
-                            drop(core);
-                            (p.reply)(Err(e));
-                            continue;
-                        }
-                        if p.attempted
-                            && core.connection_state(p.node.id)
-                                == crate::states::ConnectionState::Disconnected
-                        {
-                            drop(core);
-                            (p.reply)(Err(Error::Disconnected { node_id: p.node.id }));
-                            continue;
-                        }
-                        if !core.ready(&p.node, now) {
-                            drop(core);
-                            let mut p = p;
-                            p.attempted = true;
-                            keep.push(p);
-                            continue;
-                        }
-                        let mut chosen = None;
-                        let body = match p.body {
-                            Body::Ready(b) => b,
-                            Body::Versioned {
-                                api_key,
-                                max_version,
-                                build,
-                            } => {
-                                let range = core.api_versions(p.node.id).get(&api_key).copied();
-                                match range
-                                    .map(|(lo, hi)| (lo, max_version.map_or(hi, |m| hi.min(m))))
-                                {
-                                    Some((lo, hi)) if lo <= hi => {
-                                        // The body was built for `hi`: it must go out at `hi`.
-                                        chosen = Some(hi);
-                                        build(hi)
-                                    }
-                                    _ => {
-                                        drop(core);
-                                        (p.reply)(Err(Error::UnsupportedVersion {
-                                            api: format!("api key {api_key}"),
-                                            node_id: p.node.id,
-                                            broker_min: range.map_or(-1, |r| r.0),
-                                            broker_max: range.map_or(-1, |r| r.1),
-                                            client_min: 0,
-                                            client_max: max_version.unwrap_or(-1),
-                                        }));
-                                        continue;
-                                    }
-                                }
-                            }
-                        };
-                        let reply = Mutex::new(Some(p.reply));
-                        let cb = Box::new(move |r: &crate::network_client::ClientResponse| {
-                            let out = if let Some(e) = &r.version_mismatch {
-                                Err(e.clone())
-                            } else if r.disconnected {
-                                Err(r.error.clone().unwrap_or(Error::Disconnected {
-                                    node_id: r.destination,
-                                }))
-                            } else {
-                                match &r.body {
-                                    Some(b) => Ok((b.clone(), r.request_header.api_version)),
-                                    None => Err(Error::State {
-                                        detail: "request expected no response".into(),
-                                    }),
-                                }
-                            };
-                            if let Some(done) =
-                                reply.lock().unwrap_or_else(|p| p.into_inner()).take()
-                            {
-                                done(out);
-                            }
-                        });
-                        let mut req = core.new_client_request(p.node.id, body, true, Some(cb), now);
-                        if let Some(t) = p.opts.request_timeout_ms {
-                            req.request_timeout_ms = t;
-                        }
-                        if p.opts.max_version.is_some() {
-                            req.max_version = p.opts.max_version;
-                        }
-                        if chosen.is_some() {
-                            req.max_version = chosen;
-                        }
-                        // On error (closed client, unknown API) the request
-                        // and its callback are dropped, which resolves the
-                        // future with `Closed`.
-                        let _ = core.send(req, now);
-                    }
+                    let keep: Vec<Pending> = pending
+                        .into_iter()
+                        .filter_map(|p| try_send(&c, p, now))
+                        .collect();
                     q.lock().unwrap_or_else(|p| p.into_inner()).extend(keep);
                     c.poll(Duration::from_millis(20));
                 }
@@ -244,14 +272,13 @@ impl AsyncClient {
         self.queue
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(Pending {
-                attempted: false,
+            .push(Pending::new(
                 node,
                 body,
                 opts,
-                deadline_ms: now_ms() + ready_timeout_ms,
-                reply: done,
-            });
+                now_ms() + ready_timeout_ms,
+                done,
+            ));
         self.client.wakeup();
     }
 

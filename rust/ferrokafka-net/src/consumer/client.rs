@@ -8,8 +8,17 @@
 //!   application. Nobody waits for I/O or runs user code under it; the
 //!   consumer thread decodes Fetch answers (CRC, decompression) *before*
 //!   taking it (`prepare_answer`).
-//! * The consumer thread only moves bytes and wakes: it asks the core what
-//!   to do (`step`, `on_answer`) and carries out the returned actions.
+//! * The consumer thread owns the consumer's connections: it alone polls
+//!   the `BlockingClient`, so an answer goes connection task -> consumer
+//!   thread -> application (no driver thread in between). It only moves
+//!   bytes and wakes: it asks the core what to do (`step`, `on_answer`),
+//!   carries out the returned actions, and sleeps in `BlockingClient::poll`
+//!   until the core's `wake_at`, an answer, or `wakeup()` from the
+//!   application thread (a command changed the state). That poll also
+//!   drives the metadata updater of this client.
+//! * Requests of the application thread (commit, committed, offset
+//!   lookups, LeaveGroup) go through `outbox` to the consumer thread, which
+//!   sends them like its own; their answers come back on a channel.
 //! * The application thread blocks in two ways only: on `data` (a condvar
 //!   paired with `state`) in `poll`, and on a reply channel for its own
 //!   requests (commit, committed, offset lookups).
@@ -19,10 +28,9 @@
 //!   `on_revoke` and acknowledged it, so a commit in `on_revoke` still lands
 //!   with the old generation.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender as ChanSender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -31,303 +39,23 @@ use ferrokafka_protocol::kafka_protocol::messages::{ApiKey, RequestKind, Respons
 
 use crate::blocking::{now_ms, BlockingClient};
 use crate::cluster::{Node, TopicPartition};
-use crate::consumer::assignor;
 use crate::consumer::coordinator::{offset_fetch_reaction, Generation, Reaction};
-use crate::consumer::core::{
-    commit_body, coordinator_connection, prepare_answer, Action, ConsumerCore, Dest, Request, Tag,
-};
+use crate::consumer::core::{commit_body, coordinator_connection, ConsumerCore, Dest, Request};
 use crate::consumer::fetch::{
     build_list_offsets_request, parse_list_offsets_response, LATEST_TIMESTAMP, READ_COMMITTED,
 };
-use crate::consumer::records::RecordColumns;
 use crate::consumer::requests::{self as rq, OffsetAndMetadata};
 use crate::consumer::subscription::{FetchState, OffsetResetStrategy};
-use crate::driver::{AsyncClient, Body, RequestOpts};
+use crate::driver::{Body, RequestOpts};
 use crate::error::Error;
 use crate::metadata::Metadata;
 
-#[derive(Debug, Clone)]
-pub struct ConsumerConfig {
-    pub group_id: Option<String>,
-    pub group_instance_id: Option<String>,
-    pub auto_offset_reset: OffsetResetStrategy,
-    pub enable_auto_commit: bool,
-    pub auto_commit_interval_ms: i64,
-    pub session_timeout_ms: i64,
-    pub heartbeat_interval_ms: i64,
-    pub max_poll_interval_ms: i64,
-    /// Assignor protocol names, preferred first.
-    pub assignors: Vec<String>,
-    pub fetch_min_bytes: i32,
-    pub fetch_max_bytes: i32,
-    pub fetch_max_wait_ms: i32,
-    pub max_partition_fetch_bytes: i32,
-    pub read_committed: bool,
-    pub check_crcs: bool,
-    pub client_rack: Option<String>,
-    pub retry_backoff_ms: i64,
-    pub request_timeout_ms: i64,
-    pub default_api_timeout_ms: i64,
-}
-
-impl Default for ConsumerConfig {
-    fn default() -> Self {
-        ConsumerConfig {
-            group_id: None,
-            group_instance_id: None,
-            auto_offset_reset: OffsetResetStrategy::Latest,
-            enable_auto_commit: true,
-            auto_commit_interval_ms: 5000,
-            session_timeout_ms: 45_000,
-            heartbeat_interval_ms: 3000,
-            max_poll_interval_ms: 300_000,
-            assignors: vec!["range".into(), "cooperative-sticky".into()],
-            fetch_min_bytes: 1,
-            fetch_max_bytes: 52_428_800,
-            fetch_max_wait_ms: 500,
-            max_partition_fetch_bytes: 1_048_576,
-            read_committed: false,
-            check_crcs: true,
-            client_rack: None,
-            retry_backoff_ms: 100,
-            request_timeout_ms: 30_000,
-            default_api_timeout_ms: 60_000,
-        }
-    }
-}
-
-impl ConsumerConfig {
-    pub fn validate(&self) -> Result<(), Error> {
-        let bad = |key: &str, detail: String| {
-            Err(Error::Config {
-                key: key.into(),
-                detail,
-            })
-        };
-        // Only a group member heartbeats (Java builds its Heartbeat, and makes
-        // this check, only with a group id).
-        if self.group_id.is_some() && self.heartbeat_interval_ms >= self.session_timeout_ms {
-            return bad(
-                "heartbeat_interval_ms",
-                format!(
-                    "must be lower than session_timeout_ms ({})",
-                    self.session_timeout_ms
-                ),
-            );
-        }
-        if self.assignors.is_empty() {
-            return bad(
-                "partition_assignment_strategy",
-                "needs at least one assignor".into(),
-            );
-        }
-        for a in &self.assignors {
-            if assignor::assign(a, &[], &HashMap::new()).is_none() {
-                return bad(
-                    "partition_assignment_strategy",
-                    format!("unknown assignor {a:?}"),
-                );
-            }
-        }
-        if self.group_instance_id.is_some() && self.group_id.is_none() {
-            return bad("group_instance_id", "needs group_id".into());
-        }
-        Ok(())
-    }
-
-    /// Java: cooperative only when every configured assignor supports it.
-    pub(crate) fn cooperative(&self) -> bool {
-        self.assignors.iter().all(|a| a == "cooperative-sticky")
-    }
-}
-
-/// What `poll` hands the application before records.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RebalanceEvent {
-    Revoked(Vec<TopicPartition>),
-    Assigned(Vec<TopicPartition>),
-    Lost(Vec<TopicPartition>),
-}
-
-/// Rows `[from, to)` of one partition's decoded fetch.
-#[derive(Debug, Clone)]
-pub struct RecordSlice {
-    pub tp: TopicPartition,
-    pub cols: Arc<RecordColumns>,
-    pub from: usize,
-    pub to: usize,
-}
-
-/// One `poll`'s result. Events come first and alone: records are returned by
-/// the next call, once the callbacks have run.
-#[derive(Debug, Default)]
-pub struct Polled {
-    pub events: Vec<RebalanceEvent>,
-    pub records: Vec<RecordSlice>,
-    /// Outcomes of asynchronous commits: (token, result).
-    pub commits: Vec<(u64, Result<(), Error>)>,
-}
-
-/// A consumer-thread message.
-enum Msg {
-    Wake,
-    Answer {
-        tag: Tag,
-        result: Result<(ResponseKind, i16), Error>,
-    },
-}
-
-struct Inner {
-    cfg: ConsumerConfig,
-    state: Mutex<ConsumerCore>,
-    /// Signalled when records, events or errors arrive (poll waits on it).
-    data: Condvar,
-    metadata: Arc<Metadata>,
-    client: AsyncClient,
-    tx: Mutex<ChanSender<Msg>>,
-    stop: AtomicBool,
-}
+pub use crate::consumer::config::{ConsumerConfig, Polled, RebalanceEvent, RecordSlice};
+use crate::consumer::shell::{run, Inner};
 
 pub struct Consumer {
     inner: Arc<Inner>,
     thread: Option<JoinHandle<()>>,
-}
-
-impl Inner {
-    fn lock(&self) -> MutexGuard<'_, ConsumerCore> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn sender(&self) -> ChanSender<Msg> {
-        self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// The consumer thread should look at the state again.
-    fn wake(&self) {
-        let _ = self.sender().send(Msg::Wake);
-    }
-
-    fn group_id(&self) -> Result<&str, Error> {
-        self.cfg.group_id.as_deref().ok_or_else(|| Error::Config {
-            key: "group_id".into(),
-            detail: "this operation needs a consumer group (group_id is None)".into(),
-        })
-    }
-
-    /// Keep metadata for these topics too (assignment, lookups).
-    fn want_topics(&self, st: &mut ConsumerCore, topics: impl IntoIterator<Item = String>) {
-        let actions = st.want_topics(topics);
-        let _ = self.apply(actions);
-    }
-
-    /// Carry out the core's actions (never under the state lock). The first
-    /// metadata error is returned (`subscribe` reports an invalid topic).
-    fn apply(&self, actions: Vec<Action>) -> Result<(), Error> {
-        let mut result = Ok(());
-        for a in actions {
-            match a {
-                Action::Send(req) => self.submit(req),
-                Action::WakeApplication => self.data.notify_all(),
-                Action::MetadataUpdate => {
-                    self.metadata.request_update();
-                }
-                Action::MetadataUpdateForTopic(t) => {
-                    self.metadata.request_update_for_topic(&t);
-                }
-                Action::MetadataUpdateForNewTopics => {
-                    self.metadata.request_update_for_new_topics();
-                    self.client.client().wakeup();
-                }
-                Action::MetadataTopics(topics) => {
-                    if let Err(e) = self.metadata.set_subscription(topics) {
-                        if result.is_ok() {
-                            result = Err(e);
-                        }
-                    }
-                }
-            }
-        }
-        result
-    }
-
-    fn submit(&self, req: Request) {
-        let Request {
-            dest,
-            body,
-            opts,
-            tag,
-        } = req;
-        let tx = self.sender();
-        let node = match dest {
-            Dest::Node(n) => n,
-            Dest::LeastLoaded => match self.client.client().least_loaded_node(now_ms()) {
-                Some(n) => n,
-                None => {
-                    // docs/semantics.md §2.2: no node to ask; the answer is
-                    // a failure (retried after the backoff) and the metadata
-                    // looks for brokers.
-                    self.metadata.request_update();
-                    let _ = tx.send(Msg::Answer {
-                        tag,
-                        result: Err(Error::State {
-                            detail: "no broker to send the request to".into(),
-                        }),
-                    });
-                    return;
-                }
-            },
-        };
-        self.client.submit(
-            node,
-            body,
-            opts,
-            self.cfg.request_timeout_ms,
-            Box::new(move |result| {
-                let _ = tx.send(Msg::Answer { tag, result });
-            }),
-        );
-    }
-
-    /// Send one request for the application thread and wait for its answer.
-    fn request_blocking(
-        &self,
-        node: Node,
-        body: Body,
-        opts: RequestOpts,
-        timeout_ms: i64,
-    ) -> Result<(ResponseKind, i16), Error> {
-        self.client.request_blocking(node, body, opts, timeout_ms)
-    }
-
-    /// Apply a coordinator-related reaction to the membership (see
-    /// `ConsumerCore::apply_coordinator_reaction`).
-    fn apply_coordinator_reaction(&self, r: Reaction, what: &str, sent: Option<&Generation>) {
-        let actions = {
-            let mut st = self.lock();
-            st.apply_coordinator_reaction(r, what, sent, now_ms());
-            st.take_actions()
-        };
-        let _ = self.apply(actions);
-        self.wake();
-    }
-
-    /// Commit answer -> Ok, or (error, retriable).
-    fn commit_result(
-        &self,
-        r: Result<(ResponseKind, i16), Error>,
-        offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>,
-        sent: &Generation,
-    ) -> Result<(), (Error, bool)> {
-        let cluster = self.metadata.fetch();
-        let (result, actions) = {
-            let mut st = self.lock();
-            let result = st.commit_result(r, offsets, sent, &cluster, now_ms());
-            (result, st.take_actions())
-        };
-        let _ = self.apply(actions);
-        self.wake();
-        result
-    }
 }
 
 impl Consumer {
@@ -339,20 +67,19 @@ impl Consumer {
     ) -> Result<Self, Error> {
         cfg.validate()?;
         metadata.set_subscription(Some(vec![]))?;
-        let (tx, rx) = channel();
         let inner = Arc::new(Inner {
             state: Mutex::new(ConsumerCore::new(cfg.clone(), now_ms())),
             cfg,
             data: Condvar::new(),
             metadata,
-            client: AsyncClient::start(net),
-            tx: Mutex::new(tx),
+            net,
+            outbox: Mutex::default(),
             stop: AtomicBool::new(false),
         });
         let worker = inner.clone();
         let thread = std::thread::Builder::new()
             .name("ferrokafka-consumer".into())
-            .spawn(move || run(worker, rx))
+            .spawn(move || run(worker))
             .map_err(|e| Error::State {
                 detail: format!("cannot start the consumer thread: {e}"),
             })?;
@@ -509,7 +236,7 @@ impl Consumer {
 
     /// A TLS/SASL refusal by any broker we tried, if the last attempt failed so.
     fn auth_error(&self) -> Option<Error> {
-        let core = self.inner.client.client().core();
+        let core = self.inner.net.core();
         core.known_nodes()
             .iter()
             .find_map(|n| core.auth_error(n.id))
@@ -931,7 +658,7 @@ impl Consumer {
             }
             if missing {
                 let v = self.inner.metadata.request_update();
-                self.inner.client.client().wakeup();
+                self.inner.wake();
                 let left = deadline
                     .saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(200));
@@ -1071,43 +798,5 @@ impl Drop for Consumer {
                 let _ = t.join();
             }
         }
-    }
-}
-
-// ----- the consumer thread ------------------------------------------------------------
-
-fn run(inner: Arc<Inner>, rx: Receiver<Msg>) {
-    let mut wait = Duration::from_millis(0);
-    loop {
-        let first = match rx.recv_timeout(wait) {
-            Ok(m) => Some(m),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        if inner.stop.load(Ordering::Acquire) {
-            inner.lock().closed = true;
-            inner.data.notify_all();
-            return;
-        }
-        for m in first.into_iter().chain(rx.try_iter()) {
-            if let Msg::Answer { tag, result } = m {
-                // Decode before taking the state lock: this is the heavy part.
-                let answer = prepare_answer(&inner.cfg, &tag, result);
-                let actions = {
-                    let mut st = inner.lock();
-                    st.set_cluster(inner.metadata.fetch());
-                    st.on_prepared(tag, answer, now_ms())
-                };
-                let _ = inner.apply(actions);
-            }
-        }
-        let now = now_ms();
-        let (actions, wake_at) = {
-            let mut st = inner.lock();
-            st.set_cluster(inner.metadata.fetch());
-            st.step(now)
-        };
-        let _ = inner.apply(actions);
-        wait = Duration::from_millis((wake_at - now).clamp(1, 100) as u64);
     }
 }

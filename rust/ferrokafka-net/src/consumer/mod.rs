@@ -2,6 +2,7 @@
 
 pub mod assignor;
 pub mod client;
+pub mod config;
 pub mod coordinator;
 pub mod core;
 pub mod fetch;
@@ -11,4 +12,5 @@ pub mod heartbeat;
 pub mod protocol;
 pub mod records;
 pub mod requests;
+mod shell;
 pub mod subscription;

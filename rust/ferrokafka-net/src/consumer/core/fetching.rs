@@ -11,7 +11,7 @@ use ferrokafka_protocol::record::DecodeOptions;
 
 use super::{coordinator_connection, ConsumerCore, Dest, Tag};
 use crate::cluster::{Node, TopicPartition};
-use crate::consumer::client::{ConsumerConfig, RecordSlice};
+use crate::consumer::config::{ConsumerConfig, RecordSlice};
 use crate::consumer::coordinator::{offset_fetch_reaction, Reaction};
 use crate::consumer::fetch::{
     build_fetch_request, build_list_offsets_request, parse_fetch_response,

@@ -12,7 +12,7 @@ use ferrokafka_protocol::kafka_protocol::messages::{ApiKey, RequestKind, Respons
 use super::{coordinator_connection, ConsumerCore, Dest, Request, Tag};
 use crate::cluster::TopicPartition;
 use crate::consumer::assignor::{self, MemberSubscription};
-use crate::consumer::client::RebalanceEvent;
+use crate::consumer::config::RebalanceEvent;
 use crate::consumer::coordinator::{Action as GroupAction, Generation, Reaction};
 use crate::consumer::group::MemberState;
 use crate::consumer::protocol::{

@@ -3,13 +3,13 @@
 //!
 //! `ConsumerCore` owns no thread, channel, lock or clock: time is the `now`
 //! argument of every call, the cluster snapshot is handed in with
-//! `set_cluster`, and every effect is returned as an [`Action`] for the shell
-//! (`consumer::client`) to carry out: send a request, wake the application,
-//! ask the metadata for an update. The shell keeps the core behind its one
-//! mutex and never holds that mutex across I/O; everything here is therefore
-//! short, non-blocking work, and the heavy part of a Fetch answer (CRC,
-//! decompression, column building) is done before the lock by
-//! [`prepare_answer`].
+//! `set_cluster`, and every effect is returned as an [`Action`] for the
+//! shell (`consumer::shell`, the consumer thread) to carry out: send a
+//! request, wake the application, ask the metadata for an update. The shell
+//! keeps the core behind its one mutex and never holds that mutex across
+//! I/O; everything here is therefore short, non-blocking work, and the heavy
+//! part of a Fetch answer (CRC, decompression, column building) is done
+//! before the lock by [`prepare_answer`].
 //!
 //! Split by concern: `group.rs` (discovery, join/sync, heartbeats,
 //! rebalance events), `fetching.rs` (positions, fetch planning, fetched
@@ -31,7 +31,7 @@ use std::sync::Arc;
 use ferrokafka_protocol::kafka_protocol::messages::ResponseKind;
 
 use crate::cluster::{Cluster, Node, TopicPartition};
-use crate::consumer::client::{ConsumerConfig, RebalanceEvent, RecordSlice};
+use crate::consumer::config::{ConsumerConfig, RebalanceEvent, RecordSlice};
 use crate::consumer::coordinator::{Generation, GroupMembership};
 use crate::consumer::subscription::{OffsetResetStrategy, SubscriptionState, SubscriptionType};
 use crate::driver::{Body, RequestOpts};
