@@ -1,4 +1,4 @@
-//! The async face for the Rust layers above (producer, consumer,
+//! The async face for the Rust layers above (producer, admin,
 //! coordinator): `send_request(node, body).await` without going through
 //! Python.
 //!
@@ -12,6 +12,10 @@
 //!
 //! Why a thread and not a tokio task: `poll` blocks on a std channel, and
 //! blocking inside the runtime would steal one of its two worker threads.
+//!
+//! The consumer does not use `AsyncClient`: its own thread polls its client
+//! and sends with [`try_send`], the same send-when-ready step as the driver
+//! loop here, so its answers skip the driver thread.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
