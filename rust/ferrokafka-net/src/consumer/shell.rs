@@ -92,7 +92,7 @@ impl Inner {
         for a in actions {
             match a {
                 Action::Send(req) => {
-                    self.outbox().requests.push(Outgoing::Core(req));
+                    self.outbox().requests.push(Outgoing::Core(*req));
                     self.wake();
                 }
                 Action::WakeApplication => self.data.notify_all(),
@@ -268,7 +268,7 @@ fn carry_out(
     let mut rest = Vec::new();
     for a in actions {
         match a {
-            Action::Send(req) => queue_core_request(inner, req, answers, pending, now),
+            Action::Send(req) => queue_core_request(inner, *req, answers, pending, now),
             other => rest.push(other),
         }
     }

@@ -51,7 +51,8 @@ pub struct FetchedPartition {
 /// decompression, columns) by [`prepare_answer`], which needs no state, so
 /// the shell runs it before taking the lock the application's `poll` waits on.
 pub enum Answer {
-    Response(Result<(ResponseKind, i16), Error>),
+    /// Boxed: a decoded answer is large next to the Fetch variant.
+    Response(Box<Result<(ResponseKind, i16), Error>>),
     Fetched(Result<Vec<FetchedPartition>, Error>),
 }
 
@@ -61,7 +62,7 @@ pub fn prepare_answer(
     result: Result<(ResponseKind, i16), Error>,
 ) -> Answer {
     let Tag::Fetch { offsets, names, .. } = tag else {
-        return Answer::Response(result);
+        return Answer::Response(Box::new(result));
     };
     let resp = match result {
         Ok((ResponseKind::Fetch(resp), _)) => resp,

@@ -141,7 +141,7 @@ impl ConsumerCore {
                 let leave = self.leave_request("max_poll_interval_ms passed without a poll");
                 self.lose_partitions();
                 if let Some(r) = leave {
-                    self.out.push(super::Action::Send(r));
+                    self.out.push(super::Action::Send(Box::new(r)));
                 }
                 self.errors.push_back(Error::State {
                     detail: "the consumer left its group because poll() was not called within max_poll_interval_ms".into(),

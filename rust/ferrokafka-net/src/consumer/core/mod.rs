@@ -71,7 +71,8 @@ impl std::fmt::Debug for Request {
 /// An effect the shell carries out.
 #[derive(Debug)]
 pub enum Action {
-    Send(Request),
+    /// Boxed: a request is large next to the other actions.
+    Send(Box<Request>),
     /// Records, events or errors are waiting for the application.
     WakeApplication,
     /// `Metadata::request_update`: routing looks stale.
@@ -234,12 +235,12 @@ impl ConsumerCore {
     }
 
     fn send(&mut self, dest: Dest, body: Body, opts: RequestOpts, tag: Tag) {
-        self.out.push(Action::Send(Request {
+        self.out.push(Action::Send(Box::new(Request {
             dest,
             body,
             opts,
             tag,
-        }));
+        })));
     }
 
     fn wake_app(&mut self) {
@@ -471,29 +472,32 @@ impl ConsumerCore {
             (_, Answer::Fetched(_)) => {
                 debug_assert!(false, "a decoded Fetch answer for another request");
             }
-            (tag, Answer::Response(result)) => match tag {
-                Tag::Fetch { node, .. } => self.on_fetch(
-                    node,
-                    Err(Error::State {
-                        detail: "undecoded Fetch answer".into(),
-                    }),
-                    now,
-                ),
-                Tag::Leave => {}
-                Tag::FindCoordinator => self.on_find_coordinator(result, now),
-                Tag::Heartbeat { generation } => self.on_heartbeat(generation, result, now),
-                Tag::Join => self.on_join_or_sync(group::Phase::Join, result, now),
-                Tag::Sync { generation_id } => {
-                    self.on_join_or_sync(group::Phase::Sync { generation_id }, result, now)
+            (tag, Answer::Response(result)) => {
+                let result = *result;
+                match tag {
+                    Tag::Fetch { node, .. } => self.on_fetch(
+                        node,
+                        Err(Error::State {
+                            detail: "undecoded Fetch answer".into(),
+                        }),
+                        now,
+                    ),
+                    Tag::Leave => {}
+                    Tag::FindCoordinator => self.on_find_coordinator(result, now),
+                    Tag::Heartbeat { generation } => self.on_heartbeat(generation, result, now),
+                    Tag::Join => self.on_join_or_sync(group::Phase::Join, result, now),
+                    Tag::Sync { generation_id } => {
+                        self.on_join_or_sync(group::Phase::Sync { generation_id }, result, now)
+                    }
+                    Tag::OffsetFetch => self.on_offset_fetch(result, now),
+                    Tag::Reset { parts } => self.on_reset(parts, result, now),
+                    Tag::AutoCommit {
+                        offsets,
+                        pre_join,
+                        generation,
+                    } => self.on_auto_commit(offsets, pre_join, generation, result, now),
                 }
-                Tag::OffsetFetch => self.on_offset_fetch(result, now),
-                Tag::Reset { parts } => self.on_reset(parts, result, now),
-                Tag::AutoCommit {
-                    offsets,
-                    pre_join,
-                    generation,
-                } => self.on_auto_commit(offsets, pre_join, generation, result, now),
-            },
+            }
         }
         self.take_actions()
     }

@@ -93,7 +93,7 @@ pub(super) fn sends(actions: Vec<Action>) -> Vec<Request> {
     actions
         .into_iter()
         .filter_map(|a| match a {
-            Action::Send(r) => Some(r),
+            Action::Send(r) => Some(*r),
             _ => None,
         })
         .collect()
