@@ -216,7 +216,7 @@ def test_committed_offsets_resume_after_restart(embedded_broker, confluent_kafka
 
 def test_coordinator_moved_is_rediscovered_and_commits_succeed(mock_cluster, topic_name):
     """NOT_COORDINATOR after set_coordinator: the member marks it unknown,
-    finds the new one, and commits go on (SEMANTICS 2.3)."""
+    finds the new one, and commits go on (docs/semantics.md §2.3)."""
     mock_cluster.create_topic(topic_name, 2, 1)
     bs = mock_cluster.bootstrap_servers
     _produce(bs, topic_name, 40, 2)

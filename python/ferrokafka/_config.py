@@ -433,7 +433,7 @@ def _admin_rule(out: dict, given: frozenset) -> None:
 
 
 # The bare NetworkClient keeps no metadata of its own (it refreshes broker
-# addresses only when asked, SEMANTICS 4): the metadata refresh and retry
+# addresses only when asked, docs/semantics.md §4): the metadata refresh and retry
 # options would be accepted and do nothing, so it does not take them.
 _METADATA_ONLY = ("metadata_max_age_ms", "retry_backoff_ms", "retry_backoff_max_ms")
 NETWORK_CLIENT = ConfigTable("NetworkClient", [o for o in COMMON if o.name not in _METADATA_ONLY],

@@ -68,7 +68,7 @@ def _tps(partitions: Any) -> List[TopicPartition]:
 
 class Coordinator:
     """The group's client side (``consumer.coordinator``): coordinator
-    discovery and membership state (SEMANTICS section 2)."""
+    discovery and membership state (docs/semantics.md §2)."""
 
     def __init__(self, core: "_core._Consumer") -> None:
         self._core = core

@@ -1,4 +1,4 @@
-"""Low-level network client (SEMANTICS.md section 4; API.md "low-level network client").
+"""Low-level network client (docs/semantics.md §4; API.md "low-level network client").
 
 The engine is Rust (``ferrokafka._core._NetworkClient``): connections, ApiVersions,
 the in-flight deque, timeouts and backoff all run there, and ``poll`` waits with

@@ -1,6 +1,6 @@
 //! Cluster metadata state: Java's `Metadata` + `MetadataCache` and the
-//! `ProducerMetadata` extension (SEMANTICS 3.1-3.12), plus the background
-//! refresh logic (`DefaultMetadataUpdater`, SEMANTICS 1.2-1.3) in a submodule.
+//! `ProducerMetadata` extension (docs/semantics.md §3.1-3.12), plus the background
+//! refresh logic (`DefaultMetadataUpdater`, docs/semantics.md §1.2-1.3) in a submodule.
 //!
 //! # Locking
 //!
@@ -129,7 +129,7 @@ enum TopicMode {
     All {
         subscription: Option<BTreeSet<String>>,
     },
-    /// `ProducerMetadata` (SEMANTICS 3.8): the topics the producer sends to,
+    /// `ProducerMetadata` (docs/semantics.md §3.8): the topics the producer sends to,
     /// each with an expiry time, and those not yet answered for.
     Producer {
         idle_ms: i64,
@@ -261,7 +261,7 @@ impl Metadata {
 
     // ----- bootstrap ---------------------------------------------------------
 
-    /// SEMANTICS 3.1 + 1.2: the seed brokers, in random order, with ids -1,
+    /// docs/semantics.md §3.1 + 1.2: the seed brokers, in random order, with ids -1,
     /// -2, ... (by position in `addresses`, so an address keeps its id across
     /// re-bootstraps). Each entry may itself be a comma-separated list.
     pub fn bootstrap<S: AsRef<str>>(&self, addresses: &[S]) -> Result<()> {
@@ -298,19 +298,19 @@ impl Metadata {
 
     // ----- requests for updates ----------------------------------------------
 
-    /// SEMANTICS 3.2.
+    /// docs/semantics.md §3.2.
     pub fn request_update(&self) -> i32 {
         let mut st = self.lock();
         st.need_full_update = true;
         st.update_version
     }
 
-    /// SEMANTICS 3.3.
+    /// docs/semantics.md §3.3.
     pub fn request_update_for_new_topics(&self) -> i32 {
         self.lock().request_update_for_new_topics()
     }
 
-    /// SEMANTICS 3.10 (base metadata: always a full update).
+    /// docs/semantics.md §3.10 (base metadata: always a full update).
     pub fn request_update_for_topic(&self, topic: &str) -> i32 {
         let mut st = self.lock();
         let is_new = matches!(&st.topics, TopicMode::Producer { new_topics, .. } if new_topics.contains(topic));
@@ -322,13 +322,13 @@ impl Metadata {
         }
     }
 
-    /// SEMANTICS 3.7: an update is due.
+    /// docs/semantics.md §3.7: an update is due.
     pub fn update_requested(&self) -> bool {
         let st = self.lock();
         st.need_full_update || st.need_partial_update
     }
 
-    /// SEMANTICS 3.7, with the failure backoff: ms until an update may (and
+    /// docs/semantics.md §3.7, with the failure backoff: ms until an update may (and
     /// should) be sent, never negative.
     pub fn time_to_next_update(&self, now_ms: i64) -> i64 {
         self.lock().time_to_next_update(&self.cfg, now_ms)
@@ -386,7 +386,7 @@ impl Metadata {
 
     // ----- answers -----------------------------------------------------------
 
-    /// SEMANTICS 3.4, 3.5, 3.11: apply a Metadata answer.
+    /// docs/semantics.md §3.4, 3.5, 3.11: apply a Metadata answer.
     pub fn update(
         &self,
         request_version: i32,
@@ -506,7 +506,7 @@ impl Metadata {
 
     // ----- producer topics ---------------------------------------------------
 
-    /// SEMANTICS 3.8. Error::State on base metadata (it keeps every topic).
+    /// docs/semantics.md §3.8. Error::State on base metadata (it keeps every topic).
     pub fn add(&self, topic: &str, now_ms: i64) -> Result<()> {
         let mut st = self.lock();
         let is_new = match &mut st.topics {
@@ -535,7 +535,7 @@ impl Metadata {
         Ok(())
     }
 
-    /// SEMANTICS 3.9 (base metadata: always true). May forget an expired topic.
+    /// docs/semantics.md §3.9 (base metadata: always true). May forget an expired topic.
     pub fn retain_topic(&self, topic: &str, is_internal: bool, now_ms: i64) -> bool {
         self.lock().retain_topic(topic, is_internal, now_ms)
     }
@@ -602,7 +602,7 @@ impl Metadata {
 
     // ----- reading -----------------------------------------------------------
 
-    /// SEMANTICS 3.6: the current snapshot, without blocking on I/O.
+    /// docs/semantics.md §3.6: the current snapshot, without blocking on I/O.
     pub fn fetch(&self) -> Arc<Cluster> {
         // The lock is held for one Arc clone; the snapshot is read lock-free.
         self.lock().cache.clone()
@@ -745,7 +745,7 @@ impl Metadata {
 
     // ----- waiting and closing -----------------------------------------------
 
-    /// SEMANTICS 3.12: block until `update_version > last_version` or close.
+    /// docs/semantics.md §3.12: block until `update_version > last_version` or close.
     /// Errors: the stored fatal error (at once, then cleared); `Closed`;
     /// `Timeout` at the deadline (`None` = no deadline); and, once the
     /// version has advanced, the topic error of the new answer: for `topic`
@@ -937,7 +937,7 @@ impl State {
         }
     }
 
-    /// SEMANTICS 3.5: the new cache from an answer.
+    /// docs/semantics.md §3.5: the new cache from an answer.
     fn handle_response(
         &mut self,
         response: &MetadataResponse,
@@ -1050,7 +1050,7 @@ impl State {
     }
 }
 
-/// SEMANTICS 3.9 over the topic set alone (so callers can hold other State
+/// docs/semantics.md §3.9 over the topic set alone (so callers can hold other State
 /// fields borrowed at the same time).
 fn retain_in(topics: &mut TopicMode, topic: &str, now_ms: i64) -> bool {
     match topics {

@@ -1,4 +1,4 @@
-//! The network client's state machine (Java's `NetworkClient`, SEMANTICS 4).
+//! The network client's state machine (Java's `NetworkClient`, docs/semantics.md §4).
 //!
 //! `NetworkClient` is pure: it never blocks, never reads a clock and never
 //! touches a socket. It talks to the outside through two narrow paths:
@@ -150,7 +150,7 @@ pub enum Event {
 /// Called once with the response, after the I/O work of the poll that produced it.
 pub type Callback = Box<dyn FnOnce(&ClientResponse) + Send>;
 
-/// A request built by `new_client_request`, not yet sent (SEMANTICS 4.5).
+/// A request built by `new_client_request`, not yet sent (docs/semantics.md §4.5).
 pub struct ClientRequest {
     pub destination: i32,
     pub body: RequestKind,
@@ -222,7 +222,7 @@ enum Internal {
     Metadata,
 }
 
-/// SEMANTICS 4.6: what we keep about a request on the wire.
+/// docs/semantics.md §4.6: what we keep about a request on the wire.
 struct InFlightRequest {
     header: RequestHeader,
     destination: i32,
@@ -355,7 +355,7 @@ impl NetworkClient {
         &mut self.states
     }
 
-    /// Client-wide, wrapping int32 (SEMANTICS 1.4).
+    /// Client-wide, wrapping int32 (docs/semantics.md §1.4).
     fn next_correlation(&mut self) -> i32 {
         let c = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
@@ -420,7 +420,7 @@ impl NetworkClient {
         out
     }
 
-    /// Connection READY and the in-flight deque has room (SEMANTICS 4.2).
+    /// Connection READY and the in-flight deque has room (docs/semantics.md §4.2).
     pub fn can_send_request(&self, node: i32) -> bool {
         self.states.is_ready(node)
             && self.conns.contains_key(&node)
@@ -435,7 +435,7 @@ impl NetworkClient {
         !due && self.can_send_request(node)
     }
 
-    /// SEMANTICS 4.2: true if ready; else start connecting if allowed.
+    /// docs/semantics.md §4.2: true if ready; else start connecting if allowed.
     pub fn ready(&mut self, node: &Node, now_ms: i64) -> bool {
         if self.closed {
             return false;
@@ -461,7 +461,7 @@ impl NetworkClient {
         self.states.connection_delay(node, now_ms)
     }
 
-    /// SEMANTICS 2.2.
+    /// docs/semantics.md §2.2.
     pub fn least_loaded_node(&mut self, now_ms: i64) -> Option<Node> {
         let nodes = self.known_nodes();
         if nodes.is_empty() {
@@ -534,7 +534,7 @@ impl NetworkClient {
         }
     }
 
-    /// SEMANTICS 4.6. Errors only for caller mistakes (node not ready,
+    /// docs/semantics.md §4.6. Errors only for caller mistakes (node not ready,
     /// unknown API, client closed); version mismatches complete the request
     /// locally instead.
     pub fn send(&mut self, req: ClientRequest, now_ms: i64) -> Result<(), Error> {
@@ -717,7 +717,7 @@ impl NetworkClient {
 
     // ---------------------------------------------------------------- poll
 
-    /// SEMANTICS 4.11 step 1: give the updater its chance; returns how long
+    /// docs/semantics.md §4.11 step 1: give the updater its chance; returns how long
     /// poll may sleep at most (ms), considering request deadlines too.
     pub fn maybe_update(&mut self, now_ms: i64) -> i64 {
         if self.closed {
@@ -743,7 +743,7 @@ impl NetworkClient {
         w.max(0)
     }
 
-    /// SEMANTICS 4.11 after the selector: process `events` in the order
+    /// docs/semantics.md §4.11 after the selector: process `events` in the order
     /// completed sends, completed receives, disconnections, new connections,
     /// pending ApiVersions sends, timed-out requests (+ idle connections).
     /// Returns the responses; their callbacks are still inside, for the
@@ -856,7 +856,7 @@ impl NetworkClient {
         let actual = frame::peek_correlation_id(&f);
         let ok = matches!((expected, &actual), (Some(e), Ok(a)) if e == *a);
         if !ok {
-            // SEMANTICS 1.5 / 4.9: the stream is out of step (a response
+            // docs/semantics.md §1.5 / 4.9: the stream is out of step (a response
             // nobody asked for, or the wrong id): nothing later on it can be
             // trusted. Fail everything in flight and start over.
             let err = match (expected, actual) {

@@ -31,7 +31,7 @@ use crate::config::get;
 
 // ----- Message -------------------------------------------------------------------------
 
-/// One consumed record. Attributes as API.md: topic, partition, offset, key,
+/// One consumed record. Attributes: topic, partition, offset, key,
 /// value, headers (list of (str, bytes | None)), timestamp_ms,
 /// timestamp_type (0 CreateTime, 1 LogAppendTime, -1 none), leader_epoch.
 #[pyclass(name = "Message", module = "ferrokafka", frozen)]

@@ -131,7 +131,7 @@ fn merge_kw<'py>(
     Ok(d)
 }
 
-/// Cluster metadata state (SEMANTICS 3): versions, refresh timing, the
+/// Cluster metadata state (docs/semantics.md §3): versions, refresh timing, the
 /// cached `Cluster`. Keeps every topic; `ProducerMetadata` keeps only the
 /// topics it is told to use.
 #[pyclass(name = "Metadata", module = "ferrokafka", subclass, frozen)]
@@ -178,7 +178,7 @@ impl PyMetadata {
         })
     }
 
-    /// SEMANTICS 3.1: seed brokers ("host:port" strings, or one
+    /// docs/semantics.md §3.1: seed brokers ("host:port" strings, or one
     /// comma-separated string), shuffled, ids -1, -2, ...
     fn bootstrap(&self, addresses: &Bound<'_, PyAny>) -> FkResult<()> {
         let list: Vec<String> = if let Ok(s) = addresses.extract::<String>() {
@@ -195,22 +195,22 @@ impl PyMetadata {
         Ok(())
     }
 
-    /// SEMANTICS 3.2. Returns update_version.
+    /// docs/semantics.md §3.2. Returns update_version.
     fn request_update(&self) -> i32 {
         self.inner.request_update()
     }
 
-    /// SEMANTICS 3.3. Returns update_version.
+    /// docs/semantics.md §3.3. Returns update_version.
     fn request_update_for_new_topics(&self) -> i32 {
         self.inner.request_update_for_new_topics()
     }
 
-    /// SEMANTICS 3.10. Returns update_version.
+    /// docs/semantics.md §3.10. Returns update_version.
     fn request_update_for_topic(&self, topic: &str) -> i32 {
         self.inner.request_update_for_topic(topic)
     }
 
-    /// SEMANTICS 3.4, 3.5, 3.11.
+    /// docs/semantics.md §3.4, 3.5, 3.11.
     #[pyo3(signature = (request_version, response, is_partial_update=false, now_ms=None))]
     fn update(
         &self,
@@ -234,7 +234,7 @@ impl PyMetadata {
         self.inner.failed_update(now_or_wall(now_ms));
     }
 
-    /// SEMANTICS 3.9 (base Metadata keeps every topic: always True).
+    /// docs/semantics.md §3.9 (base Metadata keeps every topic: always True).
     #[pyo3(signature = (topic, is_internal=false, now_ms=None))]
     fn retain_topic(&self, topic: &str, is_internal: bool, now_ms: Option<i64>) -> bool {
         self.inner
@@ -257,17 +257,17 @@ impl PyMetadata {
             .transpose()
     }
 
-    /// SEMANTICS 3.6: the current snapshot, without blocking.
+    /// docs/semantics.md §3.6: the current snapshot, without blocking.
     fn fetch(&self) -> PyCluster {
         PyCluster::new(self.inner.fetch())
     }
 
-    /// SEMANTICS 3.7.
+    /// docs/semantics.md §3.7.
     fn update_requested(&self) -> bool {
         self.inner.update_requested()
     }
 
-    /// SEMANTICS 3.7: ms until the next update may go out (>= 0).
+    /// docs/semantics.md §3.7: ms until the next update may go out (>= 0).
     #[pyo3(signature = (now_ms=None))]
     fn time_to_next_update(&self, now_ms: Option<i64>) -> i64 {
         self.inner.time_to_next_update(now_or_wall(now_ms))
@@ -281,7 +281,7 @@ impl PyMetadata {
         (spec.topics, v, partial)
     }
 
-    /// SEMANTICS 3.12: wait (GIL released) until `update_version >
+    /// docs/semantics.md §3.12: wait (GIL released) until `update_version >
     /// last_version`. Raises KafkaTimeoutError at the deadline (None = no
     /// deadline), KafkaClosedError after close(), a stored fatal error, and
     /// the topic error (invalid / unauthorized) of the new answer: for
@@ -489,7 +489,7 @@ fn split_dict_arg<'py>(
     }
 }
 
-/// `Metadata` for a producer (SEMANTICS 3.8-3.11): keeps only the topics
+/// `Metadata` for a producer (docs/semantics.md §3.8-3.11): keeps only the topics
 /// `add`ed, asks only for new ones in partial updates, forgets topics idle
 /// for `metadata_idle_ms`.
 #[pyclass(name = "ProducerMetadata", module = "ferrokafka", extends = PyMetadata, frozen)]
@@ -549,7 +549,7 @@ impl PyProducerMetadata {
             .add_subclass(PyProducerMetadata { inner: md }))
     }
 
-    /// SEMANTICS 3.8: use `topic` (new: partial update requested; known:
+    /// docs/semantics.md §3.8: use `topic` (new: partial update requested; known:
     /// expiry pushed to now + metadata_idle_ms).
     #[pyo3(signature = (topic, now_ms=None))]
     fn add(&self, topic: &str, now_ms: Option<i64>) -> FkResult<()> {
