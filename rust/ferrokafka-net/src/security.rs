@@ -645,6 +645,53 @@ async fn round_trip(
     Ok(resp)
 }
 
+/// The SaslAuthenticate v1 exchanges of one authentication, numbered after
+/// the handshake.
+struct SaslRounds<'a> {
+    stream: &'a mut Box<dyn Stream>,
+    node: &'a Node,
+    client_id: &'a str,
+    correlation_id: i32,
+}
+
+impl SaslRounds<'_> {
+    /// Send `bytes`; answer the broker's bytes and the session lifetime it
+    /// announced (ms, 0 = unlimited), or its error as an auth failure.
+    async fn round(&mut self, bytes: Vec<u8>) -> Result<(Vec<u8>, i64), Error> {
+        self.correlation_id += 1;
+        let req = RequestKind::SaslAuthenticate(
+            SaslAuthenticateRequest::default().with_auth_bytes(bytes.into()),
+        );
+        let answer = round_trip(
+            self.stream,
+            self.node,
+            self.correlation_id,
+            self.client_id,
+            req,
+            ApiKey::SaslAuthenticate,
+            1,
+        )
+        .await?;
+        match answer {
+            ResponseKind::SaslAuthenticate(r) if r.error_code == 0 => {
+                Ok((r.auth_bytes.to_vec(), r.session_lifetime_ms))
+            }
+            ResponseKind::SaslAuthenticate(r) => Err(auth_err(
+                self.node,
+                format!(
+                    "{} [code {}]",
+                    r.error_message
+                        .as_deref()
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "SASL authentication failed".into()),
+                    r.error_code
+                ),
+            )),
+            _ => Err(auth_err(self.node, "unexpected SaslAuthenticate answer")),
+        }
+    }
+}
+
 /// SaslHandshake v1 then SaslAuthenticate v1 rounds. Returns the session
 /// lifetime the broker announced (ms, 0 = unlimited).
 async fn authenticate(
@@ -680,37 +727,14 @@ async fn authenticate(
         }
         _ => return Err(auth_err(node, "unexpected SaslHandshake answer")),
     }
-    let mut cid = 2;
-    let lifetime;
-    let mut send = |bytes: Vec<u8>| {
-        cid += 1;
-        (
-            cid,
-            RequestKind::SaslAuthenticate(
-                SaslAuthenticateRequest::default().with_auth_bytes(bytes.into()),
-            ),
-        )
+    // Correlation ids 2, 3, ...: the handshake used 1.
+    let mut auth = SaslRounds {
+        stream,
+        node,
+        client_id,
+        correlation_id: 1,
     };
-    let exchange = |resp: ResponseKind| -> Result<(Vec<u8>, i64), Error> {
-        match resp {
-            ResponseKind::SaslAuthenticate(r) if r.error_code == 0 => {
-                Ok((r.auth_bytes.to_vec(), r.session_lifetime_ms))
-            }
-            ResponseKind::SaslAuthenticate(r) => Err(auth_err(
-                node,
-                format!(
-                    "{} [code {}]",
-                    r.error_message
-                        .as_deref()
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "SASL authentication failed".into()),
-                    r.error_code
-                ),
-            )),
-            _ => Err(auth_err(node, "unexpected SaslAuthenticate answer")),
-        }
-    };
-    match sasl.mechanism {
+    let lifetime = match sasl.mechanism {
         Mechanism::Plain | Mechanism::OAuthBearer => {
             let msg = if sasl.mechanism == Mechanism::Plain {
                 plain_message(&sasl.username, &sasl.password)
@@ -723,20 +747,7 @@ async fn authenticate(
                     .map_err(|e| auth_err(node, format!("the token provider failed: {e}")))?;
                 oauthbearer_message(&token, &[])
             };
-            let (c, body) = send(msg);
-            let (_, lt) = exchange(
-                round_trip(
-                    stream,
-                    node,
-                    c,
-                    client_id,
-                    body,
-                    ApiKey::SaslAuthenticate,
-                    1,
-                )
-                .await?,
-            )?;
-            lifetime = lt;
+            auth.round(msg).await?.1
         }
         Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
             let hash = if sasl.mechanism == Mechanism::ScramSha256 {
@@ -752,41 +763,17 @@ async fn authenticate(
                     .collect()
             };
             let mut scram = ScramClient::new(hash, &sasl.username, &sasl.password, &nonce);
-            let (c, body) = send(scram.client_first());
-            let (server_first, _) = exchange(
-                round_trip(
-                    stream,
-                    node,
-                    c,
-                    client_id,
-                    body,
-                    ApiKey::SaslAuthenticate,
-                    1,
-                )
-                .await?,
-            )?;
+            let (server_first, _) = auth.round(scram.client_first()).await?;
             let client_final = scram
                 .handle_server_first(&server_first)
                 .map_err(|e| auth_err(node, e))?;
-            let (c, body) = send(client_final);
-            let (server_final, lt) = exchange(
-                round_trip(
-                    stream,
-                    node,
-                    c,
-                    client_id,
-                    body,
-                    ApiKey::SaslAuthenticate,
-                    1,
-                )
-                .await?,
-            )?;
+            let (server_final, lifetime) = auth.round(client_final).await?;
             scram
                 .handle_server_final(&server_final)
                 .map_err(|e| auth_err(node, e))?;
-            lifetime = lt;
+            lifetime
         }
-    }
+    };
     Ok(lifetime)
 }
 
