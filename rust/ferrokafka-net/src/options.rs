@@ -191,7 +191,8 @@ pub struct Spec {
     /// drive with injected time (None: `min`).
     pub low_level_min: Option<i64>,
     /// Other options this one needs to take effect (e.g. SASL settings need
-    /// a SASL security protocol), as (option, value) pairs.
+    /// a SASL security protocol), as (option, values) pairs: values are
+    /// `|`-separated, `*` is any value but None.
     pub needs: &'static [(&'static str, &'static str)],
     pub effect: Effect,
     pub doc: &'static str,

@@ -1,6 +1,6 @@
 //! The rows of the option table (see `options.rs` for what each column means).
-//! `docs/options.md` is generated from these rows (`python -m ferrokafka._config
-//! --write-docs`); a test fails when it is out of date.
+//! `docs/options.md` is generated from these rows (`python
+//! scripts/gen-options-doc.py`); a test fails when it is out of date.
 
 use super::{Client, Default, Effect, Kind, Spec};
 
@@ -15,9 +15,11 @@ const PCA: u8 = P | C | A;
 
 const INT_MAX: i64 = i32::MAX as i64;
 
-/// The SASL settings only matter with a SASL security protocol.
-const SASL: &[(&str, &str)] = &[("security_protocol", "SASL_PLAINTEXT")];
-const TLS: &[(&str, &str)] = &[("security_protocol", "SSL")];
+/// The SASL settings only matter with a SASL security protocol, the TLS ones with TLS.
+const SASL: &[(&str, &str)] = &[("security_protocol", "SASL_PLAINTEXT|SASL_SSL")];
+const TLS: &[(&str, &str)] = &[("security_protocol", "SSL|SASL_SSL")];
+/// Group settings only matter in a group.
+const GROUP: &[(&str, &str)] = &[("group_id", "*")];
 
 const fn opt(name: &'static str, kind: Kind, default: Default, clients: u8) -> Spec {
     Spec {
@@ -169,7 +171,7 @@ pub static OPTIONS: &[Spec] = &[
     opt("sasl_oauth_token_provider", Kind::Callable, Default::Null, PCA | N)
         .java("sasl.oauth.token.provider")
         .aliases(&["oauth_cb"])
-        .needs(&[("security_protocol", "SASL_PLAINTEXT"), ("sasl_mechanism", "OAUTHBEARER")])
+        .needs(&[("security_protocol", "SASL_PLAINTEXT|SASL_SSL"), ("sasl_mechanism", "OAUTHBEARER")])
         .core(&["SaslOptions.token_provider"], "Callable returning an OAUTHBEARER token, called before each authentication."),
     opt("ssl_cafile", Kind::Str, Default::Null, PCA | N)
         .java("ssl.ca.location")
@@ -287,7 +289,7 @@ pub static OPTIONS: &[Spec] = &[
         .core(&["ConsumerConfig.group_id"], "Consumer group; None = no group (assign only, no commits)."),
     opt("group_instance_id", Kind::Str, Default::Null, C)
         .java("group.instance.id")
-        .needs(&[("group_id", "g")])
+        .needs(GROUP)
         .core(&["ConsumerConfig.group_instance_id"], "Static membership id (needs group_id)."),
     opt("auto_offset_reset", Kind::Str, Default::Str("latest"), C)
         .java("auto.offset.reset")
@@ -295,7 +297,7 @@ pub static OPTIONS: &[Spec] = &[
         .core(&["ConsumerConfig.auto_offset_reset"], "Where to start without a committed offset."),
     opt("enable_auto_commit", Kind::Bool, Default::Bool(true), C)
         .java("enable.auto.commit")
-        .needs(&[("group_id", "g")])
+        .needs(GROUP)
         .core(&["ConsumerConfig.enable_auto_commit"], "Commit positions every auto_commit_interval_ms (False without group_id)."),
     int("auto_commit_interval_ms", 5000, 0, C)
         .java("auto.commit.interval.ms")

@@ -119,6 +119,14 @@ fn other_value(o: &Spec, c: Client) -> Raw {
     }
 }
 
+/// A value meeting a `needs` entry: the first listed, or any for `*`.
+fn needed_value(values: &str) -> String {
+    match values.split('|').next() {
+        Some("*") | None => "some-group".into(),
+        Some(v) => v.into(),
+    }
+}
+
 fn effective(c: Client, pairs: &[(&str, Raw)]) -> Vec<(&'static str, String)> {
     let mut given: Vec<(&str, Raw)> = Vec::new();
     if lookup("bootstrap_servers").unwrap().takes(c) {
@@ -143,7 +151,7 @@ fn every_core_option_reaches_its_fields() {
         for o in OPTIONS.iter().filter(|o| o.takes(c)) {
             let Effect::Core(fields) = o.effect else { continue };
             let mut base: Vec<(&str, Raw)> =
-                o.needs.iter().map(|(k, v)| (*k, Raw::Str(v.to_string()))).collect();
+                o.needs.iter().map(|(k, v)| (*k, Raw::Str(needed_value(v)))).collect();
             // Rules `_config.py` applies (idempotence gives way) are not applied here.
             if c == Client::Producer && ["acks", "max_in_flight_requests_per_connection"].contains(&o.name) {
                 base.push(("enable_idempotence", Raw::Bool(false)));
