@@ -310,7 +310,11 @@ impl Constraint<'_> {
     #[allow(clippy::result_unit_err)]
     pub fn coerce(&self, raw: &Raw) -> Result<Value, ()> {
         if *raw == Raw::Null {
-            return if self.nullable { Ok(Value::Null) } else { Err(()) };
+            return if self.nullable {
+                Ok(Value::Null)
+            } else {
+                Err(())
+            };
         }
         let v = match self.kind {
             Kind::Int => Value::Int(int(raw)?),

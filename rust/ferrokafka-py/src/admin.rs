@@ -15,7 +15,6 @@ use crate::errors::FkError;
 use crate::gil::blocking_call;
 use crate::types::{PyNode, PyTopicPartition};
 
-
 #[pyclass(module = "ferrokafka._core", name = "_Admin")]
 pub struct PyAdmin {
     inner: Mutex<Option<Arc<AdminClient>>>,

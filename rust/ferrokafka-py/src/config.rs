@@ -33,7 +33,10 @@ pub fn raw(v: &Bound<'_, PyAny>) -> Raw {
         s.to_str().map(|s| Raw::Str(s.into())).unwrap_or(Raw::Other)
     } else if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
         match v.try_iter() {
-            Ok(it) => Raw::List(it.map(|x| x.map(|x| raw(&x)).unwrap_or(Raw::Other)).collect()),
+            Ok(it) => Raw::List(
+                it.map(|x| x.map(|x| raw(&x)).unwrap_or(Raw::Other))
+                    .collect(),
+            ),
             Err(_) => Raw::Other,
         }
     } else if v.is_callable() {
@@ -126,6 +129,8 @@ pub fn option_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 /// and choices; the checked value, or ValueError naming `key`.
 #[pyfunction]
 #[pyo3(signature = (kind, key, value, min=None, max=None, choices=None, nullable=false))]
+// The Python keywords, one argument each.
+#[allow(clippy::too_many_arguments)]
 pub fn coerce_option<'py>(
     py: Python<'py>,
     kind: &str,
@@ -147,7 +152,9 @@ pub fn coerce_option<'py>(
         choices: &choices,
         nullable,
     };
-    let v = c.coerce(&raw(value)).map_err(|()| invalid(key, value, &c))?;
+    let v = c
+        .coerce(&raw(value))
+        .map_err(|()| invalid(key, value, &c))?;
     value_to_py(py, &v, value)
 }
 
@@ -244,7 +251,10 @@ pub fn metadata_and_network(e: &Effective) -> PyResult<(Arc<Metadata>, Arc<Block
     let md = Arc::new(md.map_err(FkError)?);
     md.bootstrap(&e.bootstrap).map_err(FkError)?;
     let netcfg = e.client_config().map_err(FkError)?;
-    let ucfg = e.updater.clone().ok_or_else(|| missing("metadata updater"))?;
+    let ucfg = e
+        .updater
+        .clone()
+        .ok_or_else(|| missing("metadata updater"))?;
     let updater = DefaultMetadataUpdater::new(md.clone(), ucfg);
     let net = Arc::new(BlockingClient::new(netcfg, Box::new(updater)).map_err(FkError)?);
     Ok((md, net))

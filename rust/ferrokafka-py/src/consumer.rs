@@ -12,9 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferrokafka_net::cluster::TopicPartition;
-use ferrokafka_net::consumer::client::{
-    Consumer, Polled, RebalanceEvent, RecordSlice,
-};
+use ferrokafka_net::consumer::client::{Consumer, Polled, RebalanceEvent, RecordSlice};
 use ferrokafka_net::consumer::records::RecordColumns;
 use ferrokafka_net::consumer::requests::OffsetAndMetadata;
 use ferrokafka_net::consumer::subscription::OffsetResetStrategy;
@@ -27,7 +25,6 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use crate::errors::FkError;
 use crate::gil::{blocking_call, wait_detached};
 use crate::types::{extract_tp, PyNode, PyTopicPartition};
-
 
 // ----- Message -------------------------------------------------------------------------
 

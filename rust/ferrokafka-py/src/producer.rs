@@ -7,9 +7,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ferrokafka_net::options::Client;
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
 use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer};
-use ferrokafka_net::options::Client;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

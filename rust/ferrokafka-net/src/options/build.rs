@@ -279,7 +279,10 @@ pub fn build(r: &Resolved, token_provider: Option<TokenProvider>) -> Result<Effe
     Ok(e)
 }
 
-fn security(r: &Resolved, token_provider: Option<TokenProvider>) -> Result<SecuritySettings, Error> {
+fn security(
+    r: &Resolved,
+    token_provider: Option<TokenProvider>,
+) -> Result<SecuritySettings, Error> {
     let name = r.str("security_protocol")?;
     let protocol = SecurityProtocol::from_name(&name)
         .ok_or_else(|| bad("security_protocol", format!("unknown protocol {name:?}")))?;
@@ -398,60 +401,133 @@ impl Effective {
             out.push(("bootstrap", format!("{:?}", self.bootstrap)));
         }
         if let Some(n) = &self.network {
-            put!(n, "ClientConfig", [
-                client_id, max_in_flight_requests_per_connection, request_timeout_ms,
-                reconnect_backoff_ms, reconnect_backoff_max_ms, connections_max_idle_ms,
-                socket_connection_setup_timeout_ms, send_buffer_bytes, receive_buffer_bytes,
-                max_response_size,
-            ]);
+            put!(
+                n,
+                "ClientConfig",
+                [
+                    client_id,
+                    max_in_flight_requests_per_connection,
+                    request_timeout_ms,
+                    reconnect_backoff_ms,
+                    reconnect_backoff_max_ms,
+                    connections_max_idle_ms,
+                    socket_connection_setup_timeout_ms,
+                    send_buffer_bytes,
+                    receive_buffer_bytes,
+                    max_response_size,
+                ]
+            );
         }
         if let Some(s) = &self.security {
             put!(s, "Security", [protocol]);
             if s.protocol.uses_tls() {
-                put!(s.tls, "TlsOptions", [ca_file, cert_file, key_file, check_hostname]);
+                put!(
+                    s.tls,
+                    "TlsOptions",
+                    [ca_file, cert_file, key_file, check_hostname]
+                );
             }
             if let Some(sasl) = &s.sasl {
                 put!(sasl, "SaslOptions", [mechanism, username]);
-                let redacted = if sasl.password.is_empty() { "" } else { "<redacted>" };
+                let redacted = if sasl.password.is_empty() {
+                    ""
+                } else {
+                    "<redacted>"
+                };
                 out.push(("SaslOptions.password", redacted.into()));
-                let provider = if sasl.token_provider.is_some() { "set" } else { "unset" };
+                let provider = if sasl.token_provider.is_some() {
+                    "set"
+                } else {
+                    "unset"
+                };
                 out.push(("SaslOptions.token_provider", provider.into()));
             }
         }
         if let Some(u) = &self.updater {
-            put!(u, "UpdaterConfig", [
-                request_timeout_ms, rebootstrap, rebootstrap_trigger_ms, unreachable_rebootstrap_ms,
-            ]);
+            put!(
+                u,
+                "UpdaterConfig",
+                [
+                    request_timeout_ms,
+                    rebootstrap,
+                    rebootstrap_trigger_ms,
+                    unreachable_rebootstrap_ms,
+                ]
+            );
         }
         if let Some(m) = &self.metadata {
-            put!(m, "MetadataConfig", [refresh_backoff_ms, refresh_backoff_max_ms, metadata_expire_ms]);
+            put!(
+                m,
+                "MetadataConfig",
+                [
+                    refresh_backoff_ms,
+                    refresh_backoff_max_ms,
+                    metadata_expire_ms
+                ]
+            );
         }
         if let Some(idle) = self.metadata_idle_ms {
             out.push(("ProducerMetadata.metadata_idle_ms", idle.to_string()));
         }
         if let Some(p) = &self.producer {
-            put!(p, "ProducerConfig", [
-                acks, linger_ms, batch_size, buffer_memory, max_block_ms, enable_idempotence,
-                retries, retry_backoff_ms, retry_backoff_max_ms, request_timeout_ms,
-                delivery_timeout_ms, max_request_size, partitioner_adaptive,
-                max_in_flight_per_partition,
-            ]);
+            put!(
+                p,
+                "ProducerConfig",
+                [
+                    acks,
+                    linger_ms,
+                    batch_size,
+                    buffer_memory,
+                    max_block_ms,
+                    enable_idempotence,
+                    retries,
+                    retry_backoff_ms,
+                    retry_backoff_max_ms,
+                    request_timeout_ms,
+                    delivery_timeout_ms,
+                    max_request_size,
+                    partitioner_adaptive,
+                    max_in_flight_per_partition,
+                ]
+            );
         }
         if let Some((codec, level)) = &self.compression {
             out.push(("Compression.codec", format!("{codec:?}")));
             out.push(("Compression.level", format!("{level:?}")));
         }
         if let Some(c) = &self.consumer {
-            put!(c, "ConsumerConfig", [
-                group_id, group_instance_id, auto_offset_reset, enable_auto_commit,
-                auto_commit_interval_ms, session_timeout_ms, heartbeat_interval_ms,
-                max_poll_interval_ms, assignors, fetch_min_bytes, fetch_max_bytes,
-                fetch_max_wait_ms, max_partition_fetch_bytes, read_committed, check_crcs,
-                client_rack, retry_backoff_ms, request_timeout_ms, default_api_timeout_ms,
-            ]);
+            put!(
+                c,
+                "ConsumerConfig",
+                [
+                    group_id,
+                    group_instance_id,
+                    auto_offset_reset,
+                    enable_auto_commit,
+                    auto_commit_interval_ms,
+                    session_timeout_ms,
+                    heartbeat_interval_ms,
+                    max_poll_interval_ms,
+                    assignors,
+                    fetch_min_bytes,
+                    fetch_max_bytes,
+                    fetch_max_wait_ms,
+                    max_partition_fetch_bytes,
+                    read_committed,
+                    check_crcs,
+                    client_rack,
+                    retry_backoff_ms,
+                    request_timeout_ms,
+                    default_api_timeout_ms,
+                ]
+            );
         }
         if let Some(a) = &self.admin {
-            put!(a, "AdminConfig", [request_timeout_ms, retry_backoff_ms, default_api_timeout_ms]);
+            put!(
+                a,
+                "AdminConfig",
+                [request_timeout_ms, retry_backoff_ms, default_api_timeout_ms]
+            );
         }
         out
     }

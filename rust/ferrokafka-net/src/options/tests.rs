@@ -33,7 +33,11 @@ fn defaults_pass_their_own_checks() {
                 Value::Float(f) => Raw::Float(f),
                 Value::Object => Raw::Callable,
             };
-            assert!(o.constraint(Some(c)).coerce(&raw).is_ok(), "{} default", o.name);
+            assert!(
+                o.constraint(Some(c)).coerce(&raw).is_ok(),
+                "{} default",
+                o.name
+            );
         }
     }
 }
@@ -41,16 +45,28 @@ fn defaults_pass_their_own_checks() {
 #[test]
 fn coercion_follows_the_java_and_librdkafka_spellings() {
     let c = |k| lookup(k).unwrap().constraint(Some(Client::Producer));
-    assert_eq!(c("acks").coerce(&Raw::Int(-1)), Ok(Value::Str("all".into())));
-    assert_eq!(c("acks").coerce(&Raw::Str(" 1 ".into())), Ok(Value::Str("1".into())));
+    assert_eq!(
+        c("acks").coerce(&Raw::Int(-1)),
+        Ok(Value::Str("all".into()))
+    );
+    assert_eq!(
+        c("acks").coerce(&Raw::Str(" 1 ".into())),
+        Ok(Value::Str("1".into()))
+    );
     assert!(c("acks").coerce(&Raw::Bool(true)).is_err());
-    assert_eq!(c("linger.ms").coerce(&Raw::Str(" 10".into())), Ok(Value::Int(10)));
+    assert_eq!(
+        c("linger.ms").coerce(&Raw::Str(" 10".into())),
+        Ok(Value::Int(10))
+    );
     assert_eq!(c("linger.ms").coerce(&Raw::Float(3.0)), Ok(Value::Int(3)));
     assert!(c("linger.ms").coerce(&Raw::Float(1.5)).is_err());
     assert!(c("linger.ms").coerce(&Raw::Bool(true)).is_err());
     assert!(c("linger.ms").coerce(&Raw::Int(-1)).is_err());
     assert!(c("retries").coerce(&Raw::BigInt).is_err());
-    assert_eq!(c("enable.idempotence").coerce(&Raw::Str("FALSE".into())), Ok(Value::Bool(false)));
+    assert_eq!(
+        c("enable.idempotence").coerce(&Raw::Str("FALSE".into())),
+        Ok(Value::Bool(false))
+    );
     assert_eq!(
         c("security.protocol").coerce(&Raw::Str("sasl_ssl".into())),
         Ok(Value::Str("SASL_SSL".into()))
@@ -64,7 +80,12 @@ fn coercion_follows_the_java_and_librdkafka_spellings() {
         Ok(Value::List(vec!["a:1".into(), "b:2".into()]))
     );
     for bad in ["a", "a:0", "a:x", ":1", ""] {
-        assert!(c("bootstrap.servers").coerce(&Raw::Str(bad.into())).is_err(), "{bad}");
+        assert!(
+            c("bootstrap.servers")
+                .coerce(&Raw::Str(bad.into()))
+                .is_err(),
+            "{bad}"
+        );
     }
     assert_eq!(c("retries").accepted(), "an integer in [0, 2147483647]");
     assert_eq!(c("acks").accepted(), "one of 'all', '0', '1'");
@@ -74,7 +95,10 @@ fn coercion_follows_the_java_and_librdkafka_spellings() {
 #[test]
 fn low_level_metadata_classes_take_short_idle_times() {
     let spec = lookup("metadata.max.idle.ms").unwrap();
-    assert!(spec.constraint(Some(Client::Producer)).coerce(&Raw::Int(1000)).is_err());
+    assert!(spec
+        .constraint(Some(Client::Producer))
+        .coerce(&Raw::Int(1000))
+        .is_err());
     assert!(spec
         .constraint(Some(Client::ProducerMetadata))
         .coerce(&Raw::Int(1000))
@@ -84,12 +108,28 @@ fn low_level_metadata_classes_take_short_idle_times() {
 
 #[test]
 fn unknown_and_invalid_options_name_the_key() {
-    let e = Resolved::from_pairs(Client::NetworkClient, [("bootstrap.servers", Raw::Str("h:1".into())), ("retry.backoff.ms", Raw::Int(1))])
-        .unwrap_err();
-    assert!(matches!(e, Error::Config { ref key, ref detail } if key == "retry.backoff.ms" && detail.contains("unknown NetworkClient option")));
-    let e = Resolved::from_pairs(Client::Producer, [("bootstrap.servers", Raw::Str("h:1".into())), ("linger.ms", Raw::Int(-1))])
-        .unwrap_err();
-    assert!(matches!(e, Error::Config { ref key, ref detail } if key == "linger.ms" && detail == "expected an integer >= 0"));
+    let e = Resolved::from_pairs(
+        Client::NetworkClient,
+        [
+            ("bootstrap.servers", Raw::Str("h:1".into())),
+            ("retry.backoff.ms", Raw::Int(1)),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::Config { ref key, ref detail } if key == "retry.backoff.ms" && detail.contains("unknown NetworkClient option"))
+    );
+    let e = Resolved::from_pairs(
+        Client::Producer,
+        [
+            ("bootstrap.servers", Raw::Str("h:1".into())),
+            ("linger.ms", Raw::Int(-1)),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::Config { ref key, ref detail } if key == "linger.ms" && detail == "expected an integer >= 0")
+    );
     let e = Resolved::from_pairs(Client::Consumer, []).unwrap_err();
     assert!(matches!(e, Error::Config { ref key, .. } if key == "bootstrap_servers"));
 }
@@ -110,7 +150,11 @@ fn other_value(o: &Spec, c: Client) -> Raw {
         };
     }
     match (o.kind, o.default) {
-        (Kind::Int, Default::Int(d)) => Raw::Int(if con.max.is_some_and(|m| d + 1 > m) { d - 1 } else { d + 1 }),
+        (Kind::Int, Default::Int(d)) => Raw::Int(if con.max.is_some_and(|m| d + 1 > m) {
+            d - 1
+        } else {
+            d + 1
+        }),
         (Kind::Bool | Kind::CheckHostname, Default::Bool(b)) => Raw::Bool(!b),
         (Kind::Servers, _) => Raw::Str("elsewhere:1".into()),
         (Kind::Callable, _) => Raw::Callable,
@@ -138,7 +182,9 @@ fn effective(c: Client, pairs: &[(&str, Raw)]) -> Vec<(&'static str, String)> {
         let p: TokenProvider = Arc::new(|| Ok("token".to_string()));
         p
     });
-    build(&r, provider).unwrap_or_else(|e| panic!("{c:?} {pairs:?}: {e}")).fields()
+    build(&r, provider)
+        .unwrap_or_else(|e| panic!("{c:?} {pairs:?}: {e}"))
+        .fields()
 }
 
 /// No option is accepted and ignored: for every client and every option it
@@ -149,11 +195,18 @@ fn every_core_option_reaches_its_fields() {
     let mut checked = 0;
     for c in Client::ALL {
         for o in OPTIONS.iter().filter(|o| o.takes(c)) {
-            let Effect::Core(fields) = o.effect else { continue };
-            let mut base: Vec<(&str, Raw)> =
-                o.needs.iter().map(|(k, v)| (*k, Raw::Str(needed_value(v)))).collect();
+            let Effect::Core(fields) = o.effect else {
+                continue;
+            };
+            let mut base: Vec<(&str, Raw)> = o
+                .needs
+                .iter()
+                .map(|(k, v)| (*k, Raw::Str(needed_value(v))))
+                .collect();
             // Rules `_config.py` applies (idempotence gives way) are not applied here.
-            if c == Client::Producer && ["acks", "max_in_flight_requests_per_connection"].contains(&o.name) {
+            if c == Client::Producer
+                && ["acks", "max_in_flight_requests_per_connection"].contains(&o.name)
+            {
                 base.push(("enable_idempotence", Raw::Bool(false)));
             }
             let before = effective(c, &base);
@@ -162,7 +215,9 @@ fn every_core_option_reaches_its_fields() {
             let after = effective(c, &changed);
             let mut hit = 0;
             for f in fields {
-                let Some((_, a)) = after.iter().find(|(n, _)| n == f) else { continue };
+                let Some((_, a)) = after.iter().find(|(n, _)| n == f) else {
+                    continue;
+                };
                 let b = before.iter().find(|(n, _)| n == f).map(|(_, v)| v.as_str());
                 assert_ne!(b, Some(a.as_str()), "{c:?}: {} did not change {f}", o.name);
                 hit += 1;
