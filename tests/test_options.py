@@ -157,3 +157,15 @@ def test_socket_buffers_reach_every_client():
     for client, table in TABLES.items():
         eff = _core.effective_config(client, table.resolve(BS, send_buffer_bytes=4096))
         assert eff["ClientConfig.send_buffer_bytes"] == "4096", client
+
+
+def test_any_iterable_is_a_list_and_index_types_are_ints():
+    """As the Python checks did before the table: a set or generator of
+    servers, and integer types that are not int (they have __index__)."""
+    class Five:
+        def __index__(self):
+            return 5
+
+    cfg = _config.PRODUCER.resolve(bootstrap_servers=(s for s in ["h:1", "h:2"]), linger_ms=Five())
+    assert cfg["bootstrap_servers"] == ("h:1", "h:2") and cfg["linger_ms"] == 5
+    assert _config.CONSUMER.resolve(bootstrap_servers={"h:1"})["bootstrap_servers"] == ("h:1",)

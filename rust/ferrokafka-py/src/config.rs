@@ -15,7 +15,7 @@ use ferrokafka_net::security::TokenProvider;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::errors::FkError;
 
@@ -31,16 +31,17 @@ pub fn raw(v: &Bound<'_, PyAny>) -> Raw {
         v.extract::<f64>().map(Raw::Float).unwrap_or(Raw::Other)
     } else if let Ok(s) = v.cast::<PyString>() {
         s.to_str().map(|s| Raw::Str(s.into())).unwrap_or(Raw::Other)
-    } else if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
-        match v.try_iter() {
-            Ok(it) => Raw::List(
-                it.map(|x| x.map(|x| raw(&x)).unwrap_or(Raw::Other))
-                    .collect(),
-            ),
-            Err(_) => Raw::Other,
-        }
     } else if v.is_callable() {
         Raw::Callable
+    } else if let Ok(i) = v.extract::<i64>() {
+        // Integer types other than int (numpy's) convert through __index__.
+        Raw::Int(i)
+    } else if let Ok(it) = v.try_iter() {
+        // Lists, tuples, sets, generators: anything iterable but a string.
+        Raw::List(
+            it.map(|x| x.map(|x| raw(&x)).unwrap_or(Raw::Other))
+                .collect(),
+        )
     } else {
         Raw::Other
     }
