@@ -5,11 +5,11 @@
 //! Times: every `now_ms` argument is optional and defaults to the wall clock
 //! in ms, so tests inject time and ordinary callers need not.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferrokafka_net::metadata::{timeout_error, Metadata, MetadataConfig};
+use ferrokafka_net::options::Client;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -30,81 +30,29 @@ fn now_or_wall(now_ms: Option<i64>) -> i64 {
     now_ms.unwrap_or_else(wall_ms)
 }
 
-/// Canonical option names with their dotted Java aliases and defaults.
-const OPTIONS: &[(&str, &str, i64)] = &[
-    ("refresh_backoff_ms", "retry.backoff.ms", 100),
-    ("refresh_backoff_max_ms", "retry.backoff.max.ms", 1000),
-    ("metadata_expire_ms", "metadata.max.age.ms", 300_000),
-    ("metadata_idle_ms", "metadata.max.idle.ms", 300_000),
-];
-
-/// Gather the constructor options: keywords, plus a dict of dotted Java
-/// names (positionally or as `config=`). Unknown keys and non-integer or
-/// negative values raise ValueError naming the key.
-fn collect_options(
+/// Check the constructor options (keywords, plus a dict of dotted Java
+/// names given positionally or as `config=`) against the option table as
+/// `client` takes them. None means "not given" (the keyword defaults);
+/// keywords override the dict.
+fn metadata_config(
+    py: Python<'_>,
+    client: Client,
     config: Option<&Bound<'_, PyDict>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-    allowed: &[&str],
-) -> PyResult<HashMap<&'static str, i64>> {
-    let mut out: HashMap<&'static str, i64> = HashMap::new();
-    for source in [config, kwargs].into_iter().flatten() {
+    kwargs: &Bound<'_, PyDict>,
+) -> PyResult<(MetadataConfig, Option<i64>)> {
+    let given = PyDict::new(py);
+    for source in [config, Some(kwargs)].into_iter().flatten() {
         for (k, v) in source.iter() {
-            let key: String = k
-                .extract()
-                .map_err(|_| PyValueError::new_err("option names must be strings"))?;
-            let canon = OPTIONS
-                .iter()
-                .find(|(c, d, _)| (*c == key || *d == key) && allowed.contains(c))
-                .map(|(c, _, _)| *c);
-            let Some(canon) = canon else {
-                let accepted: Vec<String> = OPTIONS
-                    .iter()
-                    .filter(|(c, _, _)| allowed.contains(c))
-                    .map(|(c, d, _)| format!("{c} ({d})"))
-                    .collect();
-                return Err(PyValueError::new_err(format!(
-                    "unknown option {key:?}; accepted: {}",
-                    accepted.join(", ")
-                )));
-            };
-            if v.is_none() {
-                continue;
+            if !v.is_none() {
+                given.set_item(k, v)?;
             }
-            let bad = || {
-                PyValueError::new_err(format!(
-                    "invalid value for {canon}: {v}; expected an integer >= 0 (ms)"
-                ))
-            };
-            if v.is_instance_of::<pyo3::types::PyBool>() {
-                return Err(bad());
-            }
-            let n: i64 = v.extract().map_err(|_| bad())?;
-            if n < 0 {
-                return Err(bad());
-            }
-            out.insert(canon, n);
         }
     }
-    Ok(out)
-}
-
-fn get(opts: &HashMap<&'static str, i64>, key: &str) -> i64 {
-    opts.get(key).copied().unwrap_or_else(|| {
-        OPTIONS
-            .iter()
-            .find(|(c, _, _)| *c == key)
-            .map(|o| o.2)
-            .unwrap_or(0)
-    })
-}
-
-fn build_config(opts: &HashMap<&'static str, i64>) -> MetadataConfig {
-    MetadataConfig {
-        refresh_backoff_ms: get(opts, "refresh_backoff_ms"),
-        refresh_backoff_max_ms: get(opts, "refresh_backoff_max_ms"),
-        metadata_expire_ms: get(opts, "metadata_expire_ms"),
-        rng_seed: None,
-    }
+    let e = crate::config::effective(client, &given)?;
+    let mcfg = e.metadata.ok_or_else(|| {
+        PyValueError::new_err(format!("{} has no metadata config", client.name()))
+    })?;
+    Ok((mcfg, e.metadata_idle_ms))
 }
 
 /// Put the explicit keyword parameters into the kwargs dict so one code path
@@ -163,16 +111,8 @@ impl PyMetadata {
                 ("metadata_expire_ms", metadata_expire_ms),
             ],
         )?;
-        let opts = collect_options(
-            config.as_ref(),
-            Some(&kw),
-            &[
-                "refresh_backoff_ms",
-                "refresh_backoff_max_ms",
-                "metadata_expire_ms",
-            ],
-        )?;
-        let md = Metadata::new(build_config(&opts)).map_err(FkError)?;
+        let (mcfg, _) = metadata_config(py, Client::Metadata, config.as_ref(), &kw)?;
+        let md = Metadata::new(mcfg).map_err(FkError)?;
         Ok(PyMetadata {
             inner: Arc::new(md),
         })
@@ -531,20 +471,9 @@ impl PyProducerMetadata {
                 ("metadata_idle_ms", metadata_idle_ms),
             ],
         )?;
-        let opts = collect_options(
-            config.as_ref(),
-            Some(&kw),
-            &[
-                "refresh_backoff_ms",
-                "refresh_backoff_max_ms",
-                "metadata_expire_ms",
-                "metadata_idle_ms",
-            ],
-        )?;
-        let md = Arc::new(
-            Metadata::new_producer(build_config(&opts), get(&opts, "metadata_idle_ms"))
-                .map_err(FkError)?,
-        );
+        let (mcfg, idle) = metadata_config(py, Client::ProducerMetadata, config.as_ref(), &kw)?;
+        let idle = idle.ok_or_else(|| PyValueError::new_err("metadata_idle_ms missing"))?;
+        let md = Arc::new(Metadata::new_producer(mcfg, idle).map_err(FkError)?);
         Ok(PyClassInitializer::from(PyMetadata { inner: md.clone() })
             .add_subclass(PyProducerMetadata { inner: md }))
     }
