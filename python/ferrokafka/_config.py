@@ -15,6 +15,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from . import _core
+
 __all__ = [
     "Option", "ConfigTable", "resolve",
     "COMMON", "NETWORK_CLIENT", "PRODUCER", "CONSUMER", "ADMIN", "OptionNotSupportedError",
@@ -457,8 +459,8 @@ PRODUCER = ConfigTable("Producer", COMMON, [
     Option("transactional_id", str, None, nullable=True),
     Option("retries", int, 2**31 - 1, min=0, max=2**31 - 1),
     Option("delivery_timeout_ms", int, 120_000, min=1),
-    Option("partitioner", str, "murmur2",
-           choices=("murmur2", "murmur2_random", "consistent", "consistent_random", "random", "round_robin")),
+    # Names and behaviour: rust/ferrokafka-net/src/producer/partitioner.rs.
+    Option("partitioner", str, "murmur2", choices=tuple(_core.partitioner_names())),
     Option("metadata_idle_ms", int, 300_000, min=5000, java="metadata.max.idle.ms"),
     # -1: the codec's default level.
     Option("compression_level", int, -1, min=-1, max=22),

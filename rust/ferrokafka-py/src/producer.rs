@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
 use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer, ProducerConfig};
+use ferrokafka_net::producer::partitioner::Partitioner;
 use ferrokafka_net::protocol::compression::Compression;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
@@ -477,6 +478,7 @@ impl PyProducer {
             request_timeout_ms: get(cfg, "request_timeout_ms")?,
             delivery_timeout_ms: get(cfg, "delivery_timeout_ms")?,
             max_request_size: get(cfg, "max_request_size")?,
+            partitioner: partitioner(&get::<String>(cfg, "partitioner")?)?,
             partitioner_adaptive: true,
             ..ProducerConfig::default()
         };
@@ -858,7 +860,23 @@ fn check_key_count(keys: Option<usize>, values: usize) -> PyResult<()> {
     }
 }
 
+fn partitioner(name: &str) -> PyResult<Partitioner> {
+    Partitioner::from_name(name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "invalid value for partitioner: {name:?}; accepted: {}",
+            partitioner_names().join(", ")
+        ))
+    })
+}
+
+/// The accepted `partitioner` names (the Rust enum is the one list of them).
+#[pyfunction]
+pub fn partitioner_names() -> Vec<&'static str> {
+    Partitioner::ALL.iter().map(|(name, _)| *name).collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(partitioner_names, m)?)?;
     m.add_class::<PyProducer>()?;
     m.add_class::<PyBatchResult>()
 }
