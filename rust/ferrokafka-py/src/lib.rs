@@ -27,6 +27,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     logbridge::register(m)?;
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::record_batch_schema, m)?)?;
     network::register(m)?;
     requests::register(m)?;
     m.add_class::<future::RecordMetadata>()?;
