@@ -779,7 +779,12 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             let p = match (partition, key) {
                 (Some(p), _) => p,
                 (None, key) => {
-                    match cfg.partitioner.partition_by_key(key, available, num_partitions, &mut st_ref.rng) {
+                    match cfg.partitioner.partition_by_key(
+                        key,
+                        available,
+                        num_partitions,
+                        &mut st_ref.rng,
+                    ) {
                         Some(p) => p,
                         None => st_ref
                             .sticky

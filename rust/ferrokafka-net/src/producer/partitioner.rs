@@ -68,9 +68,7 @@ impl Partitioner {
     /// Whether a record with this key goes to the topic's sticky partition.
     pub fn is_sticky(self, key: Option<&[u8]>) -> bool {
         match self {
-            Partitioner::Murmur2 | Partitioner::Fnv1aRandom | Partitioner::Random => {
-                key.is_none()
-            }
+            Partitioner::Murmur2 | Partitioner::Fnv1aRandom | Partitioner::Random => key.is_none(),
             Partitioner::ConsistentRandom => key.is_none_or(<[u8]>::is_empty),
             Partitioner::Consistent | Partitioner::Fnv1a | Partitioner::RoundRobin => false,
         }
@@ -355,7 +353,10 @@ mod tests {
             assert_eq!(Partitioner::from_name(name), Some(p));
         }
         assert_eq!(Partitioner::ALL.len(), 8);
-        assert_eq!(Partitioner::from_name("murmur2_random"), Some(Partitioner::Murmur2));
+        assert_eq!(
+            Partitioner::from_name("murmur2_random"),
+            Some(Partitioner::Murmur2)
+        );
         assert_eq!(Partitioner::from_name("fancy"), None);
         assert_eq!(Partitioner::from_name("Murmur2"), None);
         assert_eq!(Partitioner::default(), Partitioner::Murmur2);
@@ -378,16 +379,39 @@ mod tests {
             p.partition_by_key(key, &[0, 1, 2, 3, 4, 5, 6], 7, &mut rng)
         };
         let k = &b"123456789"[..];
-        assert_eq!(by(Partitioner::Consistent, Some(k)), Some((0xcbf4_3926u32 % 7) as i32));
-        assert_eq!(by(Partitioner::ConsistentRandom, Some(k)), Some((0xcbf4_3926u32 % 7) as i32));
+        assert_eq!(
+            by(Partitioner::Consistent, Some(k)),
+            Some((0xcbf4_3926u32 % 7) as i32)
+        );
+        assert_eq!(
+            by(Partitioner::ConsistentRandom, Some(k)),
+            Some((0xcbf4_3926u32 % 7) as i32)
+        );
         // FNV-1a of "foobar" and "a" are negative as i32: |hash| mod 7.
         let abs_mod7 = |h: u32| Some(((h as i32).unsigned_abs() % 7) as i32);
-        assert_eq!(by(Partitioner::Fnv1a, Some(b"foobar")), abs_mod7(0xbf9c_f968));
-        assert_eq!(by(Partitioner::Fnv1aRandom, Some(b"a")), abs_mod7(0xe40c_292c));
-        assert_eq!(abs_mod7(0xe40c_292c), Some(6), "as librdkafka places \"a\" on 7 partitions");
-        assert_eq!(by(Partitioner::Murmur2, Some(b"21")), Some(partition_for_key(b"21", 7)));
+        assert_eq!(
+            by(Partitioner::Fnv1a, Some(b"foobar")),
+            abs_mod7(0xbf9c_f968)
+        );
+        assert_eq!(
+            by(Partitioner::Fnv1aRandom, Some(b"a")),
+            abs_mod7(0xe40c_292c)
+        );
+        assert_eq!(
+            abs_mod7(0xe40c_292c),
+            Some(6),
+            "as librdkafka places \"a\" on 7 partitions"
+        );
+        assert_eq!(
+            by(Partitioner::Murmur2, Some(b"21")),
+            Some(partition_for_key(b"21", 7))
+        );
         // Non-random names hash a null key as the empty key: one fixed partition.
-        assert_eq!(by(Partitioner::Consistent, None), Some(0), "crc32 of nothing is 0");
+        assert_eq!(
+            by(Partitioner::Consistent, None),
+            Some(0),
+            "crc32 of nothing is 0"
+        );
         assert_eq!(by(Partitioner::Fnv1a, None), abs_mod7(0x811c_9dc5));
         // The *_random names (and murmur2, see the enum) leave null keys (and
         // consistent_random empty ones) to the sticky partitioner; murmur2
@@ -397,7 +421,10 @@ mod tests {
         assert_eq!(by(Partitioner::Random, None), None);
         assert_eq!(by(Partitioner::ConsistentRandom, None), None);
         assert_eq!(by(Partitioner::ConsistentRandom, Some(b"")), None);
-        assert_eq!(by(Partitioner::Murmur2, Some(b"")), Some(partition_for_key(b"", 7)));
+        assert_eq!(
+            by(Partitioner::Murmur2, Some(b"")),
+            Some(partition_for_key(b"", 7))
+        );
         assert_eq!(by(Partitioner::RoundRobin, Some(b"k")), None);
     }
 
@@ -406,11 +433,14 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(9);
         let mut seen = std::collections::BTreeSet::new();
         for _ in 0..200 {
-            let p = Partitioner::Random.partition_by_key(Some(b"same key"), &[1, 3, 4], 6, &mut rng);
+            let p =
+                Partitioner::Random.partition_by_key(Some(b"same key"), &[1, 3, 4], 6, &mut rng);
             seen.insert(p.unwrap());
         }
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![1, 3, 4]);
-        let p = Partitioner::Random.partition_by_key(Some(b"k"), &[], 6, &mut rng).unwrap();
+        let p = Partitioner::Random
+            .partition_by_key(Some(b"k"), &[], 6, &mut rng)
+            .unwrap();
         assert!((0..6).contains(&p), "nothing available: any partition");
     }
 
@@ -419,7 +449,9 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(2);
         let mut tp = TopicPartitioner::new(100);
         let rr = Partitioner::RoundRobin;
-        let got: Vec<i32> = (0..5).map(|_| tp.partition(rr, &[0, 1, 2], 3, &mut rng)).collect();
+        let got: Vec<i32> = (0..5)
+            .map(|_| tp.partition(rr, &[0, 1, 2], 3, &mut rng))
+            .collect();
         assert_eq!(got, vec![0, 1, 2, 0, 1]);
         // Two partitions more (metadata now shows 5): they take their turns.
         let got: Vec<i32> = (0..5)
@@ -430,7 +462,10 @@ mod tests {
         assert_eq!(tp.partition(rr, &[0, 2], 3, &mut rng), 2);
         assert_eq!(tp.partition(rr, &[], 3, &mut rng), 0);
         tp.round_robin_next = u32::MAX;
-        assert!((0..3).contains(&tp.partition(rr, &[], 3, &mut rng)), "wraps");
+        assert!(
+            (0..3).contains(&tp.partition(rr, &[], 3, &mut rng)),
+            "wraps"
+        );
     }
 
     #[test]
@@ -438,7 +473,11 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(4);
         let mut tp = TopicPartitioner::new(1000);
         let first = tp.partition(Partitioner::Murmur2, &[0, 1, 2, 3], 4, &mut rng);
-        for kind in [Partitioner::Random, Partitioner::ConsistentRandom, Partitioner::Fnv1aRandom] {
+        for kind in [
+            Partitioner::Random,
+            Partitioner::ConsistentRandom,
+            Partitioner::Fnv1aRandom,
+        ] {
             assert_eq!(tp.partition(kind, &[0, 1, 2, 3], 4, &mut rng), first);
         }
         tp.on_append(first, 1000, false);
