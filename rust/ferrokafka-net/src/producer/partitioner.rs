@@ -458,8 +458,10 @@ mod tests {
             .map(|_| tp.partition(rr, &[0, 1, 2, 3, 4], 5, &mut rng))
             .collect();
         assert_eq!(got, vec![0, 1, 2, 3, 4]);
-        // Partition 1 without a leader is skipped; none available: all count.
+        // Partition 1 without a leader: 0 and 2 take turns (counter 10, 11).
+        assert_eq!(tp.partition(rr, &[0, 2], 3, &mut rng), 0);
         assert_eq!(tp.partition(rr, &[0, 2], 3, &mut rng), 2);
+        // None available: every partition counts (counter 12).
         assert_eq!(tp.partition(rr, &[], 3, &mut rng), 0);
         tp.round_robin_next = u32::MAX;
         assert!(
