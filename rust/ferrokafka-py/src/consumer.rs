@@ -235,10 +235,15 @@ impl PyConsumer {
         })
     }
 
-    #[pyo3(signature = (topics, pattern=None))]
-    fn subscribe(&self, topics: Vec<String>, pattern: Option<String>) -> PyResult<()> {
+    fn subscribe(&self, topics: Vec<String>) -> PyResult<()> {
         self.core()?
-            .subscribe(topics, pattern)
+            .subscribe(topics)
+            .map_err(|e| FkError(e).into())
+    }
+
+    fn subscribe_pattern(&self, pattern: &str) -> PyResult<()> {
+        self.core()?
+            .subscribe_pattern(pattern)
             .map_err(|e| FkError(e).into())
     }
 

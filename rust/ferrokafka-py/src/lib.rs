@@ -27,6 +27,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     logbridge::register(m)?;
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;
     config::register(m)?;
+    m.add_function(wrap_pyfunction!(arrow::record_batch_schema, m)?)?;
     network::register(m)?;
     requests::register(m)?;
     m.add_class::<future::RecordMetadata>()?;

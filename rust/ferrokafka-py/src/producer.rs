@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use ferrokafka_net::options::Client;
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
 use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer};
+use ferrokafka_net::producer::partitioner::Partitioner;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -828,7 +829,14 @@ fn check_key_count(keys: Option<usize>, values: usize) -> PyResult<()> {
     }
 }
 
+/// The accepted `partitioner` names (the Rust enum is the one list of them).
+#[pyfunction]
+pub fn partitioner_names() -> Vec<&'static str> {
+    Partitioner::NAMES.to_vec()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(partitioner_names, m)?)?;
     m.add_class::<PyProducer>()?;
     m.add_class::<PyBatchResult>()
 }

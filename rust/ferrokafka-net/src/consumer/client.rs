@@ -432,31 +432,38 @@ impl Consumer {
 
     // ----- subscription ------------------------------------------------------
 
-    /// Subscribe to topic names (`pattern` = the names are what a pattern
-    /// matched right now; the Python layer re-evaluates it on metadata change).
-    pub fn subscribe(&self, topics: Vec<String>, pattern: Option<String>) -> Result<(), Error> {
+    /// Subscribe to topic names.
+    pub fn subscribe(&self, topics: Vec<String>) -> Result<(), Error> {
         self.inner.group_id()?;
         let mut st = self.inner.lock();
         self.check_open(&st)?;
-        let changed = match &pattern {
-            Some(p) => {
-                if st.subs.pattern() != Some(p.as_str()) {
-                    st.subs.subscribe_pattern(p.clone())?;
-                    self.inner.metadata.set_subscription(None)?;
-                }
-                st.subs.set_pattern_topics(topics.iter().cloned().collect())
-            }
-            None => {
-                let changed = st.subs.subscribe(topics.iter().cloned())?;
-                st.metadata_topics = topics.iter().cloned().collect();
-                self.inner.metadata.set_subscription(Some(topics.clone()))?;
-                changed
-            }
-        };
+        let changed = st.subs.subscribe(topics.iter().cloned())?;
+        st.metadata_topics = topics.iter().cloned().collect();
+        self.inner.metadata.set_subscription(Some(topics))?;
         if changed {
             if let Some(g) = st.group.as_mut() {
                 g.request_rejoin("subscription changed");
             }
+        }
+        drop(st);
+        self.inner.wake();
+        Ok(())
+    }
+
+    /// Subscribe to the topics whose whole name matches `pattern` (Java's
+    /// `subscribe(Pattern)`; the dialect: `SubscriptionState::subscribe_pattern`),
+    /// now and as topics come and go: the background thread matches it
+    /// against every metadata update and rejoins when the topics change.
+    pub fn subscribe_pattern(&self, pattern: &str) -> Result<(), Error> {
+        self.inner.group_id()?;
+        let mut st = self.inner.lock();
+        self.check_open(&st)?;
+        if st.subs.pattern() != Some(pattern) {
+            let version = self.inner.metadata.update_version();
+            st.subs.subscribe_pattern(pattern, version)?;
+            // Every topic's metadata, and a fresh copy for the first match.
+            self.inner.metadata.set_subscription(None)?;
+            self.inner.metadata.request_update();
         }
         drop(st);
         self.inner.wake();
@@ -1766,6 +1773,17 @@ fn group_step(
     now: i64,
 ) -> i64 {
     let subscribed = st.subs.has_auto_assigned_partitions();
+    // Pattern subscriptions follow every metadata update (the version first:
+    // the snapshot fetched after it is at least as new). A change rejoins in
+    // any state: a join under way carries the old topics.
+    if st
+        .subs
+        .match_pattern(inner.metadata.update_version(), || inner.metadata.fetch())
+    {
+        if let Some(g) = st.group.as_mut() {
+            g.request_rejoin("the topics matching the subscribed pattern changed");
+        }
+    }
     // Pattern / partition-count changes of subscribed topics mean a rejoin.
     if subscribed {
         let g = st.group.as_ref().expect("group");
@@ -1806,6 +1824,9 @@ fn group_step(
             g.state(),
             MemberState::PreparingRebalance | MemberState::CompletingRebalance
         );
+    if needs_join && !st.subs.pattern_ready() {
+        return 50;
+    }
     if needs_join && g.fatal().is_none() {
         match st.prepare {
             Prepare::NotStarted => {
@@ -1821,12 +1842,11 @@ fn group_step(
                 if !st.events_unacked && st.events.is_empty() {
                     st.prepare = Prepare::Done;
                 } else {
-                    // Keep the session alive while the application catches up.
+                    // Keep the session alive while the application catches up
+                    // (not with next_action: that starts the join, unsent).
                     let g = st.group.as_mut().expect("group");
-                    if g.state() == MemberState::Stable && g.heartbeat.should_heartbeat(now) {
-                        if let Action::Heartbeat { generation } = g.next_action(now) {
-                            send_heartbeat(inner, g, generation);
-                        }
+                    if let Some(generation) = g.heartbeat_while_rejoin_waits(now) {
+                        send_heartbeat(inner, g, generation);
                     }
                     return 10;
                 }

@@ -13,6 +13,7 @@ use crate::metadata::default_updater::UpdaterConfig;
 use crate::metadata::MetadataConfig;
 use crate::network_client::ClientConfig;
 use crate::producer::client::ProducerConfig;
+use crate::producer::partitioner::Partitioner;
 use crate::protocol::compression::Compression;
 use crate::protocol::sasl::Mechanism;
 use crate::security::{SaslOptions, Security, SecurityProtocol, TlsOptions, TokenProvider};
@@ -332,6 +333,8 @@ fn producer(r: &Resolved, e: &mut Effective) -> Result<(), Error> {
         request_timeout_ms: r.int("request_timeout_ms")?,
         delivery_timeout_ms: r.int("delivery_timeout_ms")?,
         max_request_size: r.int("max_request_size")? as usize,
+        // The table's choices are Partitioner::NAMES, so the name is known.
+        partitioner: Partitioner::from_name(&r.str("partitioner")?).unwrap_or_default(),
         partitioner_adaptive: true,
         ..ProducerConfig::default()
     };
@@ -486,6 +489,7 @@ impl Effective {
                     request_timeout_ms,
                     delivery_timeout_ms,
                     max_request_size,
+                    partitioner,
                     partitioner_adaptive,
                     max_in_flight_per_partition,
                 ]

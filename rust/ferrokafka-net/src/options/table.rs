@@ -3,6 +3,7 @@
 //! scripts/gen-options-doc.py`); a test fails when it is out of date.
 
 use super::{Client, Default, Effect, Kind, Spec};
+use crate::producer::partitioner::Partitioner;
 
 const P: u8 = Client::Producer.bit();
 const C: u8 = Client::Consumer.bit();
@@ -274,10 +275,10 @@ pub static OPTIONS: &[Spec] = &[
         ),
     opt("partitioner", Kind::Str, Default::Str("murmur2"), P)
         .java("partitioner")
-        .choices(&["murmur2", "murmur2_random", "consistent", "consistent_random", "random", "round_robin"])
-        .python(
-            "producer.py _Partitioner (murmur2 names keep the core's partitioner)",
-            "Partitioner for records without a partition (librdkafka names), or a callable.",
+        .choices(Partitioner::NAMES)
+        .core(
+            &["ProducerConfig.partitioner"],
+            "Partitioner for records without a partition (librdkafka names; murmur2 keeps unkeyed records sticky as Java does); producer.py also takes a callable.",
         ),
     int("metadata_idle_ms", 300_000, 5000, P | PM)
         .java("metadata.max.idle.ms")

@@ -43,7 +43,7 @@ use crate::network_client::ClientResponse;
 use crate::producer::accumulator::{
     AccumulatorConfig, AppendError, Appended, RecordAccumulator, RecordRef,
 };
-use crate::producer::partitioner::{partition_for_key, StickyPartitioner};
+use crate::producer::partitioner::{Partitioner, TopicPartitioner};
 use crate::producer::request::{init_producer_id, parse_produce_response};
 use crate::producer::sender::{Delivery, EncodableBatch, Sender, SenderConfig};
 
@@ -86,6 +86,8 @@ pub struct ProducerConfig {
     pub request_timeout_ms: i64,
     pub delivery_timeout_ms: i64,
     pub max_request_size: usize,
+    /// Where records without an explicit partition go.
+    pub partitioner: Partitioner,
     /// Uniform sticky (KIP-794 off) when false.
     pub partitioner_adaptive: bool,
     /// Idempotence: batches of one partition in flight at once. 1 keeps
@@ -109,6 +111,7 @@ impl Default for ProducerConfig {
             request_timeout_ms: 30_000,
             delivery_timeout_ms: 120_000,
             max_request_size: 1_048_576,
+            partitioner: Partitioner::default(),
             partitioner_adaptive: true,
             max_in_flight_per_partition: 1,
         }
@@ -230,7 +233,7 @@ enum Msg {
 
 struct State<B, C> {
     sender: Sender<B, RecordHandle<C>>,
-    sticky: HashMap<String, StickyPartitioner>,
+    sticky: HashMap<String, TopicPartitioner>,
     rng: StdRng,
     init_in_flight: bool,
 }
@@ -542,14 +545,17 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     ));
                 }
                 Some(p) => p,
-                None => match key {
-                    Some(k) => partition_for_key(k, num_partitions),
-                    None => st_ref
-                        .sticky
-                        .entry(topic.to_string())
-                        .or_insert_with(|| StickyPartitioner::new(self.inner.cfg.batch_size))
-                        .partition(&available, num_partitions, &mut st_ref.rng),
-                },
+                None => {
+                    let kind = self.inner.cfg.partitioner;
+                    match kind.partition_by_key(key, &available, num_partitions, &mut st_ref.rng) {
+                        Some(p) => p,
+                        None => st_ref
+                            .sticky
+                            .entry(topic.to_string())
+                            .or_insert_with(|| TopicPartitioner::new(self.inner.cfg.batch_size))
+                            .partition(kind, &available, num_partitions, &mut st_ref.rng),
+                    }
+                }
             };
             let tp = TopicPartition::new(topic, p);
             let new_builder = &self.inner.new_builder;
@@ -566,7 +572,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     batch_is_full,
                     bytes,
                 }) => {
-                    if key.is_none() && partition.is_none() {
+                    if partition.is_none() && self.inner.cfg.partitioner.is_sticky(key) {
                         if let Some(sp) = st_ref.sticky.get_mut(topic) {
                             sp.on_append(p, bytes, false);
                         }
@@ -772,12 +778,21 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             let st_ref = &mut *st;
             let p = match (partition, key) {
                 (Some(p), _) => p,
-                (None, Some(k)) => partition_for_key(k, num_partitions),
-                (None, None) => st_ref
-                    .sticky
-                    .entry(topic.to_string())
-                    .or_insert_with(|| StickyPartitioner::new(cfg.batch_size))
-                    .partition(available, num_partitions, &mut st_ref.rng),
+                (None, key) => {
+                    match cfg.partitioner.partition_by_key(
+                        key,
+                        available,
+                        num_partitions,
+                        &mut st_ref.rng,
+                    ) {
+                        Some(p) => p,
+                        None => st_ref
+                            .sticky
+                            .entry(topic.to_string())
+                            .or_insert_with(|| TopicPartitioner::new(cfg.batch_size))
+                            .partition(cfg.partitioner, available, num_partitions, &mut st_ref.rng),
+                    }
+                }
             };
             let tp = TopicPartition::new(topic, p);
             let r = RecordRef {
@@ -796,7 +811,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     batch_is_full,
                     bytes,
                 }) => {
-                    if key.is_none() && partition.is_none() {
+                    if partition.is_none() && cfg.partitioner.is_sticky(key) {
                         if let Some(sp) = st_ref.sticky.get_mut(topic) {
                             sp.on_append(p, bytes, false);
                         }
