@@ -11,7 +11,12 @@
 //!   cost latency), then switch to another partition, chosen at random with
 //!   weights that favour partitions whose leader has a shorter queue.
 
+use std::collections::HashMap;
+
+use rand::rngs::StdRng;
 use rand::Rng;
+
+use crate::error::Error;
 
 /// Kafka's murmur2 (`org.apache.kafka.common.utils.Utils.murmur2`), bit for bit.
 pub fn murmur2(data: &[u8]) -> i32 {
@@ -169,6 +174,109 @@ impl StickyPartitioner {
     }
 }
 
+/// Where one record goes, as `Partitioner::partition` chose it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionChoice {
+    pub partition: i32,
+    /// Chosen by the topic's sticky partitioner (no key, no explicit
+    /// partition): its bytes count towards the next switch (`on_append`).
+    pub sticky: bool,
+}
+
+/// The producer's one partition-choice entry point: an explicit partition
+/// (range-checked), else `partition_for_key` for a key, else the topic's
+/// sticky partitioner (KIP-480/KIP-794). Holds the per-topic sticky state and
+/// the random source; pure (no clock, no locks), so the producer keeps it in
+/// its state machine and choosing and appending happen under one lock hold.
+pub struct Partitioner {
+    sticky_batch_size: usize,
+    sticky: HashMap<String, StickyPartitioner>,
+    rng: StdRng,
+}
+
+impl Partitioner {
+    pub fn new(sticky_batch_size: usize, rng: StdRng) -> Self {
+        Partitioner {
+            sticky_batch_size,
+            sticky: HashMap::new(),
+            rng,
+        }
+    }
+
+    /// The partition of one record of `topic` (`num_partitions` partitions,
+    /// `available` with a reachable leader). `Error::Config` when an explicit
+    /// partition is out of range.
+    pub fn partition(
+        &mut self,
+        topic: &str,
+        partition: Option<i32>,
+        key: Option<&[u8]>,
+        num_partitions: usize,
+        available: &[i32],
+    ) -> Result<PartitionChoice, Error> {
+        let explicit = |p| PartitionChoice {
+            partition: p,
+            sticky: false,
+        };
+        match (partition, key) {
+            (Some(p), _) if p < 0 || p as usize >= num_partitions => Err(Error::Config {
+                key: "partition".into(),
+                detail: format!(
+                    "{p} is not in the range [0...{}] of topic {topic}",
+                    num_partitions as i64 - 1
+                ),
+            }),
+            (Some(p), _) => Ok(explicit(p)),
+            (None, Some(k)) => Ok(explicit(partition_for_key(k, num_partitions))),
+            (None, None) => {
+                // Look up before inserting: `entry` would allocate the topic
+                // name on every unkeyed record (this is `send`'s hot path).
+                if !self.sticky.contains_key(topic) {
+                    self.sticky.insert(
+                        topic.to_string(),
+                        StickyPartitioner::new(self.sticky_batch_size),
+                    );
+                }
+                let sp = self.sticky.get_mut(topic).expect("inserted above");
+                Ok(PartitionChoice {
+                    partition: sp.partition(available, num_partitions, &mut self.rng),
+                    sticky: true,
+                })
+            }
+        }
+    }
+
+    /// `bytes` were appended where `choice` said: a sticky choice counts
+    /// towards the topic's next switch.
+    pub fn on_append(&mut self, topic: &str, choice: PartitionChoice, bytes: usize) {
+        if choice.sticky {
+            if let Some(sp) = self.sticky.get_mut(topic) {
+                sp.on_append(choice.partition, bytes, false);
+            }
+        }
+    }
+
+    /// KIP-794: weight each topic's sticky choice by the batches queued per
+    /// available partition (`available(topic)`, `queued(topic, partition)`),
+    /// so partitions behind slow leaders get less new data.
+    pub fn update_load_stats(
+        &mut self,
+        available: &mut dyn FnMut(&str) -> Vec<i32>,
+        queued: &dyn Fn(&str, i32) -> usize,
+    ) {
+        for (topic, sp) in self.sticky.iter_mut() {
+            let parts = available(topic);
+            let sizes: Vec<usize> = parts.iter().map(|&p| queued(topic, p)).collect();
+            sp.update_load_stats(&parts, &sizes);
+        }
+    }
+
+    /// Topics with sticky state (those that got unkeyed records).
+    pub fn has_sticky_topics(&self) -> bool {
+        !self.sticky.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,5 +355,32 @@ mod tests {
         }
         assert!(counts[0] > 8 * counts[1], "{counts:?}");
         assert!(counts[1] > 0, "no partition is starved: {counts:?}");
+    }
+
+    #[test]
+    fn partitioner_entry_point_explicit_keyed_sticky() {
+        let mut p = Partitioner::new(20, StdRng::seed_from_u64(5));
+        let avail = [0, 1, 2];
+        let err = p.partition("t", Some(3), None, 3, &avail).unwrap_err();
+        assert!(matches!(err, Error::Config { ref key, .. } if key == "partition"));
+        let c = p.partition("t", Some(2), Some(b"k"), 3, &avail).unwrap();
+        assert_eq!(
+            (c.partition, c.sticky),
+            (2, false),
+            "explicit beats the key"
+        );
+        let c = p.partition("t", None, Some(b"k"), 3, &avail).unwrap();
+        assert_eq!((c.partition, c.sticky), (partition_for_key(b"k", 3), false));
+        assert!(
+            !p.has_sticky_topics(),
+            "keyed records leave no sticky state"
+        );
+        let first = p.partition("t", None, None, 3, &avail).unwrap();
+        assert!(first.sticky);
+        // Keyed appends do not count towards the sticky switch.
+        p.on_append("t", c, 100);
+        assert_eq!(p.partition("t", None, None, 3, &avail).unwrap(), first);
+        p.on_append("t", first, 20);
+        assert_eq!(p.sticky["t"].current(), None, "20 bytes: switch");
     }
 }
