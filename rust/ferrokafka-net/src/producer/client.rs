@@ -37,6 +37,10 @@ const SEND_MANY_CHUNK: usize = 1024;
 /// (the Python binding answers it with `check_signals`: Ctrl-C within this).
 const WAIT_SLICE: Duration = Duration::from_millis(50);
 
+/// `append_waiting`'s answer: the lock (held again after any wait) and
+/// whether to wake the runner, or the record's error and completion.
+type Appending<'g, B, C> = (MutexGuard<'g, Core<B, C>>, Result<bool, (Error, C)>);
+
 pub struct Producer<B: EncodableBatch + Send + 'static, C: Completion> {
     shared: Arc<Shared<B, C>>,
     async_client: Option<AsyncClient>,
@@ -300,7 +304,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         appended: &mut usize,
         deadline: Instant,
         interrupted: &dyn Fn() -> bool,
-    ) -> (MutexGuard<'g, Core<B, C>>, Result<bool, (Error, C)>) {
+    ) -> Appending<'g, B, C> {
         loop {
             match st.append(topic, partition, info, record, handle, now) {
                 Ok(wake) => {

@@ -158,11 +158,14 @@ fn send(c: &mut Core, p: i32, h: u32, now: i64) -> bool {
     }
 }
 
+/// One Produce request: (node, tag, (partition, encoded batch) per batch,
+/// expect_response).
+type SentProduce = (i32, u64, Vec<(i32, String)>, bool);
+
 /// A step's or an answer's actions, sorted for assertions.
 #[derive(Default)]
 struct Out {
-    /// (node, tag, (partition, encoded batch) per batch, expect_response)
-    produce: Vec<(i32, u64, Vec<(i32, String)>, bool)>,
+    produce: Vec<SentProduce>,
     /// (node, tag, producer id and epoch asked to bump)
     init: Vec<(i32, u64, (i64, i16))>,
     /// (handles, Ok(base offset) or Err(error code))
