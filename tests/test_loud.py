@@ -109,7 +109,10 @@ def test_pending_future_keeps_producer_alive(mock_cluster):
 
 def test_resolved_future_lets_producer_go(mock_cluster):
     mock_cluster.create_topic("t", 1, 1)
-    p = fk.Producer(mock_cluster.bootstrap_servers)
+    # The record must still be pending when the first check runs: with the
+    # default linger it can be delivered (two local round trips) before
+    # del + gc.collect() return, and the check then races the broker.
+    p = fk.Producer(mock_cluster.bootstrap_servers, linger_ms=1000)
     core = weakref.ref(p._p)
     fut = p.send("t", b"x")
     del p

@@ -499,11 +499,15 @@ impl Metadata {
                 new_topics,
             } => {
                 let expiry = now_ms.saturating_add(*idle_ms);
-                if topics.insert(topic.to_string(), expiry).is_none() {
+                // Every `send` lands here: refresh a known topic's expiry in
+                // place rather than allocating its name for `insert`.
+                if let Some(e) = topics.get_mut(topic) {
+                    *e = expiry;
+                    false
+                } else {
+                    topics.insert(topic.to_string(), expiry);
                     new_topics.insert(topic.to_string());
                     true
-                } else {
-                    false
                 }
             }
         };

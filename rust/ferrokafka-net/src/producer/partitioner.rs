@@ -19,7 +19,12 @@
 //!   (`fnv1a*`) as librdkafka does; `round_robin` is Java's
 //!   `RoundRobinPartitioner`.
 
+use std::collections::HashMap;
+
+use rand::rngs::StdRng;
 use rand::Rng;
+
+use crate::error::Error;
 
 /// The `partitioner` option. Names and behaviour are librdkafka's (and for
 /// `round_robin` Java's `RoundRobinPartitioner`); "hash" below is the
@@ -339,6 +344,117 @@ impl StickyPartitioner {
     }
 }
 
+/// Where one record goes, as `Partitioners::partition` chose it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionChoice {
+    pub partition: i32,
+    /// Chosen by the topic's sticky partitioner (no key, no explicit
+    /// partition, a sticky `Partitioner`): its bytes count towards the next
+    /// switch (`on_append`).
+    pub sticky: bool,
+}
+
+/// The producer's one entry point for choosing partitions: the configured
+/// [`Partitioner`], the per-topic state it needs and the random source.
+/// Kept under the producer's lock, so choosing and appending are one step.
+#[derive(Debug)]
+pub struct Partitioners {
+    kind: Partitioner,
+    sticky_batch_size: usize,
+    topics: HashMap<String, TopicPartitioner>,
+    rng: StdRng,
+}
+
+impl Partitioners {
+    pub fn new(kind: Partitioner, sticky_batch_size: usize, rng: StdRng) -> Self {
+        Partitioners {
+            kind,
+            sticky_batch_size,
+            topics: HashMap::new(),
+            rng,
+        }
+    }
+
+    /// The partition of one record of `topic` (`num_partitions` partitions,
+    /// `available` with a reachable leader): the explicit one, else the
+    /// key's, else the topic's sticky or round-robin choice. `Error::Config`
+    /// when an explicit partition is out of range.
+    pub fn partition(
+        &mut self,
+        topic: &str,
+        partition: Option<i32>,
+        key: Option<&[u8]>,
+        num_partitions: usize,
+        available: &[i32],
+    ) -> Result<PartitionChoice, Error> {
+        let fixed = |p| PartitionChoice {
+            partition: p,
+            sticky: false,
+        };
+        if let Some(p) = partition {
+            if p < 0 || p as usize >= num_partitions {
+                return Err(Error::Config {
+                    key: "partition".into(),
+                    detail: format!(
+                        "{p} is not in the range [0...{}] of topic {topic}",
+                        num_partitions as i64 - 1
+                    ),
+                });
+            }
+            return Ok(fixed(p));
+        }
+        if let Some(p) = self
+            .kind
+            .partition_by_key(key, available, num_partitions, &mut self.rng)
+        {
+            return Ok(fixed(p));
+        }
+        // Look up before inserting: `entry` would allocate the topic name on
+        // every unkeyed record (this is `send`'s hot path).
+        if !self.topics.contains_key(topic) {
+            self.topics.insert(
+                topic.to_string(),
+                TopicPartitioner::new(self.sticky_batch_size),
+            );
+        }
+        let tp = self.topics.get_mut(topic).expect("inserted above");
+        Ok(PartitionChoice {
+            partition: tp.partition(self.kind, available, num_partitions, &mut self.rng),
+            sticky: self.kind.is_sticky(key),
+        })
+    }
+
+    /// `bytes` were appended where `choice` said: a sticky choice counts
+    /// towards the topic's next switch.
+    pub fn on_append(&mut self, topic: &str, choice: PartitionChoice, bytes: usize) {
+        if choice.sticky {
+            if let Some(tp) = self.topics.get_mut(topic) {
+                tp.on_append(choice.partition, bytes, false);
+            }
+        }
+    }
+
+    /// KIP-794: weight each topic's sticky choice by the batches queued per
+    /// available partition (`available(topic)`, `queued(topic, partition)`),
+    /// so partitions behind slow leaders get less new data.
+    pub fn update_load_stats(
+        &mut self,
+        available: &mut dyn FnMut(&str) -> Vec<i32>,
+        queued: &dyn Fn(&str, i32) -> usize,
+    ) {
+        for (topic, tp) in self.topics.iter_mut() {
+            let parts = available(topic);
+            let sizes: Vec<usize> = parts.iter().map(|&p| queued(topic, p)).collect();
+            tp.update_load_stats(&parts, &sizes);
+        }
+    }
+
+    /// Topics with per-topic state (those that got unkeyed records).
+    pub fn has_sticky_topics(&self) -> bool {
+        !self.topics.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -562,5 +678,32 @@ mod tests {
         }
         assert!(counts[0] > 8 * counts[1], "{counts:?}");
         assert!(counts[1] > 0, "no partition is starved: {counts:?}");
+    }
+
+    #[test]
+    fn partitioner_entry_point_explicit_keyed_sticky() {
+        let mut p = Partitioners::new(Partitioner::Murmur2, 20, StdRng::seed_from_u64(5));
+        let avail = [0, 1, 2];
+        let err = p.partition("t", Some(3), None, 3, &avail).unwrap_err();
+        assert!(matches!(err, Error::Config { ref key, .. } if key == "partition"));
+        let c = p.partition("t", Some(2), Some(b"k"), 3, &avail).unwrap();
+        assert_eq!(
+            (c.partition, c.sticky),
+            (2, false),
+            "explicit beats the key"
+        );
+        let c = p.partition("t", None, Some(b"k"), 3, &avail).unwrap();
+        assert_eq!((c.partition, c.sticky), (partition_for_key(b"k", 3), false));
+        assert!(
+            !p.has_sticky_topics(),
+            "keyed records leave no sticky state"
+        );
+        let first = p.partition("t", None, None, 3, &avail).unwrap();
+        assert!(first.sticky);
+        // Keyed appends do not count towards the sticky switch.
+        p.on_append("t", c, 100);
+        assert_eq!(p.partition("t", None, None, 3, &avail).unwrap(), first);
+        p.on_append("t", first, 20);
+        assert_eq!(p.topics["t"].sticky.current(), None, "20 bytes: switch");
     }
 }
