@@ -132,16 +132,17 @@ impl AsyncClient {
                                 max_version,
                                 build,
                             } => {
-                                let range = core.api_versions(p.node.id).get(&api_key).copied();
-                                match range
-                                    .map(|(lo, hi)| (lo, max_version.map_or(hi, |m| hi.min(m))))
-                                {
-                                    Some((lo, hi)) if lo <= hi => {
-                                        // The body was built for `hi`: it must go out at `hi`.
-                                        chosen = Some(hi);
-                                        build(hi)
+                                // The version `send` would choose, client range
+                                // included; the body is built for it and must go
+                                // out at exactly it.
+                                match core.usable_version(p.node.id, api_key, max_version) {
+                                    Some(v) => {
+                                        chosen = Some(v);
+                                        build(v)
                                     }
-                                    _ => {
+                                    None => {
+                                        let range =
+                                            core.api_versions(p.node.id).get(&api_key).copied();
                                         drop(core);
                                         (p.reply)(Err(Error::UnsupportedVersion {
                                             api: format!("api key {api_key}"),
