@@ -46,11 +46,21 @@ __all__ = [
     'decode_record_batch',
     'encode_record_batch',
     'error_codes',
+    'option_table',
+    'coerce_option',
+    'option_accepted',
+    'effective_config',
     'java_string_hash',
 ]
 
 
 def error_codes() -> list[tuple[int, str, bool]]: ...
+def option_table() -> list[dict[str, Any]]: ...
+def coerce_option(kind: str, key: str, value: Any, min: int | None = None, max: int | None = None,
+                  choices: list[str] | None = None, nullable: bool = False) -> Any: ...
+def option_accepted(kind: str, min: int | None = None, max: int | None = None,
+                    choices: list[str] | None = None, nullable: bool = False) -> str: ...
+def effective_config(client: str, cfg: dict[str, Any]) -> dict[str, Any]: ...
 
 
 @final
@@ -391,11 +401,7 @@ _NodeTuple = tuple[int, str, int, str | None]
 
 @final
 class _NetworkClient:
-    def __new__(cls, bootstrap_servers: list[str], client_id: str, max_in_flight_requests_per_connection: int,
-                 request_timeout_ms: int, reconnect_backoff_ms: int, reconnect_backoff_max_ms: int,
-                 connections_max_idle_ms: int, socket_connection_setup_timeout_ms: int, send_buffer_bytes: int,
-                 receive_buffer_bytes: int, max_response_size: int,
-                 security: Optional[dict[str, Any]] = None) -> _NetworkClient: ...
+    def __new__(cls, cfg: dict[str, Any]) -> _NetworkClient: ...
     def least_loaded_node(self, now_ms: int | None = None) -> _NodeTuple | None: ...
     def nodes(self) -> list[_NodeTuple]: ...
     def node_by_id(self, node_id: int) -> _NodeTuple | None: ...

@@ -68,7 +68,7 @@ def _tps(partitions: Any) -> List[TopicPartition]:
 
 class Coordinator:
     """The group's client side (``consumer.coordinator``): coordinator
-    discovery and membership state (SEMANTICS section 2)."""
+    discovery and membership state (docs/semantics.md §2)."""
 
     def __init__(self, core: "_core._Consumer") -> None:
         self._core = core
@@ -120,7 +120,6 @@ class Consumer:
             cfg = {} if bootstrap_servers is None else {"bootstrap_servers": bootstrap_servers}
         self.config = CONSUMER.resolve(cfg, **config)
         core_cfg = dict(self.config)
-        core_cfg["partition_assignment_strategy"] = list(self.config["partition_assignment_strategy"])
         self._error_cb = core_cfg.pop("error_cb", None)
         self._core = _core._Consumer(core_cfg)
         self.coordinator = Coordinator(self._core)

@@ -17,9 +17,6 @@ from ._core import DeliveryFuture, RecordMetadata
 __all__ = ["Producer", "DeliveryFuture", "RecordMetadata"]
 
 
-_ACKS = {"all": -1, "0": 0, "1": 1}
-
-
 class _Partitioner:
     """Partitioners other than the Rust default (murmur2 for keys, sticky for
     unkeyed records): librdkafka's names, or a callable
@@ -78,9 +75,6 @@ class Producer:
             config["partitioner"] = partitioner
         self.config = PRODUCER.resolve(cfg, **config)
         core_cfg = dict(self.config)
-        core_cfg["bootstrap_servers"] = list(self.config["bootstrap_servers"])
-        core_cfg["acks"] = _ACKS[self.config["acks"]]
-        core_cfg["metadata_max_idle_ms"] = self.config["metadata_idle_ms"]
         self._error_cb = core_cfg.pop("error_cb", None)
         self._p = _core._Producer(core_cfg)
         spec = partitioner if callable(partitioner) else self.config["partitioner"]

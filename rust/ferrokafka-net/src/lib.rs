@@ -13,6 +13,7 @@ pub mod fuzzing;
 pub mod inflight;
 pub mod metadata;
 pub mod network_client;
+pub mod options;
 pub mod producer;
 pub mod security;
 pub mod selector;

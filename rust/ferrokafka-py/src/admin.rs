@@ -3,17 +3,17 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferrokafka_net::admin::client::{AdminClient, AdminConfig};
+use ferrokafka_net::admin::client::AdminClient;
 use ferrokafka_net::admin::NewTopic;
 use ferrokafka_net::error::Error;
+use ferrokafka_net::options::Client;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::errors::FkError;
 use crate::gil::interruptible;
 use crate::types::{PyNode, PyTopicPartition};
-
-use crate::config::get;
 
 #[pyclass(module = "ferrokafka._core", name = "_Admin")]
 pub struct PyAdmin {
@@ -62,18 +62,12 @@ fn results(
 impl PyAdmin {
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let acfg = AdminConfig {
-            request_timeout_ms: get(cfg, "request_timeout_ms")?,
-            retry_backoff_ms: get(cfg, "retry_backoff_ms")?,
-            default_api_timeout_ms: get(cfg, "default_api_timeout_ms")?,
-        };
-        let max_in_flight: usize = get(cfg, "max_in_flight_requests_per_connection")?;
-        let (md, net) = crate::config::metadata_and_network(
-            cfg,
-            crate::config::MetadataKind::Base,
-            acfg.request_timeout_ms,
-            max_in_flight,
-        )?;
+        let e = crate::config::effective(Client::Admin, cfg)?;
+        let acfg = e
+            .admin
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("not an admin configuration"))?;
+        let (md, net) = crate::config::metadata_and_network(&e)?;
         Ok(PyAdmin {
             inner: Mutex::new(Some(Arc::new(AdminClient::new(acfg, md, net)))),
         })

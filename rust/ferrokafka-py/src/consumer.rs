@@ -12,13 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferrokafka_net::cluster::TopicPartition;
-use ferrokafka_net::consumer::client::{
-    Consumer, ConsumerConfig, Polled, RebalanceEvent, RecordSlice,
-};
+use ferrokafka_net::consumer::client::{Consumer, Polled, RebalanceEvent, RecordSlice};
 use ferrokafka_net::consumer::records::RecordColumns;
 use ferrokafka_net::consumer::requests::OffsetAndMetadata;
 use ferrokafka_net::consumer::subscription::OffsetResetStrategy;
 use ferrokafka_net::error::Error;
+use ferrokafka_net::options::Client;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -27,11 +26,9 @@ use crate::errors::FkError;
 use crate::gil::{interruptible, wait_detached};
 use crate::types::{extract_tp, PyNode, PyTopicPartition};
 
-use crate::config::get;
-
 // ----- Message -------------------------------------------------------------------------
 
-/// One consumed record. Attributes as API.md: topic, partition, offset, key,
+/// One consumed record. Attributes: topic, partition, offset, key,
 /// value, headers (list of (str, bytes | None)), timestamp_ms,
 /// timestamp_type (0 CreateTime, 1 LogAppendTime, -1 none), leader_epoch.
 #[pyclass(name = "Message", module = "ferrokafka", frozen)]
@@ -212,42 +209,12 @@ impl PyConsumer {
     /// `cfg`: the validated options (snake_case keys) from consumer.py.
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let reset: String = get(cfg, "auto_offset_reset")?;
-        let assignors: Vec<String> = get(cfg, "partition_assignment_strategy")?;
-        let isolation: String = get(cfg, "isolation_level")?;
-        let ccfg = ConsumerConfig {
-            group_id: get(cfg, "group_id")?,
-            group_instance_id: get(cfg, "group_instance_id")?,
-            auto_offset_reset: OffsetResetStrategy::parse(&reset).ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "invalid value {reset:?} for option 'auto_offset_reset'"
-                ))
-            })?,
-            enable_auto_commit: get(cfg, "enable_auto_commit")?,
-            auto_commit_interval_ms: get(cfg, "auto_commit_interval_ms")?,
-            session_timeout_ms: get(cfg, "session_timeout_ms")?,
-            heartbeat_interval_ms: get(cfg, "heartbeat_interval_ms")?,
-            max_poll_interval_ms: get(cfg, "max_poll_interval_ms")?,
-            assignors,
-            fetch_min_bytes: get(cfg, "fetch_min_bytes")?,
-            fetch_max_bytes: get(cfg, "fetch_max_bytes")?,
-            fetch_max_wait_ms: get(cfg, "fetch_max_wait_ms")?,
-            max_partition_fetch_bytes: get(cfg, "max_partition_fetch_bytes")?,
-            read_committed: isolation == "read_committed",
-            check_crcs: get(cfg, "check_crcs")?,
-            client_rack: get(cfg, "client_rack")?,
-            retry_backoff_ms: get(cfg, "retry_backoff_ms")?,
-            request_timeout_ms: get(cfg, "request_timeout_ms")?,
-            default_api_timeout_ms: get(cfg, "default_api_timeout_ms")?,
-        };
-        ccfg.validate().map_err(FkError)?;
-        let max_in_flight: usize = get(cfg, "max_in_flight_requests_per_connection")?;
-        let (md, net) = crate::config::metadata_and_network(
-            cfg,
-            crate::config::MetadataKind::Base,
-            ccfg.request_timeout_ms,
-            max_in_flight,
-        )?;
+        let e = crate::config::effective(Client::Consumer, cfg)?;
+        let ccfg = e
+            .consumer
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("not a consumer configuration"))?;
+        let (md, net) = crate::config::metadata_and_network(&e)?;
         let consumer = Consumer::new(ccfg, md, net).map_err(FkError)?;
         Ok(PyConsumer {
             inner: Mutex::new(Some(Arc::new(consumer))),

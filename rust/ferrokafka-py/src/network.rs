@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use ferrokafka_net::blocking::{now_ms, BlockingClient};
 use ferrokafka_net::cluster::Node;
-use ferrokafka_net::network_client::{ClientConfig, ClientRequest, ClientResponse as CoreResponse};
+use ferrokafka_net::network_client::{ClientRequest, ClientResponse as CoreResponse};
+use ferrokafka_net::options::Client;
 use ferrokafka_net::simple_updater::SimpleUpdater;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
@@ -194,59 +195,13 @@ fn node_tuple(n: &Node) -> (i32, String, u16, Option<String>) {
 
 #[pymethods]
 impl PyNetworkClient {
+    /// `cfg`: the options (any accepted spelling), checked against the
+    /// option table as the NetworkClient takes them.
     #[new]
-    #[pyo3(signature = (
-        bootstrap_servers, client_id, max_in_flight_requests_per_connection, request_timeout_ms,
-        reconnect_backoff_ms, reconnect_backoff_max_ms, connections_max_idle_ms,
-        socket_connection_setup_timeout_ms, send_buffer_bytes, receive_buffer_bytes, max_response_size,
-        security=None,
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        bootstrap_servers: Vec<String>,
-        client_id: String,
-        max_in_flight_requests_per_connection: i64,
-        request_timeout_ms: i64,
-        reconnect_backoff_ms: i64,
-        reconnect_backoff_max_ms: i64,
-        connections_max_idle_ms: i64,
-        socket_connection_setup_timeout_ms: i64,
-        send_buffer_bytes: i32,
-        receive_buffer_bytes: i32,
-        max_response_size: i64,
-        security: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Self> {
-        let bad = |k: &str, d: &str| -> PyErr {
-            FkError(Error::Config {
-                key: k.into(),
-                detail: d.into(),
-            })
-            .into()
-        };
-        if max_in_flight_requests_per_connection < 1 {
-            return Err(bad("max_in_flight_requests_per_connection", "must be >= 1"));
-        }
-        if max_response_size < 1024 {
-            return Err(bad("max_response_size", "must be >= 1024"));
-        }
-        let nodes = parse_bootstrap(&bootstrap_servers)
-            .map_err(|e| bad("bootstrap_servers", &e.to_string()))?;
-        let cfg = ClientConfig {
-            client_id,
-            max_in_flight_requests_per_connection: max_in_flight_requests_per_connection as usize,
-            request_timeout_ms,
-            reconnect_backoff_ms,
-            reconnect_backoff_max_ms,
-            connections_max_idle_ms,
-            socket_connection_setup_timeout_ms,
-            send_buffer_bytes,
-            receive_buffer_bytes,
-            max_response_size: max_response_size as usize,
-            security: match security {
-                Some(d) => crate::security::from_cfg(d)?,
-                None => ferrokafka_net::security::Security::plaintext(),
-            },
-        };
+    fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let e = crate::config::effective(Client::NetworkClient, cfg)?;
+        let nodes = parse_bootstrap(&e.bootstrap)?;
+        let cfg = e.client_config().map_err(FkError)?;
         let inner =
             BlockingClient::new(cfg, Box::new(SimpleUpdater::new(nodes))).map_err(FkError)?;
         Ok(PyNetworkClient {

@@ -7,9 +7,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ferrokafka_net::options::Client;
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
-use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer, ProducerConfig};
-use ferrokafka_net::protocol::compression::Compression;
+use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer};
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -297,8 +297,6 @@ fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<D
     }
 }
 
-use crate::config::get;
-
 impl PyProducer {
     fn core(&self) -> PyResult<Arc<CoreProducer>> {
         self.inner
@@ -429,40 +427,12 @@ impl PyProducer {
     /// `cfg`: the validated options (snake_case keys) from producer.py.
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let compression_name: String = get(cfg, "compression_type")?;
-        let compression = Compression::from_name(&compression_name).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "invalid value for compression_type: {compression_name:?}; accepted: none, gzip, snappy, lz4, zstd"
-            ))
-        })?;
-        let level: i32 = get(cfg, "compression_level")?;
-        let level = (level >= 0).then_some(level);
-        let acks: i16 = get(cfg, "acks")?;
-        let max_in_flight: usize = get(cfg, "max_in_flight_requests_per_connection")?;
-        let pcfg = ProducerConfig {
-            acks,
-            linger_ms: get(cfg, "linger_ms")?,
-            batch_size: get(cfg, "batch_size")?,
-            buffer_memory: get(cfg, "buffer_memory")?,
-            max_block_ms: get(cfg, "max_block_ms")?,
-            enable_idempotence: get(cfg, "enable_idempotence")?,
-            retries: get::<i64>(cfg, "retries")?.clamp(0, u32::MAX as i64) as u32,
-            retry_backoff_ms: get(cfg, "retry_backoff_ms")?,
-            retry_backoff_max_ms: get(cfg, "retry_backoff_max_ms")?,
-            request_timeout_ms: get(cfg, "request_timeout_ms")?,
-            delivery_timeout_ms: get(cfg, "delivery_timeout_ms")?,
-            max_request_size: get(cfg, "max_request_size")?,
-            partitioner_adaptive: true,
-            ..ProducerConfig::default()
+        let e = crate::config::effective(Client::Producer, cfg)?;
+        let (Some(pcfg), Some((compression, level))) = (e.producer.clone(), e.compression) else {
+            return Err(PyValueError::new_err("not a producer configuration"));
         };
-        pcfg.validate(max_in_flight).map_err(FkError)?;
         let pcfg_buffer_memory = pcfg.buffer_memory;
-        let (md, net) = crate::config::metadata_and_network(
-            cfg,
-            crate::config::MetadataKind::Producer,
-            pcfg.request_timeout_ms,
-            max_in_flight,
-        )?;
+        let (md, net) = crate::config::metadata_and_network(&e)?;
         let producer = Producer::new(
             pcfg,
             md,

@@ -263,7 +263,7 @@ impl GroupMembership {
         self.rejoin_reason = reason.into();
     }
 
-    /// SEMANTICS 2.3: an unreachable coordinator is forgotten and rediscovered.
+    /// docs/semantics.md §2.3: an unreachable coordinator is forgotten and rediscovered.
     pub fn mark_coordinator_unknown(&mut self, reason: &str, now_ms: i64) {
         if self.coordinator.take().is_some() {
             self.rejoin_reason = format!("coordinator unknown: {reason}");
@@ -381,7 +381,7 @@ impl GroupMembership {
             Ok(node) => self.coordinator = Some(node),
             Err(code) => {
                 // COORDINATOR_NOT_AVAILABLE while __consumer_offsets is being
-                // created is retriable (SEMANTICS 2.5); so is every other
+                // created is retriable (docs/semantics.md §2.5); so is every other
                 // discovery failure except authorization.
                 if code == codes::GROUP_AUTHORIZATION_FAILED {
                     self.fatal = Some(code);

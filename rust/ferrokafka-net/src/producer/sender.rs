@@ -67,7 +67,7 @@ pub struct ProduceCall {
     pub node_id: i32,
     pub token: u64,
     pub request: ProduceRequest,
-    /// acks=0: the request completes when written (SEMANTICS 4.8).
+    /// acks=0: the request completes when written (docs/semantics.md §4.8).
     pub expect_response: bool,
 }
 
