@@ -240,7 +240,10 @@ class Consumer:
         """Commit ``offsets`` ({tp: offset or OffsetAndMetadata}) or, by
         default, the positions of everything consumed. Synchronous commits
         retry retriable errors until ``default_api_timeout_ms``; an
-        asynchronous commit's ``callback(error_or_None)`` runs in a later ``poll``."""
+        asynchronous commit's ``callback(error_or_None)`` runs in a later ``poll``.
+        Ctrl-C interrupts a synchronous commit at once: the offsets are then
+        committed or not (a request in flight may still be applied), and
+        committing them again is harmless."""
         core_offsets = None
         if offsets is not None:
             core_offsets = {}

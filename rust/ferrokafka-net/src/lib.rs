@@ -20,6 +20,7 @@ pub mod selector;
 pub mod simple_updater;
 pub mod states;
 pub mod updater;
+pub mod wait;
 
 pub use blocking::BlockingClient;
 pub use driver::AsyncClient;

@@ -147,6 +147,14 @@ pub enum Event {
     Wakeup,
 }
 
+/// The ApiVersions request this client sends first on every connection
+/// (docs/semantics.md §4.4), naming the client software (KIP-511).
+pub fn api_versions_request() -> ApiVersionsRequest {
+    ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("ferrokafka"))
+        .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")))
+}
+
 /// Called once with the response, after the I/O work of the poll that produced it.
 pub type Callback = Box<dyn FnOnce(&ClientResponse) + Send>;
 
@@ -534,6 +542,23 @@ impl NetworkClient {
         }
     }
 
+    /// The version a request of `api_key` goes out at to `node`
+    /// (docs/semantics.md §4.4): the newest both sides support, at most
+    /// `max_version`. None when no
+    /// version is common or the node's versions are not known yet (`send`
+    /// then completes the request with an unsupported-version error). A
+    /// body built for this version by a version-aware builder is sent at
+    /// exactly this version if `send` follows under the same lock with
+    /// `max_version` set to it.
+    pub fn usable_version(&self, node: i32, api_key: i16, max_version: Option<i16>) -> Option<i16> {
+        let (cmin, mut cmax) = frame::client_version_range(api_key)?;
+        if let Some(m) = max_version {
+            cmax = cmax.min(m);
+        }
+        let (bmin, bmax) = *self.conns.get(&node)?.broker_versions.get(&api_key)?;
+        (bmin.max(cmin) <= bmax.min(cmax)).then_some(bmax.min(cmax))
+    }
+
     /// docs/semantics.md §4.6. Errors only for caller mistakes (node not ready,
     /// unknown API, client closed); version mismatches complete the request
     /// locally instead.
@@ -572,18 +597,18 @@ impl NetworkClient {
             correlation_id: req.correlation_id,
             client_id: Some(req.client_id.clone()),
         };
-        let (cmin, mut cmax) = frame::client_version_range(req.api_key).unwrap_or((0, -1));
-        if let Some(m) = req.max_version {
-            cmax = cmax.min(m);
-        }
-        let broker = self
-            .conns
-            .get(&node)
-            .and_then(|c| c.broker_versions.get(&req.api_key).copied());
-        let version = match broker {
-            Some((bmin, bmax)) if bmin.max(cmin) <= bmax.min(cmax) => bmax.min(cmax),
-            _ => {
-                let (bmin, bmax) = broker.unwrap_or((-1, -1));
+        let version = match self.usable_version(node, req.api_key, req.max_version) {
+            Some(v) => v,
+            None => {
+                let (cmin, mut cmax) = frame::client_version_range(req.api_key).unwrap_or((0, -1));
+                if let Some(m) = req.max_version {
+                    cmax = cmax.min(m);
+                }
+                let (bmin, bmax) = self
+                    .conns
+                    .get(&node)
+                    .and_then(|c| c.broker_versions.get(&req.api_key).copied())
+                    .unwrap_or((-1, -1));
                 let err = Error::UnsupportedVersion {
                     api: format!("{:?}", ApiKey::try_from(req.api_key).map_err(|_| ()).ok()),
                     node_id: node,
@@ -687,11 +712,7 @@ impl NetworkClient {
     }
 
     fn send_api_versions(&mut self, node: i32, version: i16, now_ms: i64) {
-        let body = RequestKind::ApiVersions(
-            ApiVersionsRequest::default()
-                .with_client_software_name(StrBytes::from_static_str("ferrokafka"))
-                .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION"))),
-        );
+        let body = RequestKind::ApiVersions(api_versions_request());
         let cid = self.next_correlation();
         let header = RequestHeader {
             api_key: ApiKey::ApiVersions as i16,

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::errors::FkError;
-use crate::gil::blocking_call;
+use crate::gil::interruptible;
 use crate::types::{PyNode, PyTopicPartition};
 
 #[pyclass(module = "ferrokafka._core", name = "_Admin")]
@@ -93,8 +93,8 @@ impl PyAdmin {
                 },
             )
             .collect();
-        let r = blocking_call(py, move || {
-            core.create_topics(ts, ms(timeout_ms), validate_only)
+        let r = interruptible(py, |interrupted| {
+            core.create_topics(ts, ms(timeout_ms), validate_only, interrupted)
         })?
         .map_err(FkError)?;
         Ok(results(py, r))
@@ -107,14 +107,19 @@ impl PyAdmin {
         timeout_ms: i64,
     ) -> PyResult<TopicResults> {
         let core = self.core()?;
-        let r = blocking_call(py, move || core.delete_topics(names, ms(timeout_ms)))?
-            .map_err(FkError)?;
+        let r = interruptible(py, |interrupted| {
+            core.delete_topics(names, ms(timeout_ms), interrupted)
+        })?
+        .map_err(FkError)?;
         Ok(results(py, r))
     }
 
     fn list_topics(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<Vec<(String, usize)>> {
         let core = self.core()?;
-        let r = blocking_call(py, move || core.list_topics(ms(timeout_ms)))?.map_err(FkError)?;
+        let r = interruptible(py, |interrupted| {
+            core.list_topics(ms(timeout_ms), interrupted)
+        })?
+        .map_err(FkError)?;
         Ok(r.into_iter().collect())
     }
 
@@ -125,8 +130,10 @@ impl PyAdmin {
         timeout_ms: i64,
     ) -> PyResult<(Vec<PyNode>, Option<PyNode>, Option<String>)> {
         let core = self.core()?;
-        let d =
-            blocking_call(py, move || core.describe_cluster(ms(timeout_ms)))?.map_err(FkError)?;
+        let d = interruptible(py, |interrupted| {
+            core.describe_cluster(ms(timeout_ms), interrupted)
+        })?
+        .map_err(FkError)?;
         Ok((
             d.nodes.iter().map(PyNode::from).collect(),
             d.controller.as_ref().map(PyNode::from),
@@ -140,8 +147,10 @@ impl PyAdmin {
         timeout_ms: i64,
     ) -> PyResult<Vec<(String, String, String)>> {
         let core = self.core()?;
-        blocking_call(py, move || core.list_consumer_groups(ms(timeout_ms)))?
-            .map_err(|e| FkError(e).into())
+        interruptible(py, |interrupted| {
+            core.list_consumer_groups(ms(timeout_ms), interrupted)
+        })?
+        .map_err(|e| FkError(e).into())
     }
 
     /// [(tp, offset, metadata)]
@@ -152,8 +161,8 @@ impl PyAdmin {
         timeout_ms: i64,
     ) -> PyResult<Vec<(PyTopicPartition, i64, Option<String>)>> {
         let core = self.core()?;
-        let r = blocking_call(py, move || {
-            core.list_consumer_group_offsets(&group_id, ms(timeout_ms))
+        let r = interruptible(py, |interrupted| {
+            core.list_consumer_group_offsets(&group_id, ms(timeout_ms), interrupted)
         })?
         .map_err(FkError)?;
         Ok(r.into_iter()

@@ -23,7 +23,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::errors::FkError;
-use crate::gil::{blocking_call, wait_detached};
+use crate::gil::{interruptible, wait_detached};
 use crate::types::{extract_tp, PyNode, PyTopicPartition};
 
 // ----- Message -------------------------------------------------------------------------
@@ -198,24 +198,10 @@ fn poll_core(
     timeout_ms: i64,
     max_records: usize,
 ) -> PyResult<Polled> {
-    let c = core.clone();
-    let r = wait_detached(py, Some(ms(timeout_ms)), move |slice| {
-        match c.poll(max_records, slice, &|| false) {
-            Ok(p)
-                if p.events.is_empty()
-                    && p.records.is_empty()
-                    && p.commits.is_empty()
-                    && !slice.is_zero() =>
-            {
-                None
-            }
-            other => Some(other),
-        }
-    })?;
-    match r {
-        Some(r) => r.map_err(|e| FkError(e).into()),
-        None => Ok(Polled::default()),
-    }
+    interruptible(py, |interrupted| {
+        core.poll(max_records, ms(timeout_ms), interrupted)
+    })?
+    .map_err(|e| FkError(e).into())
 }
 
 #[pymethods]
@@ -254,7 +240,8 @@ impl PyConsumer {
 
     fn unsubscribe(&self, py: Python<'_>) -> PyResult<()> {
         let core = self.core()?;
-        blocking_call(py, move || core.unsubscribe())?.map_err(|e| FkError(e).into())
+        interruptible(py, |interrupted| core.unsubscribe(interrupted))?
+            .map_err(|e| FkError(e).into())
     }
 
     fn assignment(&self) -> PyResult<Vec<PyTopicPartition>> {
@@ -328,8 +315,10 @@ impl PyConsumer {
     fn position(&self, py: Python<'_>, tp: &Bound<'_, PyAny>, timeout_ms: i64) -> PyResult<i64> {
         let core = self.core()?;
         let tp = extract_tp(tp)?;
-        blocking_call(py, move || core.position(&tp, ms(timeout_ms), &|| false))?
-            .map_err(|e| FkError(e).into())
+        interruptible(py, |interrupted| {
+            core.position(&tp, ms(timeout_ms), interrupted)
+        })?
+        .map_err(|e| FkError(e).into())
     }
 
     fn pause(&self, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -397,8 +386,8 @@ impl PyConsumer {
                 .commit_async(offsets, token)
                 .map_err(|e| FkError(e).into());
         }
-        blocking_call(py, move || {
-            core.commit_sync(offsets, ms(timeout_ms), &|| false)
+        interruptible(py, |interrupted| {
+            core.commit_sync(offsets, ms(timeout_ms), interrupted)
         })?
         .map_err(|e| FkError(e).into())
     }
@@ -412,8 +401,10 @@ impl PyConsumer {
     ) -> PyResult<Vec<(PyTopicPartition, Option<(i64, Option<String>)>)>> {
         let core = self.core()?;
         let v = extract_tps(partitions)?;
-        let r = blocking_call(py, move || core.committed(&v, ms(timeout_ms), &|| false))?
-            .map_err(FkError)?;
+        let r = interruptible(py, |interrupted| {
+            core.committed(&v, ms(timeout_ms), interrupted)
+        })?
+        .map_err(FkError)?;
         Ok(r.into_iter()
             .map(|(tp, o)| {
                 (
@@ -436,8 +427,10 @@ impl PyConsumer {
             .iter()
             .map(|(tp, ts)| Ok((extract_tp(tp)?, *ts)))
             .collect::<PyResult<_>>()?;
-        let r = blocking_call(py, move || core.list_offsets(&q, ms(timeout_ms), &|| false))?
-            .map_err(FkError)?;
+        let r = interruptible(py, |interrupted| {
+            core.list_offsets(&q, ms(timeout_ms), interrupted)
+        })?
+        .map_err(FkError)?;
         Ok(r.into_iter()
             .map(|(tp, o)| (PyTopicPartition { inner: tp }, o))
             .collect())
@@ -445,8 +438,8 @@ impl PyConsumer {
 
     fn ensure_coordinator_ready(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<bool> {
         let core = self.core()?;
-        match blocking_call(py, move || {
-            core.ensure_coordinator_ready(ms(timeout_ms), &|| false)
+        match interruptible(py, |interrupted| {
+            core.ensure_coordinator_ready(ms(timeout_ms), interrupted)
         })? {
             Ok(_) => Ok(true),
             Err(Error::Timeout { .. }) => Ok(false),
@@ -550,13 +543,14 @@ impl PyConsumer {
     fn close(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<()> {
         let core = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
         let Some(core) = core else { return Ok(()) };
-        let r = blocking_call(py, move || {
-            let r = core.close(ms(timeout_ms));
-            // Joining the threads happens when the last Arc goes, here.
+        interruptible(py, move |interrupted| {
+            let r = core.close(ms(timeout_ms), interrupted);
+            // Joining the threads happens when the last Arc goes, here,
+            // without the GIL (the consumer thread may be waiting for it).
             drop(core);
             r
-        })?;
-        r.map_err(|e| FkError(e).into())
+        })?
+        .map_err(|e| FkError(e).into())
     }
 }
 

@@ -18,7 +18,7 @@ use pyo3::types::PyDict;
 
 use crate::errors::{FkError, FkResult};
 use crate::gil::wait_detached;
-use crate::requests::{response_to_py, RawRequest};
+use crate::requests::{response_to_py, Build, RawRequest};
 
 fn parse_bootstrap(servers: &[String]) -> PyResult<Vec<Node>> {
     let mut out = Vec::new();
@@ -60,6 +60,8 @@ pub struct PyNetworkClient {
 #[pyclass(module = "ferrokafka._core", name = "ClientRequest")]
 pub struct PyClientRequest {
     req: Mutex<Option<ClientRequest>>,
+    /// Rebuilds the body for the version `send` finds usable.
+    build: Build,
     #[pyo3(get)]
     destination: i32,
     #[pyo3(get)]
@@ -287,13 +289,14 @@ impl PyNetworkClient {
         let now = now_ms.unwrap_or_else(self::now_ms);
         let mut r = self.inner.new_client_request(
             node_id,
-            request.body.clone(),
+            request.newest_body(),
             expect_response,
             None,
             now,
         );
         r.max_version = request.max_version;
         PyClientRequest {
+            build: request.build.clone(),
             destination: r.destination,
             correlation_id: r.correlation_id,
             api_key: r.api_key,
@@ -315,7 +318,20 @@ impl PyNetworkClient {
                     detail: "this ClientRequest was already sent".into(),
                 })
             })?;
-        self.inner.send(r, now_ms.unwrap_or_else(self::now_ms))?;
+        let mut r = r;
+        {
+            // Version choice, body and send under one core lock, so the
+            // version the body was built for is the one it goes out at.
+            let mut core = self.inner.core();
+            if let Some(v) = core.usable_version(r.destination, r.api_key, r.max_version) {
+                r.body = (request.build)(v);
+                r.max_version = Some(v);
+            }
+            core.send(r, now_ms.unwrap_or_else(self::now_ms))?;
+        }
+        // As `BlockingClient::send`: a request completed locally (no common
+        // version) must not wait for a socket event to be seen by poll.
+        self.inner.wakeup();
         Ok(())
     }
 

@@ -19,7 +19,7 @@ use pyo3::types::PyDict;
 
 use crate::errors::FkError;
 use crate::future::{run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, RecordMetadata};
-use crate::gil::wait_detached;
+use crate::gil::{wait_detached, SignalCheck};
 
 /// Completes a Python `DeliveryFuture` from the sender thread, or one
 /// record's slot of a `send_batch` call.
@@ -207,31 +207,6 @@ pub struct PyProducer {
     /// Started on the first `block=False` call that has to wait.
     deferral: Mutex<Option<Deferral>>,
     defer_state: Arc<DeferState>,
-}
-
-/// An interrupt check for the core's waits: looks at Python's pending
-/// signals (takes the GIL for a moment; only the main thread ever sees
-/// one) and keeps the KeyboardInterrupt to raise once the wait has ended.
-struct SignalCheck(Mutex<Option<PyErr>>);
-
-impl SignalCheck {
-    fn new() -> Self {
-        SignalCheck(Mutex::new(None))
-    }
-
-    fn interrupted(&self) -> bool {
-        Python::attach(|py| match py.check_signals() {
-            Ok(()) => false,
-            Err(e) => {
-                *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                true
-            }
-        })
-    }
-
-    fn take(&self) -> Option<PyErr> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
 }
 
 fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<DeferState>) {
