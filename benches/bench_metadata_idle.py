@@ -22,6 +22,7 @@ import time
 import uuid
 
 import ferrokafka as fk
+from ferrokafka.testing._net import pump
 
 
 class CountingProxy:
@@ -71,15 +72,7 @@ class CountingProxy:
     @staticmethod
     def _pipe(src: socket.socket, dst: socket.socket, observe=None) -> None:
         try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-                if observe is not None:
-                    observe(data)
-        except OSError:
-            pass
+            pump(src, dst, observe)
         finally:
             dst.close()
 

@@ -10,6 +10,8 @@ import socket
 import struct
 import threading
 
+from ferrokafka.testing._net import pump
+
 
 class Hostile:
     """TCP server on a loopback port; ``behaviour(conn)`` decides what each
@@ -157,14 +159,7 @@ class SwitchProxy:
 
 
 def _pump(src, dst):
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
+    pump(src, dst)
     _hard_close(src)
     _hard_close(dst)
 

@@ -17,7 +17,9 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes") or bool(
 )
 
 
-def _unavailable(what: str, err: BaseException):
+def _unavailable(what: str, err: object):
+    """A missing test dependency: a failure where the suite must be complete
+    (CI, FERROKAFKA_REQUIRE_BROKERS), a skip elsewhere."""
     msg = f"{what} unavailable: {err} (scripts/install-test-deps.sh installs the test dependencies)"
     if IN_CI:
         pytest.fail(msg, pytrace=False)

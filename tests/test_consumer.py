@@ -204,6 +204,46 @@ def test_async_commit_callback_runs_in_poll(embedded_broker, topic_name):
     c.close()
 
 
+def test_blocking_calls_start_no_thread(embedded_broker, topic_name):
+    """commit() and committed() wait in the calling thread (they used to
+    start one thread per call just to watch for Ctrl-C)."""
+    import os
+    import threading
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("needs /proc")
+    bs = embedded_broker.bootstrap_servers
+    with fk.Producer(bs) as p:
+        p.send(topic_name, value=b"x", partition=0).result(30)
+    c = fk.Consumer(bs, group_id=f"g-{topic_name}", enable_auto_commit=False)
+    tp = TP(topic_name, 0)
+    c.assign([tp])
+    c.commit({tp: 1})
+    c.committed([tp])
+    seen: set = set()
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            seen.update(os.listdir("/proc/self/task"))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        time.sleep(0.05)
+        before = set(seen)
+        for _ in range(100):
+            c.commit({tp: 1})
+            assert c.committed([tp])[tp].offset == 1
+    finally:
+        stop.set()
+        sampler.join()
+        c.close()
+    # A thread per call would show up here (the sampler runs whenever a
+    # call releases the GIL); a stray runtime thread is tolerated.
+    assert len(seen - before) <= 2, seen - before
+
+
 def test_config_errors_name_the_option():
     with pytest.raises(ValueError, match="auto_offset_reset"):
         fk.Consumer("localhost:1", auto_offset_reset="sometimes")

@@ -57,6 +57,24 @@ class _Member(threading.Thread):
             self.error = e
 
 
+def _wait_until(pred, timeout):
+    """Poll `pred` every 50 ms until it holds or `timeout` seconds pass (the
+    caller asserts afterwards, so a timeout fails with the caller's message)."""
+    deadline = time.time() + timeout
+    while not pred() and time.time() < deadline:
+        time.sleep(0.05)
+
+
+def _start_member(bs, group, strategy, topic, stop):
+    """A consumer of `group` subscribed to `topic`, polled by its own thread,
+    recording its assignments and revocations."""
+    c = fk.Consumer(bs, group_id=group, partition_assignment_strategy=strategy, **FAST)
+    m = _Member(c, stop)
+    c.subscribe([topic], on_assign=m.assigned.append, on_revoke=m.revoked.append)
+    m.start()
+    return c, m
+
+
 def test_mixed_group_with_confluent_shares_partitions(embedded_broker, confluent_kafka, topic_name):
     """Two ferrokafka members and one confluent-kafka member (range): every
     partition owned by exactly one member, every record consumed once."""
@@ -117,21 +135,11 @@ def test_rebalance_on_join_and_leave_with_callbacks(embedded_broker, confluent_k
     _create(bs, confluent_kafka, topic_name, 4)
     group = f"g-{topic_name}"
     stop = threading.Event()
-    a = fk.Consumer(bs, group_id=group, partition_assignment_strategy="range", **FAST)
-    ma = _Member(a, stop)
-    a.subscribe([topic_name], on_assign=ma.assigned.append, on_revoke=ma.revoked.append)
-    ma.start()
-    deadline = time.time() + 30
-    while len(a.assignment()) != 4 and time.time() < deadline:
-        time.sleep(0.05)
+    a, ma = _start_member(bs, group, "range", topic_name, stop)
+    _wait_until(lambda: len(a.assignment()) == 4, 30)
     assert len(a.assignment()) == 4
-    b = fk.Consumer(bs, group_id=group, partition_assignment_strategy="range", **FAST)
-    mb = _Member(b, stop)
-    b.subscribe([topic_name], on_assign=mb.assigned.append, on_revoke=mb.revoked.append)
-    mb.start()
-    deadline = time.time() + 30
-    while not (len(a.assignment()) == 2 and len(b.assignment()) == 2) and time.time() < deadline:
-        time.sleep(0.05)
+    b, mb = _start_member(bs, group, "range", topic_name, stop)
+    _wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 30)
     assert sorted(a.assignment() + b.assignment()) == [TP(topic_name, p) for p in range(4)]
     assert ma.revoked and sorted(ma.revoked[-1]) == [TP(topic_name, p) for p in range(4)]  # eager
     gen_two = a.coordinator.generation()
@@ -141,9 +149,7 @@ def test_rebalance_on_join_and_leave_with_callbacks(embedded_broker, confluent_k
     mb.stop.set()
     mb.join(5)
     b.close()
-    deadline = time.time() + 30
-    while len(a.assignment()) != 4 and time.time() < deadline:
-        time.sleep(0.05)
+    _wait_until(lambda: len(a.assignment()) == 4, 30)
     assert len(a.assignment()) == 4
     assert time.time() - stop_b < 6  # LeaveGroup, not a session timeout
     assert a.coordinator.generation() > gen_two
@@ -158,21 +164,11 @@ def test_cooperative_sticky_keeps_unmoved_partitions(embedded_broker, confluent_
     _create(bs, confluent_kafka, topic_name, 4)
     group = f"g-{topic_name}"
     stop = threading.Event()
-    a = fk.Consumer(bs, group_id=group, partition_assignment_strategy="cooperative-sticky", **FAST)
-    ma = _Member(a, stop)
-    a.subscribe([topic_name], on_assign=ma.assigned.append, on_revoke=ma.revoked.append)
-    ma.start()
-    deadline = time.time() + 30
-    while len(a.assignment()) != 4 and time.time() < deadline:
-        time.sleep(0.05)
+    a, ma = _start_member(bs, group, "cooperative-sticky", topic_name, stop)
+    _wait_until(lambda: len(a.assignment()) == 4, 30)
     assert len(a.assignment()) == 4
-    b = fk.Consumer(bs, group_id=group, partition_assignment_strategy="cooperative-sticky", **FAST)
-    mb = _Member(b, stop)
-    b.subscribe([topic_name], on_assign=mb.assigned.append, on_revoke=mb.revoked.append)
-    mb.start()
-    deadline = time.time() + 40
-    while not (len(a.assignment()) == 2 and len(b.assignment()) == 2) and time.time() < deadline:
-        time.sleep(0.05)
+    b, mb = _start_member(bs, group, "cooperative-sticky", topic_name, stop)
+    _wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 40)
     stop.set()
     ma.join(5)
     mb.join(5)
@@ -216,7 +212,7 @@ def test_committed_offsets_resume_after_restart(embedded_broker, confluent_kafka
 
 def test_coordinator_moved_is_rediscovered_and_commits_succeed(mock_cluster, topic_name):
     """NOT_COORDINATOR after set_coordinator: the member marks it unknown,
-    finds the new one, and commits go on (SEMANTICS 2.3)."""
+    finds the new one, and commits go on (docs/semantics.md §2.3)."""
     mock_cluster.create_topic(topic_name, 2, 1)
     bs = mock_cluster.bootstrap_servers
     _produce(bs, topic_name, 40, 2)
@@ -302,17 +298,13 @@ def test_member_that_dies_is_replaced_after_session_timeout(mock_cluster, topic_
     b.subscribe([topic_name])
     ma.start()
     mb.start()
-    deadline = time.time() + 40
-    while not (len(a.assignment()) == 2 and len(b.assignment()) == 2) and time.time() < deadline:
-        time.sleep(0.05)
+    _wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 40)
     assert len(a.assignment()) == 2 and len(b.assignment()) == 2
     mb.stop.set()
     mb.join(5)
     died = time.time()
     b.close()
-    deadline = time.time() + 30
-    while len(a.assignment()) != 4 and time.time() < deadline:
-        time.sleep(0.05)
+    _wait_until(lambda: len(a.assignment()) == 4, 30)
     took = time.time() - died
     final = len(a.assignment())
     stop.set()

@@ -1,4 +1,4 @@
-"""SEMANTICS 2.4: which __consumer_offsets partition holds a group."""
+"""docs/semantics.md §2.4: which __consumer_offsets partition holds a group."""
 
 import pytest
 

@@ -98,6 +98,44 @@ def test_ctrl_c_interrupts_list_topics():
         c.close(0)
 
 
+def test_ctrl_c_interrupts_blocking_consumer_calls():
+    # No broker: each call waits for the coordinator or a leader until its
+    # 60 s timeout; Ctrl-C ends the wait in the calling thread.
+    tp = fk.TopicPartition("t", 0)
+    c = fk.Consumer(NOWHERE, group_id="g", enable_auto_commit=False)
+    try:
+        c.assign([tp])
+        _assert_interrupted(lambda: c.committed([tp], timeout_ms=60_000))
+        _assert_interrupted(lambda: c.commit({tp: 1}))
+        _assert_interrupted(lambda: c.position(tp, timeout_ms=60_000))
+        _assert_interrupted(lambda: c.end_offsets([tp], timeout_ms=60_000))
+        # The consumer is still usable after the interrupts.
+        with pytest.raises(fk.KafkaTimeoutError):
+            c.committed([tp], timeout_ms=300)
+    finally:
+        c.close(0)
+
+
+def test_ctrl_c_interrupts_admin_calls():
+    a = fk.Admin(NOWHERE)
+    try:
+        _assert_interrupted(lambda: a.list_topics(timeout_ms=60_000))
+        _assert_interrupted(lambda: a.create_topics([fk.NewTopic("t", 1, 1)], timeout_ms=60_000))
+    finally:
+        a.close()
+
+
+def test_ctrl_c_interrupts_close_which_still_closes():
+    tp = fk.TopicPartition("t", 0)
+    c = fk.Consumer(NOWHERE, group_id="g")  # auto-commit on close waits for a coordinator
+    c.assign([tp])
+    c.seek(tp, 5)
+    c.poll(0)
+    _assert_interrupted(lambda: c.close(60_000))
+    with pytest.raises(fk.KafkaError):
+        c.poll(0)
+
+
 # ----- c) a pending future keeps its producer alive ------------------------------------
 
 def test_pending_future_keeps_producer_alive(mock_cluster):
@@ -109,7 +147,10 @@ def test_pending_future_keeps_producer_alive(mock_cluster):
 
 def test_resolved_future_lets_producer_go(mock_cluster):
     mock_cluster.create_topic("t", 1, 1)
-    p = fk.Producer(mock_cluster.bootstrap_servers)
+    # The record must still be pending when the first check runs: with the
+    # default linger it can be delivered (two local round trips) before
+    # del + gc.collect() return, and the check then races the broker.
+    p = fk.Producer(mock_cluster.bootstrap_servers, linger_ms=1000)
     core = weakref.ref(p._p)
     fut = p.send("t", b"x")
     del p

@@ -1,4 +1,4 @@
-"""Metadata / ProducerMetadata against SEMANTICS.md section 3, rule by rule.
+"""Metadata / ProducerMetadata against docs/semantics.md §3, rule by rule.
 
 Time is injected (``now_ms``) everywhere; nothing here sleeps except the
 tests that need a real second thread. Times start at T, a realistic wall

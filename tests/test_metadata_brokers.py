@@ -1,4 +1,4 @@
-"""Metadata (SEMANTICS 3) driven by real answers: the producer's live
+"""Metadata (docs/semantics.md §3) driven by real answers: the producer's live
 ProducerMetadata against Tansu and librdkafka's mock cluster."""
 
 from __future__ import annotations

@@ -26,14 +26,9 @@ from ferrokafka.protocol import (
     ListOffsetsRequest,
     MetadataRequest,
 )
+from ferrokafka.testing._net import free_port
 
-
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+_free_port = free_port
 
 
 def _tansu_bin() -> str | None:

@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from conftest import IN_CI
+from conftest import IN_CI, _unavailable
 
 import ferrokafka as fk
 from ferrokafka.testing import EmbeddedBroker
@@ -22,10 +22,7 @@ TP = fk.TopicPartition
 
 def _need(tool: str):
     if shutil.which(tool) is None:
-        msg = f"{tool} not installed (scripts/install-test-deps.sh installs it)"
-        if IN_CI:
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
+        _unavailable(tool, "not on PATH")
 
 
 @pytest.fixture(scope="module")

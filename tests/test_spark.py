@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 
 import pytest
-from conftest import IN_CI
+from conftest import _unavailable
 
 import ferrokafka as fk
 from ferrokafka.spark import _plan
@@ -67,9 +67,7 @@ def spark():
     try:
         from pyspark.sql import SparkSession
     except ImportError as e:
-        if IN_CI:
-            pytest.fail(f"pyspark unavailable: {e}", pytrace=False)
-        pytest.skip(f"pyspark unavailable: {e}")
+        _unavailable("pyspark", e)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     s = (SparkSession.builder.master("local[2]").appName("ferrokafka-tests")
          .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")

@@ -8,17 +8,14 @@ import os
 import subprocess
 import sys
 
-import pytest
-from conftest import IN_CI
+from conftest import _unavailable
 
 
 def test_local_cluster_round_trip():
     try:
         import pyspark  # noqa: F401
     except ImportError as e:
-        if IN_CI:
-            pytest.fail(f"pyspark unavailable: {e}", pytrace=False)
-        pytest.skip(f"pyspark unavailable: {e}")
+        _unavailable("pyspark", e)
     script = os.path.join(os.path.dirname(__file__), "_spark_local_cluster.py")
     r = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=600)
     line = [ln for ln in r.stdout.splitlines() + r.stderr.splitlines() if "LOCALCLUSTER" in ln]

@@ -1,4 +1,4 @@
-"""The README's main command keeps working as the client grows."""
+"""The README's main command: ``python -m ferrokafka demo`` produces and consumes a stream."""
 
 from __future__ import annotations
 

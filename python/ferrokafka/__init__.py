@@ -62,7 +62,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # `fk.testing` (API.md) without importing the test brokers' machinery on
+    # `fk.testing` without importing the test brokers' machinery on
     # every `import ferrokafka`.
     if name in ("testing", "spark"):
         import importlib

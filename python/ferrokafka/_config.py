@@ -1,11 +1,18 @@
-"""One config layer for every client class.
+"""One config layer for every client class: argument parsing over the option table.
 
-Options are declared once (snake_case name, type, default, allowed values or range,
-Java dotted name). `resolve(table, config, **kwargs)` accepts a dict keyed by dotted
-Java/librdkafka names or snake_case names plus keyword arguments, and returns a
-validated dict keyed by snake_case names with every default filled in. Anything
-unknown or invalid raises ValueError naming the option and what it accepts, so a typo
-never silently becomes a default.
+The options themselves (name, Java/librdkafka dotted names, type, default, range or
+choices, which clients take them, what they fill in the core) are declared once, in
+Rust (``ferrokafka_net::options``), and come here through ``_core.option_table()``;
+each value is checked by the same Rust code (``_core.coerce_option``).
+``resolve(table, config, **kwargs)`` accepts a dict keyed by dotted Java/librdkafka
+names or snake_case names plus keyword arguments, and returns a validated dict keyed
+by snake_case names with every default filled in. Anything unknown or invalid raises
+ValueError naming the option and what it accepts, so a typo never silently becomes a
+default. What stays in Python: merging the arguments, Python-object options
+(callables), and Java's cross-option post-processing rules, which depend on what the
+user set explicitly and log to the clients' Python loggers.
+
+``python scripts/gen-options-doc.py`` writes docs/options.md from the table.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from . import _core
+
 __all__ = [
     "Option", "ConfigTable", "resolve",
     "COMMON", "NETWORK_CLIENT", "PRODUCER", "CONSUMER", "ADMIN", "OptionNotSupportedError",
@@ -23,10 +32,40 @@ __all__ = [
 _MISSING = object()
 
 
+class _Kind:
+    """The ``type`` of an option whose reading has no Python type of its own
+    (``acks``, ``secret``...): calling it checks a value as the table does."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __call__(self, value: Any) -> Any:
+        return _core.coerce_option(self.kind, "value", value)
+
+    def __repr__(self) -> str:
+        return f"<option kind {self.kind}>"
+
+
+# kind name (Rust) <-> the ``type`` an Option carries in Python
+_KIND_TYPES: dict[str, Any] = {"int": int, "float": float, "bool": bool, "str": str,
+                               "servers": "servers", "str_list": "str_list"}
+_KINDS: dict[str, Any] = {**_KIND_TYPES, **{k: _Kind(k) for k in (
+    "acks", "upper", "secret", "check_hostname", "callable")}}
+
+
+def _kind_of(t: Any) -> str | None:
+    if isinstance(t, _Kind):
+        return t.kind
+    for name, py in _KIND_TYPES.items():
+        if py is t or (isinstance(t, str) and py == t):
+            return name
+    return None
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
-    type: Any  # int, float, bool, str, "servers", "str_list", or a callable normaliser
+    type: Any  # int, float, bool, str, "servers", "str_list", a table kind, or a Python normaliser
     default: Any = None
     choices: tuple | None = None
     min: float | None = None
@@ -35,104 +74,45 @@ class Option:
     aliases: tuple[str, ...] = ()
     nullable: bool = False
     doc: str = ""
+    clients: tuple[str, ...] = ()
+    effect: str = "core"  # "core", "python" or "refused"
+    effect_detail: Any = None  # fields filled / where used / why refused
+    needs: tuple[tuple[str, str], ...] = ()
 
     @property
     def dotted(self) -> str:
         return self.java or self.name.replace("_", ".")
 
-    def accepted(self) -> str:
-        if self.choices is not None:
-            return "one of " + ", ".join(repr(c) for c in self.choices)
-        t = {int: "an integer", float: "a number", bool: "a boolean", str: "a string",
-             "servers": "'host:port,...' or a list of 'host:port'",
-             "str_list": "a comma-separated string or a list of strings"}.get(self.type, "a valid value")
-        if self.min is not None and self.max is not None:
-            t += f" in [{self.min}, {self.max}]"
-        elif self.min is not None:
-            t += f" >= {self.min}"
-        if self.nullable:
-            t += " or None"
-        return t
+    @property
+    def kind(self) -> str | None:
+        """The table kind; None for a Python normaliser (a callable ``type``)."""
+        return _kind_of(self.type)
 
-    def _fail(self, key: str, value: Any) -> ValueError:
-        return ValueError(f"invalid value {value!r} for option {key!r}: expected {self.accepted()}")
+    def _limits(self) -> dict:
+        return dict(min=None if self.min is None else int(self.min),
+                    max=None if self.max is None else int(self.max),
+                    choices=None if self.choices is None else [str(c) for c in self.choices],
+                    nullable=self.nullable)
+
+    def accepted(self) -> str:
+        kind = self.kind
+        if kind is None:
+            return "a valid value" + (" or None" if self.nullable else "")
+        return _core.option_accepted(kind, **self._limits())
 
     def coerce(self, key: str, value: Any) -> Any:
-        if value is None:
-            if self.nullable:
+        kind = self.kind
+        if kind is None:
+            # A Python-object option: its normaliser is the whole check.
+            if value is None and self.nullable:
                 return None
-            raise self._fail(key, value)
-        t = self.type
-        try:
-            if t is bool:
-                if isinstance(value, bool):
-                    v = value
-                elif isinstance(value, str) and value.lower() in ("true", "false"):
-                    # dotted-name dicts from properties files carry strings
-                    v = value.lower() == "true"
-                else:
-                    raise TypeError
-            elif t is int:
-                if isinstance(value, bool):
-                    raise TypeError
-                if isinstance(value, str):
-                    value = value.strip()
-                if isinstance(value, float) and not value.is_integer():
-                    raise TypeError
-                v = int(value)
-            elif t is float:
-                if isinstance(value, bool):
-                    raise TypeError
-                v = float(value)
-            elif t is str:
-                if not isinstance(value, str):
-                    raise TypeError
-                v = value
-            elif t == "servers":
-                v = _servers(value)
-            elif t == "str_list":
-                v = _str_list(value)
-            elif callable(t):
-                v = t(value)
-            else:  # pragma: no cover - table bug
-                raise AssertionError(f"bad option type {t!r}")
-        except (TypeError, ValueError):
-            raise self._fail(key, value) from None
-        if self.choices is not None:
-            items = v if isinstance(v, tuple) else (v,)
-            if not items or any(i not in self.choices for i in items):
-                raise self._fail(key, value)
-        if self.min is not None and v < self.min:
-            raise self._fail(key, value)
-        if self.max is not None and v > self.max:
-            raise self._fail(key, value)
-        return v
-
-
-def _str_list(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        items = [s.strip() for s in value.split(",")]
-    elif isinstance(value, Iterable):
-        items = list(value)
-        if not all(isinstance(s, str) for s in items):
-            raise TypeError
-        items = [s.strip() for s in items]
-    else:
-        raise TypeError
-    items = [s for s in items if s]
-    if not items:
-        raise ValueError
-    return tuple(items)
-
-
-def _servers(value: Any) -> tuple[str, ...]:
-    out = []
-    for s in _str_list(value):
-        host, sep, port = s.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError
-        out.append(s)
-    return tuple(out)
+            try:
+                return self.type(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"invalid value {value!r} for option {key!r}: "
+                                 f"expected {self.accepted()}") from None
+        v = _core.coerce_option(kind, key, value, **self._limits())
+        return Secret(v) if kind == "secret" and v is not None else v
 
 
 # A rule sees the resolved options and the names the caller set explicitly
@@ -209,24 +189,6 @@ def resolve(table: ConfigTable, config: Mapping[str, Any] | None = None, /, **kw
 REQUIRED = _MISSING
 
 
-def _acks(v: Any) -> str:
-    # Java accepts "all", "-1", "0", "1"; librdkafka users pass ints.
-    if isinstance(v, bool):
-        raise TypeError
-    v = str(v).strip().lower()
-    if v == "-1":
-        return "all"
-    if v not in ("all", "0", "1"):
-        raise ValueError
-    return v
-
-def _upper(v: Any) -> str:
-    # Java validates security.protocol with CaseInsensitiveValidString: "ssl" is SSL.
-    if not isinstance(v, str):
-        raise TypeError
-    return v.strip().upper()
-
-
 class Secret(str):
     """A str that never shows itself in reprs (config dicts, error messages,
     logs of ``client.config``); ``str()`` still gives the value to the core."""
@@ -237,58 +199,26 @@ class Secret(str):
         return "'<redacted>'"
 
 
-def _secret(v: Any) -> Secret:
-    if not isinstance(v, str):
-        raise TypeError
-    return Secret(v)
+def _from_row(row: Mapping[str, Any]) -> Option:
+    choices = tuple(row["choices"]) or None
+    return Option(
+        row["name"], _KINDS[row["kind"]], REQUIRED if row["required"] else row["default"],
+        choices=choices, min=row["min"], max=row["max"], java=row["java"],
+        aliases=tuple(row["aliases"]), nullable=row["nullable"], doc=row["doc"],
+        clients=tuple(row["clients"]), effect=row["effect"], effect_detail=row["effect_detail"],
+        needs=tuple(tuple(n) for n in row["needs"]))
 
 
-def _callable(v: Any) -> Any:
-    if not callable(v):
-        raise TypeError
-    return v
+# Every option, from the one table in Rust.
+OPTIONS: dict[str, Option] = {row["name"]: _from_row(row) for row in _core.option_table()}
 
 
-def _check_hostname(v: Any) -> bool:
-    # A boolean, or Java/librdkafka's ssl.endpoint.identification.algorithm
-    # ("https" = check, "" / "none" = do not).
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().lower() in ("https", "true"):
-        return True
-    if isinstance(v, str) and v.strip().lower() in ("", "none", "false"):
-        return False
-    raise ValueError
+def _taken_by(client: str) -> list[Option]:
+    return [o for o in OPTIONS.values() if client in o.clients]
 
 
-COMMON = [
-    Option("bootstrap_servers", "servers", REQUIRED, aliases=("metadata.broker.list",)),
-    Option("client_id", str, "ferrokafka"),
-    Option("request_timeout_ms", int, 30_000, min=1),
-    Option("reconnect_backoff_ms", int, 50, min=0),
-    Option("reconnect_backoff_max_ms", int, 1000, min=0),
-    Option("retry_backoff_ms", int, 100, min=0),
-    Option("retry_backoff_max_ms", int, 1000, min=0),
-    Option("socket_connection_setup_timeout_ms", int, 10_000, min=1),
-    Option("connections_max_idle_ms", int, 540_000, min=-1),
-    Option("metadata_max_age_ms", int, 300_000, min=0),
-    Option("max_in_flight_requests_per_connection", int, 5, min=1,
-           java="max.in.flight.requests.per.connection",
-           aliases=("max.in.flight",)),
-    Option("security_protocol", _upper, "PLAINTEXT", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
-    Option("sasl_mechanism", str, "PLAIN", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
-           aliases=("sasl.mechanisms",)),
-    Option("sasl_username", str, None, nullable=True),
-    Option("sasl_password", _secret, None, nullable=True),
-    Option("sasl_oauth_token_provider", _callable, None, nullable=True, java="sasl.oauth.token.provider",
-           aliases=("oauth_cb",)),
-    Option("ssl_cafile", str, None, nullable=True, java="ssl.ca.location", aliases=("ssl.cafile",)),
-    Option("ssl_certfile", str, None, nullable=True, java="ssl.certificate.location", aliases=("ssl.certfile",)),
-    Option("ssl_keyfile", str, None, nullable=True, java="ssl.key.location", aliases=("ssl.keyfile",)),
-    Option("ssl_check_hostname", _check_hostname, True, java="ssl.check.hostname",
-           aliases=("ssl.endpoint.identification.algorithm",)),
-    Option("max_response_size", int, 100 * 1024 * 1024, min=1024, java="max.response.size"),
-]
+# What every high-level client takes.
+COMMON = [o for o in OPTIONS.values() if {"Producer", "Consumer", "Admin"} <= set(o.clients)]
 
 # --- Java's post-processing rules ------------------------------------------------------
 # ProducerConfig / ConsumerConfig / AdminClientConfig (and the client constructors)
@@ -307,6 +237,18 @@ class OptionNotSupportedError(ValueError, NotImplementedError):
     """An option ferrokafka knows but cannot honour yet. Raised instead of
     accepting it and doing something else; both a ValueError (an invalid
     option) and a NotImplementedError (what is missing is the feature)."""
+
+
+def _refused_rule(table: str) -> Rule:
+    def rule(out: dict, given: frozenset) -> None:
+        # An option the table marks as refused is never accepted and ignored:
+        # anything but its default is an error saying why.
+        for name in sorted(given):
+            opt = OPTIONS.get(name)
+            if opt is not None and opt.effect == "refused" and table in opt.clients \
+                    and out[name] != opt.default:
+                raise OptionNotSupportedError(f"option {name!r} is not supported: {opt.effect_detail}")
+    return rule
 
 
 def _backoff_rule(table: str) -> Rule:
@@ -332,13 +274,6 @@ def _backoff_rule(table: str) -> Rule:
 
 def _producer_rule(out: dict, given: frozenset) -> None:
     log = logging.getLogger("ferrokafka.producer")
-    # Transactions are not implemented: accepting transactional_id would send
-    # records non-transactionally while the application believes otherwise.
-    if out["transactional_id"] is not None:
-        raise OptionNotSupportedError(
-            "option 'transactional_id' is not supported: transactions are not implemented yet "
-            "in ferrokafka; leave transactional_id unset (records would otherwise be sent "
-            "outside any transaction)")
     # ProducerConfig.postProcessAndValidateIdempotenceConfigs (Kafka 3.2+):
     # idempotence is on by default only when nothing conflicts with it. An
     # explicit enable_idempotence=True with a conflict is an error; the default
@@ -432,63 +367,65 @@ def _admin_rule(out: dict, given: frozenset) -> None:
         out["default_api_timeout_ms"] = out["request_timeout_ms"]
 
 
+def _rules(client: str, *extra: Rule) -> list[Rule]:
+    return [_refused_rule(client), _backoff_rule(client), *extra]
+
+
 # The bare NetworkClient keeps no metadata of its own (it refreshes broker
-# addresses only when asked, SEMANTICS 4): the metadata refresh and retry
-# options would be accepted and do nothing, so it does not take them.
-_METADATA_ONLY = ("metadata_max_age_ms", "retry_backoff_ms", "retry_backoff_max_ms")
-NETWORK_CLIENT = ConfigTable("NetworkClient", [o for o in COMMON if o.name not in _METADATA_ONLY],
-                             rules=[_backoff_rule("NetworkClient")])
+# addresses only when asked, docs/semantics.md §4): the table does not give it
+# the metadata refresh and retry options, which would do nothing.
+NETWORK_CLIENT = ConfigTable("NetworkClient", _taken_by("NetworkClient"), rules=_rules("NetworkClient"))
+PRODUCER = ConfigTable("Producer", _taken_by("Producer"), rules=_rules("Producer", _producer_rule))
+CONSUMER = ConfigTable("Consumer", _taken_by("Consumer"), rules=_rules("Consumer", _consumer_rule))
+ADMIN = ConfigTable("Admin", _taken_by("Admin"), rules=_rules("Admin", _admin_rule))
 
-# librdkafka's error_cb: called with a KafkaError (_TRANSPORT, _RESOLVE,
-# _AUTHENTICATION, _ALL_BROKERS_DOWN) from poll/flush in the application's
-# thread. Not in COMMON: the low-level NetworkClient has no poll that runs it.
-_ERROR_CB = Option("error_cb", _callable, None, nullable=True, java="error_cb")
 
-PRODUCER = ConfigTable("Producer", COMMON, [
-    Option("acks", _acks, "all", choices=("all", "0", "1")),
-    Option("linger_ms", int, 5, min=0),
-    Option("batch_size", int, 16384, min=0),
-    Option("buffer_memory", int, 33_554_432, min=0),
-    Option("max_block_ms", int, 60_000, min=0),
-    Option("max_request_size", int, 1_048_576, min=1),
-    Option("compression_type", str, "none", choices=("none", "gzip", "snappy", "lz4", "zstd"),
-           aliases=("compression.codec",)),
-    Option("enable_idempotence", bool, True),
-    Option("transactional_id", str, None, nullable=True),
-    Option("retries", int, 2**31 - 1, min=0, max=2**31 - 1),
-    Option("delivery_timeout_ms", int, 120_000, min=1),
-    Option("partitioner", str, "murmur2",
-           choices=("murmur2", "murmur2_random", "consistent", "consistent_random", "random", "round_robin")),
-    Option("metadata_idle_ms", int, 300_000, min=5000, java="metadata.max.idle.ms"),
-    # -1: the codec's default level.
-    Option("compression_level", int, -1, min=-1, max=22),
-    _ERROR_CB,
-], rules=[_backoff_rule("Producer"), _producer_rule])
+# --- docs/options.md -----------------------------------------------------------------
 
-CONSUMER = ConfigTable("Consumer", COMMON, [
-    Option("group_id", str, None, nullable=True),
-    Option("group_instance_id", str, None, nullable=True),
-    Option("auto_offset_reset", str, "latest", choices=("earliest", "latest", "none")),
-    Option("enable_auto_commit", bool, True),
-    Option("auto_commit_interval_ms", int, 5000, min=0),
-    Option("session_timeout_ms", int, 45_000, min=1),
-    Option("heartbeat_interval_ms", int, 3000, min=1),
-    Option("max_poll_interval_ms", int, 300_000, min=1),
-    Option("max_poll_records", int, 500, min=1),
-    Option("partition_assignment_strategy", "str_list", ("range", "cooperative-sticky"),
-           choices=("range", "roundrobin", "sticky", "cooperative-sticky")),
-    Option("fetch_min_bytes", int, 1, min=0),
-    Option("fetch_max_bytes", int, 52_428_800, min=0),
-    Option("fetch_max_wait_ms", int, 500, min=0),
-    Option("max_partition_fetch_bytes", int, 1_048_576, min=1),
-    Option("isolation_level", str, "read_uncommitted", choices=("read_uncommitted", "read_committed")),
-    Option("check_crcs", bool, True),
-    Option("client_rack", str, None, nullable=True),
-    Option("default_api_timeout_ms", int, 60_000, min=1),
-    _ERROR_CB,
-], rules=[_backoff_rule("Consumer"), _consumer_rule])
+def _md(v: Any) -> str:
+    return str(v).replace("|", "\\|")
 
-ADMIN = ConfigTable("Admin", COMMON, [
-    Option("default_api_timeout_ms", int, 60_000, min=1),
-    _ERROR_CB,
-], rules=[_backoff_rule("Admin"), _admin_rule])
+
+def options_markdown() -> str:
+    """docs/options.md: every option of the table (a test keeps the file in step)."""
+    lines = [
+        "# Options",
+        "",
+        "<!-- Generated by `python scripts/gen-options-doc.py` from the option table",
+        "     (rust/ferrokafka-net/src/options/table.rs); do not edit by hand. -->",
+        "",
+        "Every client takes its options as keyword arguments (`linger_ms=10`) or as a dict of",
+        "the same names or their Java / librdkafka dotted spellings (`{\"linger.ms\": 10}`).",
+        "An unknown option or an invalid value raises `ValueError` naming it; an option",
+        "marked *refused* raises `OptionNotSupportedError` when set.",
+        "",
+        "Clients: P = Producer, C = Consumer, A = Admin, N = NetworkClient,",
+        "M = Metadata, PM = ProducerMetadata.",
+        "",
+        "| Option | Also accepted as | Clients | Default | Accepts | Effect | Meaning |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    short = {"Producer": "P", "Consumer": "C", "Admin": "A", "NetworkClient": "N",
+             "Metadata": "M", "ProducerMetadata": "PM"}
+    for o in OPTIONS.values():
+        names = ", ".join(f"`{n}`" for n in dict.fromkeys((o.dotted, *o.aliases)) if n != o.name)
+        default = "required" if o.default is REQUIRED else f"`{o.default!r}`"
+        if o.effect == "core":
+            effect = ", ".join(f"`{f}`" for f in o.effect_detail)
+        elif o.effect == "python":
+            effect = f"Python: {o.effect_detail}"
+        else:
+            effect = f"refused: {o.effect_detail}"
+        meaning = o.doc
+        for k, v in o.needs:
+            meaning += (f" Only used when `{k}` is set." if v == "*" else
+                        f" Only used when `{k}` is " + " or ".join(v.split("|")) + ".")
+        row = [f"`{o.name}`", names, " ".join(short[c] for c in o.clients), default,
+               o.accepted(), effect, meaning]
+        lines.append("| " + " | ".join(_md(c) for c in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(path: str = "docs/options.md") -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(options_markdown())

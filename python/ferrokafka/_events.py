@@ -16,11 +16,6 @@ from . import errors
 
 _log = logging.getLogger("ferrokafka")
 
-# Local codes that a later retry may clear (librdkafka does not mark them
-# fatal); authentication failures need a configuration change.
-_RETRIABLE = {-195, -193, -187}
-
-
 def dispatch(core: Any, error_cb: Optional[Callable[[errors.KafkaError], Any]]) -> None:
     """Run ``error_cb`` for every error event ``core`` queued (and emit
     queued log records). An exception in the callback is logged, not raised:
@@ -29,7 +24,10 @@ def dispatch(core: Any, error_cb: Optional[Callable[[errors.KafkaError], Any]]) 
     if error_cb is None:
         return
     for code, message in events:
-        err = errors._from_core(code, message, code in _RETRIABLE)
+        # Retriability from the core's table: a later retry may clear
+        # _TRANSPORT, _RESOLVE and _ALL_BROKERS_DOWN; _AUTHENTICATION needs
+        # a configuration change.
+        err = errors._from_core(code, message, errors.for_code(code).retriable)
         try:
             error_cb(err)
         except Exception:

@@ -68,7 +68,7 @@ def _tps(partitions: Any) -> List[TopicPartition]:
 
 class Coordinator:
     """The group's client side (``consumer.coordinator``): coordinator
-    discovery and membership state (SEMANTICS section 2)."""
+    discovery and membership state (docs/semantics.md §2)."""
 
     def __init__(self, core: "_core._Consumer") -> None:
         self._core = core
@@ -120,15 +120,12 @@ class Consumer:
             cfg = {} if bootstrap_servers is None else {"bootstrap_servers": bootstrap_servers}
         self.config = CONSUMER.resolve(cfg, **config)
         core_cfg = dict(self.config)
-        core_cfg["partition_assignment_strategy"] = list(self.config["partition_assignment_strategy"])
         self._error_cb = core_cfg.pop("error_cb", None)
         self._core = _core._Consumer(core_cfg)
         self.coordinator = Coordinator(self._core)
         self._on_assign: Optional[Callback] = None
         self._on_revoke: Optional[Callback] = None
         self._on_lost: Optional[Callback] = None
-        self._pattern: Optional[re.Pattern] = None
-        self._pattern_version = -1
         self._commit_callbacks: Dict[int, Callable] = {}
         self._tokens = itertools.count(1)
         self._closed = False
@@ -140,32 +137,29 @@ class Consumer:
                   on_assign: Optional[Callback] = None, on_revoke: Optional[Callback] = None,
                   on_lost: Optional[Callback] = None) -> None:
         """Join the group for these topics (a list, or a regex: a
-        ``re.Pattern`` or a string starting with ``^`` as in librdkafka)."""
+        ``re.Pattern`` or a string starting with ``^`` as in librdkafka).
+
+        A regex subscribes to every topic whose whole name matches it (Java's
+        ``subscribe(Pattern)``; librdkafka searches instead, so write
+        ``"^orders-.*"``, not ``"^orders-"``), internal topics excluded. The
+        Rust core matches it again after every metadata update (every
+        ``metadata_max_age_ms``), so topics created or deleted later join or
+        leave the subscription. The regex is compiled by Rust's ``regex``
+        crate: look-around and backreferences are refused (ValueError);
+        ``re.IGNORECASE``, ``re.DOTALL`` and ``re.MULTILINE`` carry over."""
         if self.config["group_id"] is None:
             raise ValueError("subscribe() needs option 'group_id'; use assign() without a group")
-        self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
         if isinstance(topics, re.Pattern) or (isinstance(topics, str) and topics.startswith("^")):
-            self._pattern = topics if isinstance(topics, re.Pattern) else re.compile(topics)
-            self._core.watch_all_topics()
-            self._pattern_version = -1
-            self._refresh_pattern(force=True)
+            self._core.subscribe_pattern(_pattern_source(topics))
+            self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
             return
         if isinstance(topics, str):
             topics = [topics]
         names = [str(t) for t in topics]
         if not names or any(not t for t in names):
             raise ValueError(f"invalid topics for subscribe(): {names!r}")
-        self._pattern = None
         self._core.subscribe(names)
-
-    def _refresh_pattern(self, force: bool = False) -> None:
-        assert self._pattern is not None
-        version, topics = self._core.topics(refresh=force, timeout_ms=min(self._timeout_ms, 5000) if force else 0)
-        if version == self._pattern_version and not force:
-            return
-        self._pattern_version = version
-        matched = sorted(t for t, _ in topics if self._pattern.match(t))
-        self._core.subscribe(matched, self._pattern.pattern)
+        self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
 
     def assign(self, partitions: Iterable[Any]) -> None:
         """Take these partitions, without a group rebalance."""
@@ -179,7 +173,6 @@ class Consumer:
 
     def unsubscribe(self) -> None:
         self._core.unsubscribe()
-        self._pattern = None
 
     # ----- poll ----------------------------------------------------------------------
 
@@ -201,8 +194,6 @@ class Consumer:
                     fn(err)
 
     def _poll(self, method: Callable, timeout_ms: Optional[float], max_records: int) -> Any:
-        if self._pattern is not None:
-            self._refresh_pattern()
         timeout_ms = 0 if timeout_ms is None else max(0, int(timeout_ms))
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
@@ -249,7 +240,10 @@ class Consumer:
         """Commit ``offsets`` ({tp: offset or OffsetAndMetadata}) or, by
         default, the positions of everything consumed. Synchronous commits
         retry retriable errors until ``default_api_timeout_ms``; an
-        asynchronous commit's ``callback(error_or_None)`` runs in a later ``poll``."""
+        asynchronous commit's ``callback(error_or_None)`` runs in a later ``poll``.
+        Ctrl-C interrupts a synchronous commit at once: the offsets are then
+        committed or not (a request in flight may still be applied), and
+        committing them again is harmless."""
         core_offsets = None
         if offsets is not None:
             core_offsets = {}
@@ -374,6 +368,27 @@ class Consumer:
         return f"Consumer(group_id={self.config['group_id']!r}, assignment={self.assignment() if not self._closed else []!r})"
 
 
+# Python regex flags with the same meaning as the inline flags of Rust's
+# `regex` crate (re.UNICODE is the default of str patterns in both).
+# re.VERBOSE is not among them: a trailing comment would swallow the anchors
+# the core wraps the pattern in.
+_INLINE_FLAGS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"))
+
+
+def _pattern_source(topics: Any) -> str:
+    """The regex source for the Rust core, with ``re.Pattern`` flags inlined."""
+    if not isinstance(topics, re.Pattern):
+        return str(topics)
+    if not isinstance(topics.pattern, str):
+        raise TypeError("subscribe() needs a str pattern, not bytes")
+    flags = topics.flags & ~re.UNICODE
+    inline = "".join(c for f, c in _INLINE_FLAGS if flags & f)
+    unsupported = flags & ~sum(f for f, _ in _INLINE_FLAGS)
+    if unsupported:
+        raise ValueError(f"invalid pattern for subscribe(): flags {re.RegexFlag(unsupported)!r} are not supported")
+    return f"(?{inline}){topics.pattern}" if inline else topics.pattern
+
+
 _SCHEMA = None
 
 
@@ -384,16 +399,14 @@ def _empty_batch(pa: Any) -> Any:
     return pa.RecordBatch.from_pylist([], schema=_SCHEMA)
 
 
+class _RecordBatchSchema:
+    """The schema ``poll_arrow`` batches are built with in Rust
+    (rust/ferrokafka-py/src/arrow.rs), through the Arrow PyCapsule protocol."""
+
+    def __arrow_c_schema__(self) -> Any:
+        return _core.record_batch_schema()
+
+
 def spark_schema(pa: Any) -> Any:
     """The Arrow schema of ``poll_arrow`` batches (Spark's Kafka source)."""
-    return pa.schema([
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-        pa.field("headers", pa.list_(pa.field("item", pa.struct([
-            pa.field("key", pa.string()), pa.field("value", pa.binary())])))),
-    ])
+    return pa.schema(_RecordBatchSchema())

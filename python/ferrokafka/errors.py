@@ -70,27 +70,7 @@ def _rebuild(cls, message, code, retriable):
     return cls(message, code=code, retriable=retriable)
 
 
-_LOCAL: Dict[int, str] = {
-    -199: "_BAD_MSG",
-    -198: "_BAD_COMPRESSION",
-    -197: "_DESTROY",
-    -196: "_FAIL",
-    -195: "_TRANSPORT",
-    -193: "_RESOLVE",
-    -192: "_MSG_TIMED_OUT",
-    -190: "_UNKNOWN_PARTITION",
-    -188: "_UNKNOWN_TOPIC",
-    -187: "_ALL_BROKERS_DOWN",
-    -186: "_INVALID_ARG",
-    -185: "_TIMED_OUT",
-    -184: "_QUEUE_FULL",
-    -181: "_SSL",
-    -172: "_STATE",
-    -170: "_NOT_IMPLEMENTED",
-    -169: "_AUTHENTICATION",
-    -165: "_UNSUPPORTED_FEATURE",
-}
-_NAMES: Dict[int, str] = dict(_LOCAL)
+_NAMES: Dict[int, str] = {}
 _BY_CODE: Dict[int, Type[KafkaError]] = {}
 _BY_NAME: Dict[str, Type[KafkaError]] = {}
 
@@ -148,14 +128,12 @@ class IllegalStateError(KafkaError):
 for _cls in (KafkaTimeoutError, KafkaConnectionError, KafkaClosedError, IllegalStateError):
     _register(_cls)
 
+# Kafka's codes and the core's local ones, names and retriability: one table,
+# compiled into the Rust core (rust/ferrokafka-py/src/errors.rs).
 for _code, _name, _retriable in _core.error_codes():
     _NAMES[_code] = _name
     if _code not in _BY_CODE:
         _define(_code, _name, _retriable)
-
-for _code, _name in _LOCAL.items():
-    if _code not in _BY_CODE:
-        _define(_code, _name, _code in (-192, -187, -184))
 
 # Friendly aliases matching the Java/kafka-python class names.
 UnsupportedVersionError = _BY_CODE[35]

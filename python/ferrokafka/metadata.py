@@ -1,4 +1,4 @@
-"""Cluster metadata with the Java client's semantics (SEMANTICS.md section 3).
+"""Cluster metadata with the Java client's semantics (docs/semantics.md §3).
 
 ``Metadata`` keeps every topic; ``ProducerMetadata`` (a subclass) keeps only
 the topics a producer uses, asks for new ones in partial updates and forgets

@@ -1,4 +1,4 @@
-"""Low-level network client (SEMANTICS.md section 4; API.md "low-level network client").
+"""Low-level network client (docs/semantics.md §4; API.md "low-level network client").
 
 The engine is Rust (``ferrokafka._core._NetworkClient``): connections, ApiVersions,
 the in-flight deque, timeouts and backoff all run there, and ``poll`` waits with
@@ -21,45 +21,6 @@ log = logging.getLogger("ferrokafka.network")
 ClientResponse = _core.ClientResponse
 ClientRequest = _core.ClientRequest
 RequestHeader = _core.RequestHeader
-
-# Socket options not (yet) in the shared table (_config.COMMON); validated here.
-_SOCKET_OPTIONS: dict[str, tuple[int, int]] = {
-    # name: (default, minimum); -1 = OS default
-    "send_buffer_bytes": (131_072, -1),
-    "receive_buffer_bytes": (65_536, -1),
-}
-_SOCKET_ALIASES = {
-    "send.buffer.bytes": "send_buffer_bytes",
-    "receive.buffer.bytes": "receive_buffer_bytes",
-    "socket.send.buffer.bytes": "send_buffer_bytes",
-    "socket.receive.buffer.bytes": "receive_buffer_bytes",
-}
-
-
-def _split_socket_options(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> tuple[dict, dict, dict]:
-    """(shared-table config, kwargs, socket options): the socket ones are taken out
-    of both so the shared resolver does not reject them as unknown."""
-    sock: dict[str, Any] = {}
-    rest: dict[str, Any] = {}
-    for key, value in (config or {}).items():
-        name = _SOCKET_ALIASES.get(key, key)
-        if name in _SOCKET_OPTIONS:
-            sock[name] = value
-        else:
-            rest[key] = value
-    kw = {}
-    for key, value in kwargs.items():
-        if key in _SOCKET_OPTIONS:
-            sock[key] = value
-        else:
-            kw[key] = value
-    out = {}
-    for name, (default, minimum) in _SOCKET_OPTIONS.items():
-        v = sock.get(name, default)
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            raise ValueError(f"invalid value {v!r} for option {name!r}: expected an integer >= {minimum}")
-        out[name] = v
-    return rest, kw, out
 
 
 class _Node:
@@ -106,27 +67,11 @@ class NetworkClient:
             config = bootstrap_servers
         elif bootstrap_servers is not None:
             kwargs["bootstrap_servers"] = bootstrap_servers
-        config, kwargs, sock = _split_socket_options(config, kwargs)
         opts = _config.resolve(_config.NETWORK_CLIENT, config, **kwargs)
-        idle = opts["connections_max_idle_ms"]
-        self._client = _core._NetworkClient(
-            list(opts["bootstrap_servers"]),
-            opts["client_id"],
-            max_in_flight_requests_per_connection=opts["max_in_flight_requests_per_connection"],
-            request_timeout_ms=opts["request_timeout_ms"],
-            reconnect_backoff_ms=opts["reconnect_backoff_ms"],
-            # Java clamps max below base to base.
-            reconnect_backoff_max_ms=max(opts["reconnect_backoff_max_ms"], opts["reconnect_backoff_ms"]),
-            connections_max_idle_ms=2**62 if idle < 0 else idle,  # -1 = never close idle connections
-            socket_connection_setup_timeout_ms=opts["socket_connection_setup_timeout_ms"],
-            send_buffer_bytes=sock["send_buffer_bytes"],
-            receive_buffer_bytes=sock["receive_buffer_bytes"],
-            max_response_size=opts["max_response_size"],
-            security=opts,
-        )
+        self._client = _core._NetworkClient(opts)
         self._callbacks: dict[int, Callable[[Any], Any]] = {}
         self.client_id = opts["client_id"]
-        self.config = {**opts, **sock}
+        self.config = opts
 
     # --- nodes and connections -------------------------------------------------
 

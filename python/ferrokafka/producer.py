@@ -8,7 +8,7 @@ thread that calls :meth:`Producer.poll` or :meth:`Producer.flush`.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core, _events
 from ._config import PRODUCER
@@ -17,41 +17,25 @@ from ._core import DeliveryFuture, RecordMetadata
 __all__ = ["Producer", "DeliveryFuture", "RecordMetadata"]
 
 
-_ACKS = {"all": -1, "0": 0, "1": 1}
+class _CallablePartitioner:
+    """A user's ``fn(key, all_partitions, available_partitions) -> int``.
 
+    The named partitioners (``murmur2_random``, ``consistent``, ...) run in
+    Rust where the record is appended; only a Python callable is called here,
+    with the topic's partitions as the producer's metadata has them now (a
+    partition added to the topic shows up once the metadata is refreshed).
+    ``available_partitions`` is the same list: the leaders are the sender's
+    business, and a record queued for a partition without one waits for it.
+    """
 
-class _Partitioner:
-    """Partitioners other than the Rust default (murmur2 for keys, sticky for
-    unkeyed records): librdkafka's names, or a callable
-    ``fn(key, all_partitions, available_partitions) -> int``."""
-
-    def __init__(self, spec: Any, producer: "Producer") -> None:
-        import itertools
-        import random
-        import zlib
-
+    def __init__(self, fn: Callable[[Optional[bytes], List[int], List[int]], int],
+                 producer: "Producer") -> None:
+        self._fn = fn
         self._producer = producer
-        self._cache: dict = {}
-        if callable(spec):
-            self._fn = spec
-        elif spec in ("consistent", "consistent_random"):
-            rnd = spec == "consistent_random"
-            self._fn = lambda key, parts, avail: (
-                random.choice(avail or parts) if (key is None and rnd)
-                else parts[zlib.crc32(key or b"") % len(parts)])
-        elif spec == "random":
-            self._fn = lambda key, parts, avail: random.choice(avail or parts)
-        elif spec == "round_robin":
-            counter = itertools.count()
-            self._fn = lambda key, parts, avail: (avail or parts)[next(counter) % len(avail or parts)]
-        else:  # pragma: no cover - the config table rejects other names
-            raise ValueError(f"invalid value for partitioner: {spec!r}")
 
     def __call__(self, topic: str, key: Optional[bytes]) -> int:
-        parts = self._cache.get(topic)
-        if parts is None:
-            parts = self._cache[topic] = self._producer.partitions_for(topic)
-        return int(self._fn(key, parts, parts))
+        parts = self._producer.partitions_for(topic)
+        return int(self._fn(key, parts, list(parts)))
 
 
 HeaderList = Sequence[Tuple[str, Optional[bytes]]]
@@ -78,13 +62,9 @@ class Producer:
             config["partitioner"] = partitioner
         self.config = PRODUCER.resolve(cfg, **config)
         core_cfg = dict(self.config)
-        core_cfg["bootstrap_servers"] = list(self.config["bootstrap_servers"])
-        core_cfg["acks"] = _ACKS[self.config["acks"]]
-        core_cfg["metadata_max_idle_ms"] = self.config["metadata_idle_ms"]
         self._error_cb = core_cfg.pop("error_cb", None)
         self._p = _core._Producer(core_cfg)
-        spec = partitioner if callable(partitioner) else self.config["partitioner"]
-        self._partitioner = None if spec in ("murmur2", "murmur2_random") else _Partitioner(spec, self)
+        self._partitioner = _CallablePartitioner(partitioner, self) if callable(partitioner) else None
 
     # -- sending -------------------------------------------------------------
     def send(self, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,

@@ -24,17 +24,25 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
 
 import ferrokafka as fk
 
 from . import _plan
 from ._plan import EARLIEST, LATEST, Range
 
-BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
-               "timestamp timestamp, timestampType int")
-HEADERS_SCHEMA = BASE_SCHEMA + ", headers array<struct<key: string, value: binary>>"
 POLL_TIMEOUT_MS = 1000
+
+
+def _schema(include_headers: bool) -> StructType:
+    """Spark's Kafka source schema, derived from the Arrow schema the Rust
+    core builds ``poll_arrow`` batches with (one definition of the columns)."""
+    arrow = fk.consumer.spark_schema(pa)
+    if not include_headers:
+        arrow = arrow.remove(arrow.get_field_index("headers"))
+    return from_arrow_schema(arrow)
 
 
 @dataclass(frozen=True)
@@ -243,8 +251,8 @@ class KafkaDataSource(DataSource):
     def _include_headers(self) -> bool:
         return _plan.parse_bool(self.options, "includeHeaders", False)
 
-    def schema(self) -> str:
-        return HEADERS_SCHEMA if self._include_headers() else BASE_SCHEMA
+    def schema(self) -> StructType:
+        return _schema(self._include_headers())
 
     def reader(self, schema: Any) -> "KafkaBatchReader":
         return KafkaBatchReader(dict(self.options))

@@ -24,6 +24,8 @@ import weakref
 __all__ = ["EmbeddedBroker", "BrokerStartError", "TansuBinaryNotFound", "api_versions", "free_port",
            "default_binary"]
 
+from ._net import Closing, free_port, recv_exact
+
 TANSU_VERSION = "0.6.0"
 # Identifies the patch the default binary must be built with: the first 12 hex
 # digits of sha256(patch file + "features=" + cargo features), as computed by
@@ -47,22 +49,6 @@ def default_binary() -> str:
     return os.path.join(cache, f"tansu-{TANSU_VERSION}-{TANSU_BUILD_ID}", "tansu")
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed mid-frame")
-        buf += chunk
-    return bytes(buf)
-
-
 def api_versions(host: str, port: int, timeout: float = 2.0) -> dict[int, tuple[int, int]]:
     """One ApiVersions v0 round trip, framed by hand.
 
@@ -74,10 +60,10 @@ def api_versions(host: str, port: int, timeout: float = 2.0) -> dict[int, tuple[
     body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(struct.pack(">i", len(body)) + body)
-        (size,) = struct.unpack(">i", _recv_exact(s, 4))
+        (size,) = struct.unpack(">i", recv_exact(s, 4))
         if not 6 <= size <= 1 << 20:
             raise ConnectionError(f"implausible ApiVersions response size {size}")
-        resp = _recv_exact(s, size)
+        resp = recv_exact(s, size)
     corr, err, n = struct.unpack_from(">ihi", resp, 0)
     if corr != 7:
         raise ConnectionError(f"correlation id mismatch: {corr}")
@@ -121,7 +107,7 @@ def _stop_all() -> None:
         b.close()
 
 
-class EmbeddedBroker:
+class EmbeddedBroker(Closing):
     """A Tansu broker with in-memory storage, started on construction.
 
     >>> with EmbeddedBroker() as b: b.bootstrap_servers
@@ -324,15 +310,6 @@ class EmbeddedBroker:
 
     def __enter__(self) -> "EmbeddedBroker":
         return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         state = "running" if self.is_running() else "stopped"

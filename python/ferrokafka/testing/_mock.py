@@ -14,6 +14,8 @@ import threading
 from ctypes import POINTER, c_char_p, c_int, c_int16, c_int32, c_size_t, c_void_p
 from typing import Iterable
 
+from ._net import Closing
+
 __all__ = ["MockCluster"]
 
 _INSTALL_HINT = "MockCluster needs confluent-kafka's librdkafka: pip install ferrokafka[testing]"
@@ -89,7 +91,7 @@ class MockClusterError(RuntimeError):
     pass
 
 
-class MockCluster:
+class MockCluster(Closing):
     """librdkafka's mock cluster: brokers with ids 1..num_brokers on loopback ports.
 
     It runs inside an rd_kafka_t handle that this object owns; the handle is never used
@@ -223,15 +225,6 @@ class MockCluster:
 
     def __enter__(self) -> "MockCluster":
         return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         return f"MockCluster({self.num_brokers}, bootstrap_servers={getattr(self, 'bootstrap_servers', None)!r})"

@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ._broker import free_port
+from ._net import free_port, pump, recv_exact
 
 
 @dataclass
@@ -137,21 +137,11 @@ class StunnelTLS:
 # ----- SCRAM front -------------------------------------------------------------------
 
 
-def _read_exact(s: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
-
-
 def _frame(s: socket.socket) -> bytes:
-    (n,) = struct.unpack(">i", _read_exact(s, 4))
+    (n,) = struct.unpack(">i", recv_exact(s, 4))
     if not 0 <= n <= 1 << 20:
         raise ConnectionError(f"bad frame length {n}")
-    return _read_exact(s, n)
+    return recv_exact(s, n)
 
 
 def _str(v: str | None) -> bytes:
@@ -268,26 +258,19 @@ class ScramFront:
     def _relay(self, c: socket.socket, b: socket.socket) -> None:
         deadline = time.monotonic() + self.session_lifetime_ms / 1000 if self.session_lifetime_ms else None
 
-        def pump(src: socket.socket, dst: socket.socket) -> None:
-            try:
-                while True:
-                    data = src.recv(65536)
-                    if not data:
-                        break
-                    dst.sendall(data)
-            except OSError:
-                pass
+        def relay(src: socket.socket, dst: socket.socket) -> None:
+            pump(src, dst)
             for s in (src, dst):
                 try:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
 
-        t = threading.Thread(target=pump, args=(b, c), daemon=True)
+        t = threading.Thread(target=relay, args=(b, c), daemon=True)
         t.start()
         if deadline is not None:
             threading.Timer(max(0.0, deadline - time.monotonic()), lambda: [s.close() for s in (c, b)]).start()
-        pump(c, b)
+        relay(c, b)
         t.join()
 
     def close(self) -> None:

@@ -114,7 +114,7 @@ impl BlockingClient {
         let _ = self.waker.send(Event::Wakeup);
     }
 
-    /// One round of SEMANTICS 4.11: wait up to `timeout` (less if a deadline
+    /// One round of docs/semantics.md §4.11: wait up to `timeout` (less if a deadline
     /// is nearer) for I/O events, process them, run the Rust callbacks.
     /// `now` is called for the times used by the state machine, so tests can
     /// inject time; real callers pass `now_ms`.

@@ -1,12 +1,11 @@
-//! The async face for the Rust layers above (producer, admin,
-//! coordinator): `send_request(node, body).await` without going through
-//! Python.
+//! The request face for the Rust layers above (producer, admin): `submit(node, body, done)`, or `request` for an answer to wait
+//! for, without going through Python.
 //!
 //! A background thread (the *driver*) owns the polling: it loops over
 //! `BlockingClient::poll`, and before each poll it tries to send the requests
-//! queued by `send_request` whose node has become ready (calling `ready`,
-//! which starts the connection). Each request's callback completes a oneshot
-//! channel, which is the future the caller awaits. The driver uses the same
+//! queued by `submit` whose node has become ready (calling `ready`, which
+//! starts the connection). Each request's callback runs `done` on the driver
+//! thread (`request` makes that a channel send). The driver uses the same
 //! `BlockingClient` as everyone else, so Python callers and Rust callers share
 //! connections, correlation ids and in-flight limits.
 //!
@@ -15,24 +14,29 @@
 //!
 //! The consumer does not use `AsyncClient`: its own thread polls its client
 //! and sends with [`try_send`], the same send-when-ready step as the driver
-//! loop here, so its answers skip the driver thread.
+//! loop here, so its answers skip the driver thread; its application-thread
+//! requests are waited for with the same [`Reply`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferrokafka_protocol::kafka_protocol::messages::RequestKind;
 use ferrokafka_protocol::kafka_protocol::messages::ResponseKind;
-use tokio::sync::oneshot;
 
 use crate::blocking::{now_ms, BlockingClient};
 use crate::cluster::Node;
 use crate::error::Error;
+use crate::wait::{self, Waited};
+
+/// A decoded answer and the version the request was sent at.
+pub type Answer = Result<(ResponseKind, i16), Error>;
 
 /// Called once with the answer (and the version it was sent at), on the
 /// driver thread: keep it short (push into a channel).
-pub type Done = Box<dyn FnOnce(Result<(ResponseKind, i16), Error>) + Send>;
+pub type Done = Box<dyn FnOnce(Answer) + Send>;
 
 /// A request body, or a builder for one when the fields depend on the version
 /// negotiated with that broker (group APIs: `group_instance_id` exists from
@@ -72,7 +76,7 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// `reply` runs once, on the thread that polls `client` (or in
+    /// `reply` runs once, on the thread that polls the client (or in
     /// `try_send`, when the request fails before it is sent).
     pub(crate) fn new(
         node: Node,
@@ -138,14 +142,15 @@ pub(crate) fn try_send(c: &BlockingClient, p: Pending, now: i64) -> Option<Pendi
             max_version,
             build,
         } => {
-            let range = core.api_versions(p.node.id).get(&api_key).copied();
-            match range.map(|(lo, hi)| (lo, max_version.map_or(hi, |m| hi.min(m)))) {
-                Some((lo, hi)) if lo <= hi => {
-                    // The body was built for `hi`: it must go out at `hi`.
-                    chosen = Some(hi);
-                    build(hi)
+            // The version `send` would choose, client range included; the
+            // body is built for it and must go out at exactly it.
+            match core.usable_version(p.node.id, api_key, max_version) {
+                Some(v) => {
+                    chosen = Some(v);
+                    build(v)
                 }
-                _ => {
+                None => {
+                    let range = core.api_versions(p.node.id).get(&api_key).copied();
                     drop(core);
                     (p.reply)(Err(Error::UnsupportedVersion {
                         api: format!("api key {api_key}"),
@@ -191,7 +196,7 @@ pub(crate) fn try_send(c: &BlockingClient, p: Pending, now: i64) -> Option<Pendi
         req.max_version = chosen;
     }
     // On error (closed client, unknown API) the request and its callback
-    // are dropped, which resolves the future with `Closed`.
+    // are dropped, which resolves the waiter with `Closed`.
     let _ = core.send(req, now);
     None
 }
@@ -239,31 +244,8 @@ impl AsyncClient {
     }
 
     /// Sends `body` to `node` once its connection is ready (waiting at most
-    /// `timeout_ms` for that) and resolves with the decoded answer and the
-    /// version it was sent at.
-    pub async fn send_request(
-        &self,
-        node: Node,
-        body: RequestKind,
-        timeout_ms: i64,
-    ) -> Result<(ResponseKind, i16), Error> {
-        let (tx, rx) = oneshot::channel();
-        self.submit(
-            node,
-            Body::Ready(body),
-            RequestOpts::default(),
-            timeout_ms,
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        );
-        rx.await.map_err(|_| Error::Closed {
-            what: "network driver",
-        })?
-    }
-
-    /// Callback face of `send_request`, for the consumer's event loop: `done`
-    /// runs once, on the driver thread (or here, if the client is closed).
+    /// `ready_timeout_ms` for that); `done` runs once with the answer, on the
+    /// driver thread (or here, if the client is closed).
     /// `ready_timeout_ms` bounds the wait for the connection.
     pub fn submit(
         &self,
@@ -286,41 +268,105 @@ impl AsyncClient {
         self.client.wakeup();
     }
 
-    /// Blocking `send_request` for callers on plain threads (the GIL is
-    /// released by the bindings around it).
+    /// `submit` with the answer delivered to the returned [`Reply`].
+    /// `then` runs on the driver thread right after the answer is queued
+    /// (to wake a thread that waits on something else, e.g. a condvar); it
+    /// must be short and must not own anything that owns this client, or
+    /// the driver thread could end up joining itself.
+    pub fn request(
+        &self,
+        node: Node,
+        body: Body,
+        opts: RequestOpts,
+        ready_timeout_ms: i64,
+        then: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Reply {
+        let (tx, rx) = channel();
+        // The request's own timeout completes it; the margin covers a
+        // request that was queued just before its node became ready.
+        let wait = opts
+            .request_timeout_ms
+            .unwrap_or(self.client.core().config().request_timeout_ms)
+            + ready_timeout_ms.max(0)
+            + 1000;
+        self.submit(
+            node,
+            body,
+            opts,
+            ready_timeout_ms,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+                if let Some(then) = then {
+                    then();
+                }
+            }),
+        );
+        Reply::new(rx, wait)
+    }
+
+    /// `request` and wait for the answer (see [`Reply::wait`]).
     pub fn request_blocking(
         &self,
         node: Node,
         body: Body,
         opts: RequestOpts,
         timeout_ms: i64,
-    ) -> Result<(ResponseKind, i16), Error> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.submit(
-            node,
-            body,
-            opts,
-            timeout_ms,
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        );
-        // The request's own timeout completes it; the margin covers a
-        // request that was queued just before its node became ready.
-        let wait = opts
-            .request_timeout_ms
-            .unwrap_or(self.client.core().config().request_timeout_ms)
-            + timeout_ms.max(0)
-            + 1000;
-        match rx.recv_timeout(Duration::from_millis(wait as u64)) {
-            Ok(r) => r,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout {
+        interrupted: &dyn Fn() -> bool,
+    ) -> Answer {
+        self.request(node, body, opts, timeout_ms, None)
+            .wait(interrupted)
+    }
+}
+
+/// The answer to one `request`, arriving from the driver thread.
+pub struct Reply {
+    rx: Receiver<Answer>,
+    wait_ms: i64,
+    /// When the request has certainly been completed by its own timeouts.
+    give_up: Instant,
+}
+
+impl Reply {
+    /// The answer will arrive on `rx` within `wait_ms` (the request's own
+    /// timeouts complete it by then).
+    pub(crate) fn new(rx: Receiver<Answer>, wait_ms: i64) -> Self {
+        Reply {
+            rx,
+            wait_ms,
+            give_up: Instant::now() + Duration::from_millis(wait_ms.max(0) as u64),
+        }
+    }
+
+    /// Waits for the answer, asking `interrupted` at least every
+    /// `wait::SLICE`. `Err(Error::Interrupted)` when it said yes: the
+    /// request is still in flight and its answer can still be taken from
+    /// this `Reply` (`try_take`); dropping the `Reply` discards it.
+    pub fn wait(&self, interrupted: &dyn Fn() -> bool) -> Answer {
+        match wait::recv_until(&self.rx, self.give_up, interrupted) {
+            Waited::Ready(r) => r,
+            Waited::Interrupted => Err(Error::Interrupted),
+            Waited::Deadline => Err(Error::Timeout {
                 what: "request".into(),
-                timeout_ms: wait as u64,
+                timeout_ms: self.wait_ms.max(0) as u64,
             }),
-            Err(_) => Err(Error::Closed {
+            Waited::Gone => Err(Error::Closed {
                 what: "network driver",
             }),
+        }
+    }
+
+    /// The answer if it has arrived, without waiting.
+    pub fn try_take(&self) -> Option<Answer> {
+        match self.rx.try_recv() {
+            Ok(r) => Some(r),
+            Err(TryRecvError::Empty) if Instant::now() < self.give_up => None,
+            Err(TryRecvError::Empty) => Some(Err(Error::Timeout {
+                what: "request".into(),
+                timeout_ms: self.wait_ms.max(0) as u64,
+            })),
+            Err(TryRecvError::Disconnected) => Some(Err(Error::Closed {
+                what: "network driver",
+            })),
         }
     }
 }

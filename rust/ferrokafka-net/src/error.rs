@@ -28,6 +28,29 @@ pub mod local_code {
     pub const NOT_IMPLEMENTED: i16 = -170;
     pub const AUTHENTICATION: i16 = -169;
     pub const UNSUPPORTED_FEATURE: i16 = -165;
+
+    /// Every local code with librdkafka's name and whether a retry may
+    /// clear it: the table the Python exception tree is built from.
+    pub const ALL: &[(i16, &str, bool)] = &[
+        (BAD_MSG, "_BAD_MSG", false),
+        (BAD_COMPRESSION, "_BAD_COMPRESSION", false),
+        (DESTROY, "_DESTROY", false),
+        (FAIL, "_FAIL", false),
+        (TRANSPORT, "_TRANSPORT", true),
+        (RESOLVE, "_RESOLVE", true),
+        (MSG_TIMED_OUT, "_MSG_TIMED_OUT", true),
+        (UNKNOWN_PARTITION, "_UNKNOWN_PARTITION", false),
+        (UNKNOWN_TOPIC, "_UNKNOWN_TOPIC", false),
+        (ALL_BROKERS_DOWN, "_ALL_BROKERS_DOWN", true),
+        (INVALID_ARG, "_INVALID_ARG", false),
+        (TIMED_OUT, "_TIMED_OUT", true),
+        (QUEUE_FULL, "_QUEUE_FULL", true),
+        (SSL, "_SSL", false),
+        (STATE, "_STATE", false),
+        (NOT_IMPLEMENTED, "_NOT_IMPLEMENTED", false),
+        (AUTHENTICATION, "_AUTHENTICATION", false),
+        (UNSUPPORTED_FEATURE, "_UNSUPPORTED_FEATURE", false),
+    ];
 }
 
 #[derive(Debug, Error, Clone)]
@@ -122,6 +145,44 @@ impl Error {
             Error::Transport { .. } | Error::Disconnected { .. } | Error::Timeout { .. } => true,
             Error::Protocol(ProtocolError::CrcMismatch { .. }) => true,
             _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_code::ALL;
+    use super::*;
+
+    #[test]
+    fn local_code_table_is_unique_and_agrees_with_the_errors() {
+        let codes: std::collections::BTreeSet<i16> = ALL.iter().map(|e| e.0).collect();
+        assert_eq!(codes.len(), ALL.len(), "one entry per code");
+        assert!(ALL.iter().all(|&(c, n, _)| c < -1 && n.starts_with('_')));
+        let s = String::new;
+        for e in [
+            Error::Transport {
+                broker: s(),
+                detail: s(),
+            },
+            Error::Disconnected { node_id: 1 },
+            Error::Timeout {
+                what: s(),
+                timeout_ms: 1,
+            },
+            Error::Config {
+                key: s(),
+                detail: s(),
+            },
+            Error::Closed { what: "x" },
+            Error::Authentication { detail: s() },
+            Error::State { detail: s() },
+            Error::Interrupted,
+        ] {
+            let entry = ALL.iter().find(|c| c.0 == e.code());
+            let (_, name, retriable) =
+                entry.unwrap_or_else(|| panic!("{e:?}: code not in the table"));
+            assert_eq!(*retriable, e.retriable(), "{e:?} ({name})");
         }
     }
 }

@@ -1,4 +1,4 @@
-//! SEMANTICS 4.7: the requests sent to each node and not yet answered.
+//! docs/semantics.md §4.7: the requests sent to each node and not yet answered.
 //!
 //! One deque per node with the *newest request at the head* (front) and the
 //! oldest at the tail (back), as Java's `InFlightRequests`. Responses on a
@@ -70,7 +70,7 @@ impl<T: InFlight> InFlightRequests<T> {
         self.requests.get_mut(&node)?.front_mut()
     }
 
-    /// Removes the newest request of `node` (acks=0 completion, SEMANTICS 4.8).
+    /// Removes the newest request of `node` (acks=0 completion, docs/semantics.md §4.8).
     pub fn complete_last_sent(&mut self, node: i32) -> Option<T> {
         let r = self.requests.get_mut(&node)?.pop_front();
         if r.is_some() {

@@ -13,12 +13,14 @@ pub mod fuzzing;
 pub mod inflight;
 pub mod metadata;
 pub mod network_client;
+pub mod options;
 pub mod producer;
 pub mod security;
 pub mod selector;
 pub mod simple_updater;
 pub mod states;
 pub mod updater;
+pub mod wait;
 
 pub use blocking::BlockingClient;
 pub use driver::AsyncClient;

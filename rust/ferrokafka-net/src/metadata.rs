@@ -1,6 +1,6 @@
 //! Cluster metadata state: Java's `Metadata` + `MetadataCache` and the
-//! `ProducerMetadata` extension (SEMANTICS 3.1-3.12), plus the background
-//! refresh logic (`DefaultMetadataUpdater`, SEMANTICS 1.2-1.3) in a submodule.
+//! `ProducerMetadata` extension (docs/semantics.md §3.1-3.12), plus the background
+//! refresh logic (`DefaultMetadataUpdater`, docs/semantics.md §1.2-1.3) in a submodule.
 //!
 //! # Locking
 //!
@@ -28,6 +28,11 @@
 //!   state after a panic is still a legal (if incomplete) one.
 
 pub mod default_updater;
+mod errors;
+mod state;
+use errors::topic_error;
+pub use errors::{invalidates_leader, is_invalid_metadata_error, parse_bootstrap, timeout_error};
+use state::retain_in;
 pub mod wire;
 
 pub use default_updater::{DefaultMetadataUpdater, UpdaterConfig};
@@ -46,33 +51,6 @@ use crate::updater::MetadataRequestSpec;
 
 /// Kafka error codes: the one table in the protocol crate.
 pub use ferrokafka_protocol::codes;
-
-/// Java's `InvalidMetadataException` family: the error says our routing is
-/// stale, so a metadata refresh is the fix.
-pub fn is_invalid_metadata_error(code: i16) -> bool {
-    use codes::*;
-    matches!(
-        code,
-        UNKNOWN_TOPIC_OR_PARTITION
-            | LEADER_NOT_AVAILABLE
-            | NOT_LEADER_OR_FOLLOWER
-            | KAFKA_STORAGE_ERROR
-            | FENCED_LEADER_EPOCH
-            | UNKNOWN_LEADER_EPOCH
-            | UNKNOWN_TOPIC_ID
-            | INCONSISTENT_TOPIC_ID
-    )
-}
-
-/// Errors that say the partition's leader as we know it is wrong: the
-/// partition's leader becomes unknown until the next metadata answer.
-pub fn invalidates_leader(code: i16) -> bool {
-    use codes::*;
-    matches!(
-        code,
-        NOT_LEADER_OR_FOLLOWER | FENCED_LEADER_EPOCH | UNKNOWN_LEADER_EPOCH
-    )
-}
 
 /// Tunables of a `Metadata`. Times in ms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +107,7 @@ enum TopicMode {
     All {
         subscription: Option<BTreeSet<String>>,
     },
-    /// `ProducerMetadata` (SEMANTICS 3.8): the topics the producer sends to,
+    /// `ProducerMetadata` (docs/semantics.md §3.8): the topics the producer sends to,
     /// each with an expiry time, and those not yet answered for.
     Producer {
         idle_ms: i64,
@@ -261,7 +239,7 @@ impl Metadata {
 
     // ----- bootstrap ---------------------------------------------------------
 
-    /// SEMANTICS 3.1 + 1.2: the seed brokers, in random order, with ids -1,
+    /// docs/semantics.md §3.1 + 1.2: the seed brokers, in random order, with ids -1,
     /// -2, ... (by position in `addresses`, so an address keeps its id across
     /// re-bootstraps). Each entry may itself be a comma-separated list.
     pub fn bootstrap<S: AsRef<str>>(&self, addresses: &[S]) -> Result<()> {
@@ -298,19 +276,19 @@ impl Metadata {
 
     // ----- requests for updates ----------------------------------------------
 
-    /// SEMANTICS 3.2.
+    /// docs/semantics.md §3.2.
     pub fn request_update(&self) -> i32 {
         let mut st = self.lock();
         st.need_full_update = true;
         st.update_version
     }
 
-    /// SEMANTICS 3.3.
+    /// docs/semantics.md §3.3.
     pub fn request_update_for_new_topics(&self) -> i32 {
         self.lock().request_update_for_new_topics()
     }
 
-    /// SEMANTICS 3.10 (base metadata: always a full update).
+    /// docs/semantics.md §3.10 (base metadata: always a full update).
     pub fn request_update_for_topic(&self, topic: &str) -> i32 {
         let mut st = self.lock();
         let is_new = matches!(&st.topics, TopicMode::Producer { new_topics, .. } if new_topics.contains(topic));
@@ -322,13 +300,13 @@ impl Metadata {
         }
     }
 
-    /// SEMANTICS 3.7: an update is due.
+    /// docs/semantics.md §3.7: an update is due.
     pub fn update_requested(&self) -> bool {
         let st = self.lock();
         st.need_full_update || st.need_partial_update
     }
 
-    /// SEMANTICS 3.7, with the failure backoff: ms until an update may (and
+    /// docs/semantics.md §3.7, with the failure backoff: ms until an update may (and
     /// should) be sent, never negative.
     pub fn time_to_next_update(&self, now_ms: i64) -> i64 {
         self.lock().time_to_next_update(&self.cfg, now_ms)
@@ -386,7 +364,7 @@ impl Metadata {
 
     // ----- answers -----------------------------------------------------------
 
-    /// SEMANTICS 3.4, 3.5, 3.11: apply a Metadata answer.
+    /// docs/semantics.md §3.4, 3.5, 3.11: apply a Metadata answer.
     pub fn update(
         &self,
         request_version: i32,
@@ -506,7 +484,7 @@ impl Metadata {
 
     // ----- producer topics ---------------------------------------------------
 
-    /// SEMANTICS 3.8. Error::State on base metadata (it keeps every topic).
+    /// docs/semantics.md §3.8. Error::State on base metadata (it keeps every topic).
     pub fn add(&self, topic: &str, now_ms: i64) -> Result<()> {
         let mut st = self.lock();
         let is_new = match &mut st.topics {
@@ -521,11 +499,15 @@ impl Metadata {
                 new_topics,
             } => {
                 let expiry = now_ms.saturating_add(*idle_ms);
-                if topics.insert(topic.to_string(), expiry).is_none() {
+                // Every `send` lands here: refresh a known topic's expiry in
+                // place rather than allocating its name for `insert`.
+                if let Some(e) = topics.get_mut(topic) {
+                    *e = expiry;
+                    false
+                } else {
+                    topics.insert(topic.to_string(), expiry);
                     new_topics.insert(topic.to_string());
                     true
-                } else {
-                    false
                 }
             }
         };
@@ -535,7 +517,7 @@ impl Metadata {
         Ok(())
     }
 
-    /// SEMANTICS 3.9 (base metadata: always true). May forget an expired topic.
+    /// docs/semantics.md §3.9 (base metadata: always true). May forget an expired topic.
     pub fn retain_topic(&self, topic: &str, is_internal: bool, now_ms: i64) -> bool {
         self.lock().retain_topic(topic, is_internal, now_ms)
     }
@@ -602,7 +584,7 @@ impl Metadata {
 
     // ----- reading -----------------------------------------------------------
 
-    /// SEMANTICS 3.6: the current snapshot, without blocking on I/O.
+    /// docs/semantics.md §3.6: the current snapshot, without blocking on I/O.
     pub fn fetch(&self) -> Arc<Cluster> {
         // The lock is held for one Arc clone; the snapshot is read lock-free.
         self.lock().cache.clone()
@@ -745,7 +727,7 @@ impl Metadata {
 
     // ----- waiting and closing -----------------------------------------------
 
-    /// SEMANTICS 3.12: block until `update_version > last_version` or close.
+    /// docs/semantics.md §3.12: block until `update_version > last_version` or close.
     /// Errors: the stored fatal error (at once, then cleared); `Closed`;
     /// `Timeout` at the deadline (`None` = no deadline); and, once the
     /// version has advanced, the topic error of the new answer: for `topic`
@@ -815,298 +797,6 @@ impl Metadata {
     pub fn is_closed(&self) -> bool {
         self.lock().closed
     }
-}
-
-pub fn timeout_error(timeout: Duration) -> Error {
-    Error::Timeout {
-        what: "metadata update".into(),
-        timeout_ms: timeout.as_millis() as u64,
-    }
-}
-
-fn topic_error(cache: &Cluster, topic: Option<&str>) -> Option<Error> {
-    match topic {
-        Some(t) => {
-            if cache.invalid_topics().contains(t) {
-                Some(Error::broker(
-                    codes::INVALID_TOPIC_EXCEPTION,
-                    Some(format!("invalid topic: {t}")),
-                ))
-            } else if cache.unauthorized_topics().contains(t) {
-                Some(Error::broker(
-                    codes::TOPIC_AUTHORIZATION_FAILED,
-                    Some(format!("not authorized to access topic: {t}")),
-                ))
-            } else {
-                None
-            }
-        }
-        None => {
-            if !cache.invalid_topics().is_empty() {
-                let names: Vec<&str> = cache.invalid_topics().iter().map(String::as_str).collect();
-                Some(Error::broker(
-                    codes::INVALID_TOPIC_EXCEPTION,
-                    Some(format!("invalid topics: {}", names.join(", "))),
-                ))
-            } else if !cache.unauthorized_topics().is_empty() {
-                let names: Vec<&str> = cache
-                    .unauthorized_topics()
-                    .iter()
-                    .map(String::as_str)
-                    .collect();
-                Some(Error::broker(
-                    codes::TOPIC_AUTHORIZATION_FAILED,
-                    Some(format!(
-                        "not authorized to access topics: {}",
-                        names.join(", ")
-                    )),
-                ))
-            } else {
-                None
-            }
-        }
-    }
-}
-
-impl State {
-    fn install_bootstrap(&mut self) {
-        let mut nodes = self.bootstrap_nodes.clone();
-        nodes.shuffle(&mut self.rng);
-        self.cache = Arc::new(Cluster::bootstrap(nodes));
-    }
-
-    fn request_update_for_new_topics(&mut self) -> i32 {
-        // Clear the last refresh time so the update may go out at once.
-        self.last_refresh_ms = 0;
-        self.need_partial_update = true;
-        self.request_version += 1;
-        self.update_version
-    }
-
-    fn time_to_next_update(&self, cfg: &MetadataConfig, now_ms: i64) -> i64 {
-        let time_to_expire = if self.need_full_update || self.need_partial_update {
-            0
-        } else {
-            (self
-                .last_successful_refresh_ms
-                .saturating_add(cfg.metadata_expire_ms)
-                - now_ms)
-                .max(0)
-        };
-        let backoff = if self.attempts == 0 {
-            cfg.refresh_backoff_ms
-        } else {
-            self.failure_backoff_ms
-        };
-        let time_to_allow = (self.last_refresh_ms.saturating_add(backoff) - now_ms).max(0);
-        time_to_expire.max(time_to_allow)
-    }
-
-    fn retain_topic(&mut self, topic: &str, _is_internal: bool, now_ms: i64) -> bool {
-        retain_in(&mut self.topics, topic, now_ms)
-    }
-
-    /// Java's `updateLatestMetadata`: take the answered partition unless its
-    /// leader epoch is older than one we have seen, in which case keep the
-    /// cached entry (or none).
-    fn update_latest(
-        &mut self,
-        topic: &Arc<str>,
-        p: &PartitionMetadata,
-        topic_recreated: bool,
-        old: &Cluster,
-    ) -> Option<PartitionMetadata> {
-        // One shared Arc<str> per topic: no allocation per partition.
-        let tp = TopicPartition {
-            topic: topic.clone(),
-            partition: p.partition,
-        };
-        if p.leader_epoch < 0 {
-            // No epoch (old broker, or an error entry): take it as is.
-            self.last_seen_epochs.remove(&tp);
-            return Some(p.clone());
-        }
-        match self.last_seen_epochs.get(&tp) {
-            Some(&cur) if !topic_recreated && p.leader_epoch < cur => {
-                old.partition(topic, p.partition).cloned()
-            }
-            _ => {
-                self.last_seen_epochs.insert(tp, p.leader_epoch);
-                Some(p.clone())
-            }
-        }
-    }
-
-    /// SEMANTICS 3.5: the new cache from an answer.
-    fn handle_response(
-        &mut self,
-        response: &MetadataResponse,
-        is_partial: bool,
-        now_ms: i64,
-    ) -> Cluster {
-        let old = self.cache.clone();
-        let mut seen: HashSet<&str> = HashSet::new();
-        let mut internal = BTreeSet::new();
-        let mut unauthorized = BTreeSet::new();
-        let mut invalid = BTreeSet::new();
-        let mut partitions: HashMap<String, Vec<PartitionMetadata>> = HashMap::new();
-        let mut topic_ids: HashMap<String, [u8; 16]> = HashMap::new();
-
-        for t in &response.topics {
-            seen.insert(t.name.as_str());
-            if !self.retain_topic(&t.name, t.is_internal, now_ms) {
-                continue;
-            }
-            if t.is_internal {
-                internal.insert(t.name.clone());
-            }
-            // An all-zero id is the wire's "no id".
-            let new_id = t.topic_id.filter(|id| id.iter().any(|b| *b != 0));
-            if let Some(id) = new_id {
-                topic_ids.insert(t.name.clone(), id);
-            }
-            let recreated = new_id.is_some() && new_id != old.topic_id(&t.name);
-            if t.error_code == codes::NONE {
-                let mut parts = Vec::with_capacity(t.partitions.len());
-                let name: Arc<str> = Arc::from(t.name.as_str());
-                for p in &t.partitions {
-                    if let Some(pm) = self.update_latest(&name, p, recreated, &old) {
-                        parts.push(pm);
-                    }
-                    if is_invalid_metadata_error(p.error_code) {
-                        self.need_full_update = true;
-                    }
-                }
-                if !parts.is_empty() {
-                    partitions.insert(t.name.clone(), parts);
-                }
-            } else {
-                if is_invalid_metadata_error(t.error_code) {
-                    self.need_full_update = true;
-                }
-                if t.error_code == codes::INVALID_TOPIC_EXCEPTION {
-                    invalid.insert(t.name.clone());
-                } else if t.error_code == codes::TOPIC_AUTHORIZATION_FAILED {
-                    unauthorized.insert(t.name.clone());
-                }
-            }
-        }
-
-        if is_partial {
-            // Merge: keep what the cache knew of retained topics the answer
-            // did not name (Java's MetadataCache.mergeWith).
-            for (name, state) in old.topic_states() {
-                if seen.contains(name.as_str())
-                    || !self.retain_topic(name, old.internal_topics().contains(name), now_ms)
-                {
-                    continue;
-                }
-                partitions
-                    .entry(name.clone())
-                    .or_insert_with(|| state.partitions.clone());
-                if let Some(id) = state.topic_id {
-                    topic_ids.entry(name.clone()).or_insert(id);
-                }
-            }
-            for (set, old_set) in [
-                (&mut internal, old.internal_topics()),
-                (&mut invalid, old.invalid_topics()),
-                (&mut unauthorized, old.unauthorized_topics()),
-            ] {
-                for name in old_set {
-                    if !seen.contains(name.as_str()) && self.retain_topic(name, false, now_ms) {
-                        set.insert(name.clone());
-                    }
-                }
-            }
-        }
-
-        Cluster::new(
-            response.cluster_id.clone(),
-            response.brokers.clone(),
-            partitions,
-            &topic_ids,
-            internal,
-            invalid,
-            unauthorized,
-            response.controller().cloned(),
-        )
-    }
-
-    fn check_wait(&mut self, last_version: i32, topic: Option<&str>) -> Option<Result<()>> {
-        if let Some(e) = self.fatal_error.take() {
-            return Some(Err(e));
-        }
-        if self.closed {
-            return Some(Err(Error::Closed { what: "metadata" }));
-        }
-        if self.update_version > last_version {
-            return Some(match topic_error(&self.cache, topic) {
-                Some(e) => Err(e),
-                None => Ok(()),
-            });
-        }
-        None
-    }
-}
-
-/// SEMANTICS 3.9 over the topic set alone (so callers can hold other State
-/// fields borrowed at the same time).
-fn retain_in(topics: &mut TopicMode, topic: &str, now_ms: i64) -> bool {
-    match topics {
-        TopicMode::All { subscription } => !matches!(subscription, Some(s) if !s.contains(topic)),
-        TopicMode::Producer {
-            topics, new_topics, ..
-        } => match topics.get(topic) {
-            None => false,
-            Some(_) if new_topics.contains(topic) => true,
-            Some(&expiry) if expiry <= now_ms => {
-                topics.remove(topic);
-                false
-            }
-            Some(_) => true,
-        },
-    }
-}
-
-/// Parse `host:port` entries (IPv6 as `[addr]:port`; entries may hold
-/// comma-separated lists). Ids -1, -2, ... in order.
-pub fn parse_bootstrap<S: AsRef<str>>(addresses: &[S]) -> Result<Vec<Node>> {
-    let bad = |detail: String| Error::Config {
-        key: "bootstrap_servers".into(),
-        detail,
-    };
-    let mut nodes = Vec::new();
-    for entry in addresses {
-        for addr in entry
-            .as_ref()
-            .split(',')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-        {
-            let (host, port) = addr
-                .rsplit_once(':')
-                .ok_or_else(|| bad(format!("{addr:?} is not host:port")))?;
-            let host = host
-                .strip_prefix('[')
-                .and_then(|h| h.strip_suffix(']'))
-                .unwrap_or(host);
-            if host.is_empty() {
-                return Err(bad(format!("{addr:?} has no host")));
-            }
-            let port: u16 = port
-                .parse()
-                .ok()
-                .filter(|p| *p > 0)
-                .ok_or_else(|| bad(format!("{addr:?} has no valid port (1-65535)")))?;
-            let id = -(nodes.len() as i32) - 1;
-            nodes.push(Node::new(id, host, port, None));
-        }
-    }
-    if nodes.is_empty() {
-        return Err(bad("no address given; expected [\"host:port\", ...]".into()));
-    }
-    Ok(nodes)
 }
 
 #[cfg(test)]

@@ -252,16 +252,16 @@ async fn run_connection(
     shared: Arc<WriterShared>,
 ) {
     let id = node.id;
+    let failed = |error| {
+        let _ = events.send(Event::Disconnected {
+            node: id,
+            conn,
+            error,
+        });
+    };
     let tcp = match connect_any(&node, &cfg).await {
         Ok(s) => s,
-        Err(error) => {
-            let _ = events.send(Event::Disconnected {
-                node: id,
-                conn,
-                error,
-            });
-            return;
-        }
+        Err(error) => return failed(error),
     };
     // TLS and SASL happen before the core hears of the connection, so it
     // never sends a request over an unauthenticated socket.
@@ -270,14 +270,7 @@ async fn run_connection(
     let (stream, session_lifetime_ms) =
         match crate::security::secure(tcp, &node, &cfg.security, &cfg.client_id, setup).await {
             Ok(s) => s,
-            Err(error) => {
-                let _ = events.send(Event::Disconnected {
-                    node: id,
-                    conn,
-                    error,
-                });
-                return;
-            }
+            Err(error) => return failed(error),
         };
     if events.send(Event::Connected { node: id, conn }).is_err() {
         return; // client gone

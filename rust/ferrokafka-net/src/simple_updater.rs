@@ -19,7 +19,7 @@ pub struct SimpleUpdater {
     closed: bool,
     /// When the last request went out or failed; a failed refresh is not
     /// retried before `REFRESH_BACKOFF_MS` (else a broker refusing Metadata
-    /// would keep every node not-ready forever, SEMANTICS 4.2).
+    /// would keep every node not-ready forever, docs/semantics.md §4.2).
     last_attempt_ms: i64,
 }
 

@@ -154,15 +154,20 @@ impl ClusterConnectionStates {
         self.state(node).is_preparing()
     }
 
-    pub fn connecting(&mut self, node: i32, now_ms: i64) {
-        let base = self.reconnect_backoff_ms;
-        let s = self.nodes.entry(node).or_insert(NodeState {
+    /// The node's entry, created DISCONNECTED with no failed attempt.
+    fn entry(&mut self, node: i32, now_ms: i64, backoff_ms: i64) -> &mut NodeState {
+        self.nodes.entry(node).or_insert(NodeState {
             state: ConnectionState::Disconnected,
             last_connect_attempt_ms: now_ms,
             failed_attempts: 0,
-            reconnect_backoff_ms: base,
+            reconnect_backoff_ms: backoff_ms,
             last_activity_ms: now_ms,
-        });
+        })
+    }
+
+    pub fn connecting(&mut self, node: i32, now_ms: i64) {
+        let base = self.reconnect_backoff_ms;
+        let s = self.entry(node, now_ms, base);
         s.state = ConnectionState::Connecting;
         s.last_connect_attempt_ms = now_ms;
         s.last_activity_ms = now_ms;
@@ -198,13 +203,7 @@ impl ClusterConnectionStates {
     pub fn disconnected(&mut self, node: i32, now_ms: i64) {
         let failed = self.nodes.get(&node).map_or(0, |s| s.failed_attempts) + 1;
         let backoff = self.backoff_for(failed);
-        let s = self.nodes.entry(node).or_insert(NodeState {
-            state: ConnectionState::Disconnected,
-            last_connect_attempt_ms: now_ms,
-            failed_attempts: 0,
-            reconnect_backoff_ms: backoff,
-            last_activity_ms: now_ms,
-        });
+        let s = self.entry(node, now_ms, backoff);
         s.state = ConnectionState::Disconnected;
         s.failed_attempts = failed;
         s.reconnect_backoff_ms = backoff;

@@ -8,11 +8,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrokafka_net::cluster::Node;
+use ferrokafka_net::driver::{Body, RequestOpts};
 use ferrokafka_net::protocol::kafka_protocol::messages::{
     MetadataRequest, RequestKind, ResponseKind,
 };
 use ferrokafka_net::protocol::ProtocolError;
 use ferrokafka_net::simple_updater::SimpleUpdater;
+use ferrokafka_net::wait;
 use ferrokafka_net::{AsyncClient, BlockingClient, ClientConfig, ConnectionState, Error};
 
 fn read_request(s: &mut std::net::TcpStream) -> std::io::Result<i32> {
@@ -126,25 +128,22 @@ fn async_face_against_tansu() {
         .unwrap(),
     );
     let face = AsyncClient::start(client.clone());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let result = rt.block_on(async {
-        // Several concurrent futures over one connection.
-        let futs = (0..10).map(|_| {
-            face.send_request(
+    // Several concurrent requests over one connection, all queued before
+    // the first answer is awaited.
+    let replies: Vec<_> = (0..10)
+        .map(|_| {
+            face.request(
                 node.clone(),
-                RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![]))),
+                Body::Ready(RequestKind::Metadata(
+                    MetadataRequest::default().with_topics(Some(vec![])),
+                )),
+                RequestOpts::default(),
                 10_000,
+                None,
             )
-        });
-        let mut out = vec![];
-        for f in futs {
-            out.push(f.await);
-        }
-        out
-    });
+        })
+        .collect();
+    let result: Vec<_> = replies.iter().map(|r| r.wait(&wait::never)).collect();
     for r in &result {
         let (body, version) = r.as_ref().expect("metadata answer");
         assert!(matches!(body, ResponseKind::Metadata(m) if !m.brokers.is_empty()));
@@ -204,7 +203,9 @@ fn admin_timeout_error_names_the_callers_timeout() {
         net,
     );
     let t0 = Instant::now();
-    let e = admin.list_topics(Duration::from_millis(700)).unwrap_err();
+    let e = admin
+        .list_topics(Duration::from_millis(700), &wait::never)
+        .unwrap_err();
     let took = t0.elapsed();
     assert!(
         took >= Duration::from_millis(650) && took < Duration::from_secs(3),

@@ -83,7 +83,7 @@ pub enum ScramHash {
     Sha512,
     /// SCRAM-SHA-1: not offered to brokers (Kafka has no SCRAM-SHA-1); kept so
     /// the RFC 5802 test vector can pin the shared code.
-    #[doc(hidden)]
+    #[cfg(test)]
     Sha1ForTests,
 }
 
@@ -99,6 +99,7 @@ fn hmac(h: ScramHash, key: &[u8], data: &[u8]) -> Vec<u8> {
             m.update(data);
             m.finalize().into_bytes().to_vec()
         }
+        #[cfg(test)]
         ScramHash::Sha1ForTests => {
             let mut m = Hmac::<sha1::Sha1>::new_from_slice(key).expect("hmac takes any key length");
             m.update(data);
@@ -111,6 +112,7 @@ fn hash(h: ScramHash, data: &[u8]) -> Vec<u8> {
     match h {
         ScramHash::Sha256 => Sha256::digest(data).to_vec(),
         ScramHash::Sha512 => Sha512::digest(data).to_vec(),
+        #[cfg(test)]
         ScramHash::Sha1ForTests => sha1::Sha1::digest(data).to_vec(),
     }
 }

@@ -3,17 +3,17 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferrokafka_net::admin::client::{AdminClient, AdminConfig};
+use ferrokafka_net::admin::client::AdminClient;
 use ferrokafka_net::admin::NewTopic;
 use ferrokafka_net::error::Error;
+use ferrokafka_net::options::Client;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::errors::FkError;
-use crate::gil::blocking_call;
+use crate::gil::interruptible;
 use crate::types::{PyNode, PyTopicPartition};
-
-use crate::config::get;
 
 #[pyclass(module = "ferrokafka._core", name = "_Admin")]
 pub struct PyAdmin {
@@ -62,18 +62,12 @@ fn results(
 impl PyAdmin {
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let acfg = AdminConfig {
-            request_timeout_ms: get(cfg, "request_timeout_ms")?,
-            retry_backoff_ms: get(cfg, "retry_backoff_ms")?,
-            default_api_timeout_ms: get(cfg, "default_api_timeout_ms")?,
-        };
-        let max_in_flight: usize = get(cfg, "max_in_flight_requests_per_connection")?;
-        let (md, net) = crate::config::metadata_and_network(
-            cfg,
-            crate::config::MetadataKind::Base,
-            acfg.request_timeout_ms,
-            max_in_flight,
-        )?;
+        let e = crate::config::effective(Client::Admin, cfg)?;
+        let acfg = e
+            .admin
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("not an admin configuration"))?;
+        let (md, net) = crate::config::metadata_and_network(&e)?;
         Ok(PyAdmin {
             inner: Mutex::new(Some(Arc::new(AdminClient::new(acfg, md, net)))),
         })
@@ -99,8 +93,8 @@ impl PyAdmin {
                 },
             )
             .collect();
-        let r = blocking_call(py, move || {
-            core.create_topics(ts, ms(timeout_ms), validate_only)
+        let r = interruptible(py, |interrupted| {
+            core.create_topics(ts, ms(timeout_ms), validate_only, interrupted)
         })?
         .map_err(FkError)?;
         Ok(results(py, r))
@@ -113,14 +107,19 @@ impl PyAdmin {
         timeout_ms: i64,
     ) -> PyResult<TopicResults> {
         let core = self.core()?;
-        let r = blocking_call(py, move || core.delete_topics(names, ms(timeout_ms)))?
-            .map_err(FkError)?;
+        let r = interruptible(py, |interrupted| {
+            core.delete_topics(names, ms(timeout_ms), interrupted)
+        })?
+        .map_err(FkError)?;
         Ok(results(py, r))
     }
 
     fn list_topics(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<Vec<(String, usize)>> {
         let core = self.core()?;
-        let r = blocking_call(py, move || core.list_topics(ms(timeout_ms)))?.map_err(FkError)?;
+        let r = interruptible(py, |interrupted| {
+            core.list_topics(ms(timeout_ms), interrupted)
+        })?
+        .map_err(FkError)?;
         Ok(r.into_iter().collect())
     }
 
@@ -131,8 +130,10 @@ impl PyAdmin {
         timeout_ms: i64,
     ) -> PyResult<(Vec<PyNode>, Option<PyNode>, Option<String>)> {
         let core = self.core()?;
-        let d =
-            blocking_call(py, move || core.describe_cluster(ms(timeout_ms)))?.map_err(FkError)?;
+        let d = interruptible(py, |interrupted| {
+            core.describe_cluster(ms(timeout_ms), interrupted)
+        })?
+        .map_err(FkError)?;
         Ok((
             d.nodes.iter().map(PyNode::from).collect(),
             d.controller.as_ref().map(PyNode::from),
@@ -146,8 +147,10 @@ impl PyAdmin {
         timeout_ms: i64,
     ) -> PyResult<Vec<(String, String, String)>> {
         let core = self.core()?;
-        blocking_call(py, move || core.list_consumer_groups(ms(timeout_ms)))?
-            .map_err(|e| FkError(e).into())
+        interruptible(py, |interrupted| {
+            core.list_consumer_groups(ms(timeout_ms), interrupted)
+        })?
+        .map_err(|e| FkError(e).into())
     }
 
     /// [(tp, offset, metadata)]
@@ -158,8 +161,8 @@ impl PyAdmin {
         timeout_ms: i64,
     ) -> PyResult<Vec<(PyTopicPartition, i64, Option<String>)>> {
         let core = self.core()?;
-        let r = blocking_call(py, move || {
-            core.list_consumer_group_offsets(&group_id, ms(timeout_ms))
+        let r = interruptible(py, |interrupted| {
+            core.list_consumer_group_offsets(&group_id, ms(timeout_ms), interrupted)
         })?
         .map_err(FkError)?;
         Ok(r.into_iter()

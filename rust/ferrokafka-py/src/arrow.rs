@@ -410,6 +410,9 @@ impl ExportedBatch {
         ExportedBatch { array }
     }
 
+    /// The one definition of the columns (Spark's Kafka source): Python
+    /// reads it through `record_batch_schema` for its empty batches and
+    /// Spark's DDL instead of spelling the columns again.
     fn schema() -> SchemaNode {
         SchemaNode {
             format: "+s",
@@ -436,20 +439,10 @@ impl ExportedBatch {
     }
 
     pub fn into_capsules<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let schema = SendSchema(export_schema(Self::schema()));
+        let s = schema_capsule(py)?;
         let array = SendArray(export_array(self.array));
         // The importer moves the structs out and marks them released; if it
         // never does (capsule dropped unused), the destructor frees them.
-        let s = PyCapsule::new_with_value_and_destructor(
-            py,
-            schema,
-            c"arrow_schema",
-            |mut s, _| unsafe {
-                if let Some(r) = s.0.release {
-                    r(&mut s.0);
-                }
-            },
-        )?;
         let a = PyCapsule::new_with_value_and_destructor(
             py,
             array,
@@ -462,4 +455,22 @@ impl ExportedBatch {
         )?;
         PyTuple::new(py, [s.into_any(), a.into_any()])
     }
+}
+
+/// The schema of `poll_arrow` batches as an `arrow_schema` capsule (released
+/// by its destructor unless an importer moved it out).
+fn schema_capsule(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
+    let schema = SendSchema(export_schema(ExportedBatch::schema()));
+    PyCapsule::new_with_value_and_destructor(py, schema, c"arrow_schema", |mut s, _| unsafe {
+        if let Some(r) = s.0.release {
+            r(&mut s.0);
+        }
+    })
+}
+
+/// The Arrow schema of `poll_arrow` batches (an `arrow_schema` PyCapsule,
+/// for `__arrow_c_schema__`).
+#[pyfunction]
+pub fn record_batch_schema(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
+    schema_capsule(py)
 }

@@ -12,26 +12,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferrokafka_net::cluster::TopicPartition;
-use ferrokafka_net::consumer::client::{
-    Consumer, ConsumerConfig, Polled, RebalanceEvent, RecordSlice,
-};
+use ferrokafka_net::consumer::client::{Consumer, Polled, RebalanceEvent, RecordSlice};
 use ferrokafka_net::consumer::records::RecordColumns;
 use ferrokafka_net::consumer::requests::OffsetAndMetadata;
 use ferrokafka_net::consumer::subscription::OffsetResetStrategy;
 use ferrokafka_net::error::Error;
+use ferrokafka_net::options::Client;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::errors::FkError;
-use crate::gil::{blocking_call, wait_detached};
+use crate::gil::{interruptible, wait_detached};
 use crate::types::{extract_tp, PyNode, PyTopicPartition};
-
-use crate::config::get;
 
 // ----- Message -------------------------------------------------------------------------
 
-/// One consumed record. Attributes as API.md: topic, partition, offset, key,
+/// One consumed record. Attributes: topic, partition, offset, key,
 /// value, headers (list of (str, bytes | None)), timestamp_ms,
 /// timestamp_type (0 CreateTime, 1 LogAppendTime, -1 none), leader_epoch.
 #[pyclass(name = "Message", module = "ferrokafka", frozen)]
@@ -201,24 +198,10 @@ fn poll_core(
     timeout_ms: i64,
     max_records: usize,
 ) -> PyResult<Polled> {
-    let c = core.clone();
-    let r = wait_detached(py, Some(ms(timeout_ms)), move |slice| {
-        match c.poll(max_records, slice, &|| false) {
-            Ok(p)
-                if p.events.is_empty()
-                    && p.records.is_empty()
-                    && p.commits.is_empty()
-                    && !slice.is_zero() =>
-            {
-                None
-            }
-            other => Some(other),
-        }
-    })?;
-    match r {
-        Some(r) => r.map_err(|e| FkError(e).into()),
-        None => Ok(Polled::default()),
-    }
+    interruptible(py, |interrupted| {
+        core.poll(max_records, ms(timeout_ms), interrupted)
+    })?
+    .map_err(|e| FkError(e).into())
 }
 
 #[pymethods]
@@ -226,52 +209,27 @@ impl PyConsumer {
     /// `cfg`: the validated options (snake_case keys) from consumer.py.
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let reset: String = get(cfg, "auto_offset_reset")?;
-        let assignors: Vec<String> = get(cfg, "partition_assignment_strategy")?;
-        let isolation: String = get(cfg, "isolation_level")?;
-        let ccfg = ConsumerConfig {
-            group_id: get(cfg, "group_id")?,
-            group_instance_id: get(cfg, "group_instance_id")?,
-            auto_offset_reset: OffsetResetStrategy::parse(&reset).ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "invalid value {reset:?} for option 'auto_offset_reset'"
-                ))
-            })?,
-            enable_auto_commit: get(cfg, "enable_auto_commit")?,
-            auto_commit_interval_ms: get(cfg, "auto_commit_interval_ms")?,
-            session_timeout_ms: get(cfg, "session_timeout_ms")?,
-            heartbeat_interval_ms: get(cfg, "heartbeat_interval_ms")?,
-            max_poll_interval_ms: get(cfg, "max_poll_interval_ms")?,
-            assignors,
-            fetch_min_bytes: get(cfg, "fetch_min_bytes")?,
-            fetch_max_bytes: get(cfg, "fetch_max_bytes")?,
-            fetch_max_wait_ms: get(cfg, "fetch_max_wait_ms")?,
-            max_partition_fetch_bytes: get(cfg, "max_partition_fetch_bytes")?,
-            read_committed: isolation == "read_committed",
-            check_crcs: get(cfg, "check_crcs")?,
-            client_rack: get(cfg, "client_rack")?,
-            retry_backoff_ms: get(cfg, "retry_backoff_ms")?,
-            request_timeout_ms: get(cfg, "request_timeout_ms")?,
-            default_api_timeout_ms: get(cfg, "default_api_timeout_ms")?,
-        };
-        ccfg.validate().map_err(FkError)?;
-        let max_in_flight: usize = get(cfg, "max_in_flight_requests_per_connection")?;
-        let (md, net) = crate::config::metadata_and_network(
-            cfg,
-            crate::config::MetadataKind::Base,
-            ccfg.request_timeout_ms,
-            max_in_flight,
-        )?;
+        let e = crate::config::effective(Client::Consumer, cfg)?;
+        let ccfg = e
+            .consumer
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("not a consumer configuration"))?;
+        let (md, net) = crate::config::metadata_and_network(&e)?;
         let consumer = Consumer::new(ccfg, md, net).map_err(FkError)?;
         Ok(PyConsumer {
             inner: Mutex::new(Some(Arc::new(consumer))),
         })
     }
 
-    #[pyo3(signature = (topics, pattern=None))]
-    fn subscribe(&self, topics: Vec<String>, pattern: Option<String>) -> PyResult<()> {
+    fn subscribe(&self, topics: Vec<String>) -> PyResult<()> {
         self.core()?
-            .subscribe(topics, pattern)
+            .subscribe(topics)
+            .map_err(|e| FkError(e).into())
+    }
+
+    fn subscribe_pattern(&self, pattern: &str) -> PyResult<()> {
+        self.core()?
+            .subscribe_pattern(pattern)
             .map_err(|e| FkError(e).into())
     }
 
@@ -282,7 +240,8 @@ impl PyConsumer {
 
     fn unsubscribe(&self, py: Python<'_>) -> PyResult<()> {
         let core = self.core()?;
-        blocking_call(py, move || core.unsubscribe())?.map_err(|e| FkError(e).into())
+        interruptible(py, |interrupted| core.unsubscribe(interrupted))?
+            .map_err(|e| FkError(e).into())
     }
 
     fn assignment(&self) -> PyResult<Vec<PyTopicPartition>> {
@@ -356,8 +315,10 @@ impl PyConsumer {
     fn position(&self, py: Python<'_>, tp: &Bound<'_, PyAny>, timeout_ms: i64) -> PyResult<i64> {
         let core = self.core()?;
         let tp = extract_tp(tp)?;
-        blocking_call(py, move || core.position(&tp, ms(timeout_ms), &|| false))?
-            .map_err(|e| FkError(e).into())
+        interruptible(py, |interrupted| {
+            core.position(&tp, ms(timeout_ms), interrupted)
+        })?
+        .map_err(|e| FkError(e).into())
     }
 
     fn pause(&self, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -425,8 +386,8 @@ impl PyConsumer {
                 .commit_async(offsets, token)
                 .map_err(|e| FkError(e).into());
         }
-        blocking_call(py, move || {
-            core.commit_sync(offsets, ms(timeout_ms), &|| false)
+        interruptible(py, |interrupted| {
+            core.commit_sync(offsets, ms(timeout_ms), interrupted)
         })?
         .map_err(|e| FkError(e).into())
     }
@@ -440,8 +401,10 @@ impl PyConsumer {
     ) -> PyResult<Vec<(PyTopicPartition, Option<(i64, Option<String>)>)>> {
         let core = self.core()?;
         let v = extract_tps(partitions)?;
-        let r = blocking_call(py, move || core.committed(&v, ms(timeout_ms), &|| false))?
-            .map_err(FkError)?;
+        let r = interruptible(py, |interrupted| {
+            core.committed(&v, ms(timeout_ms), interrupted)
+        })?
+        .map_err(FkError)?;
         Ok(r.into_iter()
             .map(|(tp, o)| {
                 (
@@ -464,8 +427,10 @@ impl PyConsumer {
             .iter()
             .map(|(tp, ts)| Ok((extract_tp(tp)?, *ts)))
             .collect::<PyResult<_>>()?;
-        let r = blocking_call(py, move || core.list_offsets(&q, ms(timeout_ms), &|| false))?
-            .map_err(FkError)?;
+        let r = interruptible(py, |interrupted| {
+            core.list_offsets(&q, ms(timeout_ms), interrupted)
+        })?
+        .map_err(FkError)?;
         Ok(r.into_iter()
             .map(|(tp, o)| (PyTopicPartition { inner: tp }, o))
             .collect())
@@ -473,8 +438,8 @@ impl PyConsumer {
 
     fn ensure_coordinator_ready(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<bool> {
         let core = self.core()?;
-        match blocking_call(py, move || {
-            core.ensure_coordinator_ready(ms(timeout_ms), &|| false)
+        match interruptible(py, |interrupted| {
+            core.ensure_coordinator_ready(ms(timeout_ms), interrupted)
         })? {
             Ok(_) => Ok(true),
             Err(Error::Timeout { .. }) => Ok(false),
@@ -578,13 +543,14 @@ impl PyConsumer {
     fn close(&self, py: Python<'_>, timeout_ms: i64) -> PyResult<()> {
         let core = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
         let Some(core) = core else { return Ok(()) };
-        let r = blocking_call(py, move || {
-            let r = core.close(ms(timeout_ms));
-            // Joining the threads happens when the last Arc goes, here.
+        interruptible(py, move |interrupted| {
+            let r = core.close(ms(timeout_ms), interrupted);
+            // Joining the threads happens when the last Arc goes, here,
+            // without the GIL (the consumer thread may be waiting for it).
             drop(core);
             r
-        })?;
-        r.map_err(|e| FkError(e).into())
+        })?
+        .map_err(|e| FkError(e).into())
     }
 }
 

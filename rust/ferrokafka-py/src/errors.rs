@@ -65,13 +65,18 @@ pub fn error_name(err: &ResponseError) -> String {
     out
 }
 
-/// `[(code, name, retriable, description)]` for every Kafka error code known to
-/// the schema crate.
+/// `[(code, name, retriable)]` for every Kafka error code known to the schema
+/// crate, then every local (negative, librdkafka) code of the core.
 #[pyfunction]
 pub fn error_codes() -> Vec<(i16, String, bool)> {
     (-1i16..=1000)
         .filter_map(ResponseError::try_from_code)
         .filter(|e| !matches!(e, ResponseError::Unknown(_)))
         .map(|e| (e.code(), error_name(&e), e.is_retriable()))
+        .chain(
+            ferrokafka_net::error::local_code::ALL
+                .iter()
+                .map(|&(code, name, retriable)| (code, name.to_string(), retriable)),
+        )
         .collect()
 }

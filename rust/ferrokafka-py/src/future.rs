@@ -432,6 +432,12 @@ fn test_queue() -> &'static CallbackQueue {
 /// Test hook: a future completed by a Rust thread after `delay_ms`, with
 /// `error_code` (a Kafka code) or success. Exercises the same completion path
 /// as the producer's sender.
+///
+/// The thread is the point of the hook, not a way to wait: real futures are
+/// completed from the producer's sender thread, off the GIL and off the
+/// caller's thread, and `result()`, callbacks and `await` must work when
+/// that happens while Python waits. Only tests call this (one thread per
+/// test future); no production call starts a thread here.
 #[pyfunction]
 #[pyo3(signature = (delay_ms, error_code=None))]
 pub fn _test_future(

@@ -5,7 +5,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// The `__consumer_offsets` partition holding `group_id`'s offsets; its leader
-/// is the group coordinator (SEMANTICS 2.4).
+/// is the group coordinator (docs/semantics.md §2.4).
 #[pyfunction]
 #[pyo3(signature = (group_id, num_partitions=50))]
 pub fn coordinator_partition_for(group_id: &str, num_partitions: i32) -> PyResult<i32> {

@@ -19,7 +19,6 @@ pub mod network;
 pub mod producer;
 pub mod records;
 pub mod requests;
-pub mod security;
 pub mod types;
 
 #[pymodule]
@@ -27,6 +26,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     logbridge::register(m)?;
     m.add_function(wrap_pyfunction!(errors::error_codes, m)?)?;
+    config::register(m)?;
+    m.add_function(wrap_pyfunction!(arrow::record_batch_schema, m)?)?;
     network::register(m)?;
     requests::register(m)?;
     m.add_class::<future::RecordMetadata>()?;

@@ -5,11 +5,11 @@
 //! Times: every `now_ms` argument is optional and defaults to the wall clock
 //! in ms, so tests inject time and ordinary callers need not.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferrokafka_net::metadata::{timeout_error, Metadata, MetadataConfig};
+use ferrokafka_net::options::Client;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -30,81 +30,29 @@ fn now_or_wall(now_ms: Option<i64>) -> i64 {
     now_ms.unwrap_or_else(wall_ms)
 }
 
-/// Canonical option names with their dotted Java aliases and defaults.
-const OPTIONS: &[(&str, &str, i64)] = &[
-    ("refresh_backoff_ms", "retry.backoff.ms", 100),
-    ("refresh_backoff_max_ms", "retry.backoff.max.ms", 1000),
-    ("metadata_expire_ms", "metadata.max.age.ms", 300_000),
-    ("metadata_idle_ms", "metadata.max.idle.ms", 300_000),
-];
-
-/// Gather the constructor options: keywords, plus a dict of dotted Java
-/// names (positionally or as `config=`). Unknown keys and non-integer or
-/// negative values raise ValueError naming the key.
-fn collect_options(
+/// Check the constructor options (keywords, plus a dict of dotted Java
+/// names given positionally or as `config=`) against the option table as
+/// `client` takes them. None means "not given" (the keyword defaults);
+/// keywords override the dict.
+fn metadata_config(
+    py: Python<'_>,
+    client: Client,
     config: Option<&Bound<'_, PyDict>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-    allowed: &[&str],
-) -> PyResult<HashMap<&'static str, i64>> {
-    let mut out: HashMap<&'static str, i64> = HashMap::new();
-    for source in [config, kwargs].into_iter().flatten() {
+    kwargs: &Bound<'_, PyDict>,
+) -> PyResult<(MetadataConfig, Option<i64>)> {
+    let given = PyDict::new(py);
+    for source in [config, Some(kwargs)].into_iter().flatten() {
         for (k, v) in source.iter() {
-            let key: String = k
-                .extract()
-                .map_err(|_| PyValueError::new_err("option names must be strings"))?;
-            let canon = OPTIONS
-                .iter()
-                .find(|(c, d, _)| (*c == key || *d == key) && allowed.contains(c))
-                .map(|(c, _, _)| *c);
-            let Some(canon) = canon else {
-                let accepted: Vec<String> = OPTIONS
-                    .iter()
-                    .filter(|(c, _, _)| allowed.contains(c))
-                    .map(|(c, d, _)| format!("{c} ({d})"))
-                    .collect();
-                return Err(PyValueError::new_err(format!(
-                    "unknown option {key:?}; accepted: {}",
-                    accepted.join(", ")
-                )));
-            };
-            if v.is_none() {
-                continue;
+            if !v.is_none() {
+                given.set_item(k, v)?;
             }
-            let bad = || {
-                PyValueError::new_err(format!(
-                    "invalid value for {canon}: {v}; expected an integer >= 0 (ms)"
-                ))
-            };
-            if v.is_instance_of::<pyo3::types::PyBool>() {
-                return Err(bad());
-            }
-            let n: i64 = v.extract().map_err(|_| bad())?;
-            if n < 0 {
-                return Err(bad());
-            }
-            out.insert(canon, n);
         }
     }
-    Ok(out)
-}
-
-fn get(opts: &HashMap<&'static str, i64>, key: &str) -> i64 {
-    opts.get(key).copied().unwrap_or_else(|| {
-        OPTIONS
-            .iter()
-            .find(|(c, _, _)| *c == key)
-            .map(|o| o.2)
-            .unwrap_or(0)
-    })
-}
-
-fn build_config(opts: &HashMap<&'static str, i64>) -> MetadataConfig {
-    MetadataConfig {
-        refresh_backoff_ms: get(opts, "refresh_backoff_ms"),
-        refresh_backoff_max_ms: get(opts, "refresh_backoff_max_ms"),
-        metadata_expire_ms: get(opts, "metadata_expire_ms"),
-        rng_seed: None,
-    }
+    let e = crate::config::effective(client, &given)?;
+    let mcfg = e.metadata.ok_or_else(|| {
+        PyValueError::new_err(format!("{} has no metadata config", client.name()))
+    })?;
+    Ok((mcfg, e.metadata_idle_ms))
 }
 
 /// Put the explicit keyword parameters into the kwargs dict so one code path
@@ -131,7 +79,7 @@ fn merge_kw<'py>(
     Ok(d)
 }
 
-/// Cluster metadata state (SEMANTICS 3): versions, refresh timing, the
+/// Cluster metadata state (docs/semantics.md §3): versions, refresh timing, the
 /// cached `Cluster`. Keeps every topic; `ProducerMetadata` keeps only the
 /// topics it is told to use.
 #[pyclass(name = "Metadata", module = "ferrokafka", subclass, frozen)]
@@ -163,22 +111,14 @@ impl PyMetadata {
                 ("metadata_expire_ms", metadata_expire_ms),
             ],
         )?;
-        let opts = collect_options(
-            config.as_ref(),
-            Some(&kw),
-            &[
-                "refresh_backoff_ms",
-                "refresh_backoff_max_ms",
-                "metadata_expire_ms",
-            ],
-        )?;
-        let md = Metadata::new(build_config(&opts)).map_err(FkError)?;
+        let (mcfg, _) = metadata_config(py, Client::Metadata, config.as_ref(), &kw)?;
+        let md = Metadata::new(mcfg).map_err(FkError)?;
         Ok(PyMetadata {
             inner: Arc::new(md),
         })
     }
 
-    /// SEMANTICS 3.1: seed brokers ("host:port" strings, or one
+    /// docs/semantics.md §3.1: seed brokers ("host:port" strings, or one
     /// comma-separated string), shuffled, ids -1, -2, ...
     fn bootstrap(&self, addresses: &Bound<'_, PyAny>) -> FkResult<()> {
         let list: Vec<String> = if let Ok(s) = addresses.extract::<String>() {
@@ -195,22 +135,22 @@ impl PyMetadata {
         Ok(())
     }
 
-    /// SEMANTICS 3.2. Returns update_version.
+    /// docs/semantics.md §3.2. Returns update_version.
     fn request_update(&self) -> i32 {
         self.inner.request_update()
     }
 
-    /// SEMANTICS 3.3. Returns update_version.
+    /// docs/semantics.md §3.3. Returns update_version.
     fn request_update_for_new_topics(&self) -> i32 {
         self.inner.request_update_for_new_topics()
     }
 
-    /// SEMANTICS 3.10. Returns update_version.
+    /// docs/semantics.md §3.10. Returns update_version.
     fn request_update_for_topic(&self, topic: &str) -> i32 {
         self.inner.request_update_for_topic(topic)
     }
 
-    /// SEMANTICS 3.4, 3.5, 3.11.
+    /// docs/semantics.md §3.4, 3.5, 3.11.
     #[pyo3(signature = (request_version, response, is_partial_update=false, now_ms=None))]
     fn update(
         &self,
@@ -234,7 +174,7 @@ impl PyMetadata {
         self.inner.failed_update(now_or_wall(now_ms));
     }
 
-    /// SEMANTICS 3.9 (base Metadata keeps every topic: always True).
+    /// docs/semantics.md §3.9 (base Metadata keeps every topic: always True).
     #[pyo3(signature = (topic, is_internal=false, now_ms=None))]
     fn retain_topic(&self, topic: &str, is_internal: bool, now_ms: Option<i64>) -> bool {
         self.inner
@@ -257,17 +197,17 @@ impl PyMetadata {
             .transpose()
     }
 
-    /// SEMANTICS 3.6: the current snapshot, without blocking.
+    /// docs/semantics.md §3.6: the current snapshot, without blocking.
     fn fetch(&self) -> PyCluster {
         PyCluster::new(self.inner.fetch())
     }
 
-    /// SEMANTICS 3.7.
+    /// docs/semantics.md §3.7.
     fn update_requested(&self) -> bool {
         self.inner.update_requested()
     }
 
-    /// SEMANTICS 3.7: ms until the next update may go out (>= 0).
+    /// docs/semantics.md §3.7: ms until the next update may go out (>= 0).
     #[pyo3(signature = (now_ms=None))]
     fn time_to_next_update(&self, now_ms: Option<i64>) -> i64 {
         self.inner.time_to_next_update(now_or_wall(now_ms))
@@ -281,7 +221,7 @@ impl PyMetadata {
         (spec.topics, v, partial)
     }
 
-    /// SEMANTICS 3.12: wait (GIL released) until `update_version >
+    /// docs/semantics.md §3.12: wait (GIL released) until `update_version >
     /// last_version`. Raises KafkaTimeoutError at the deadline (None = no
     /// deadline), KafkaClosedError after close(), a stored fatal error, and
     /// the topic error (invalid / unauthorized) of the new answer: for
@@ -489,7 +429,7 @@ fn split_dict_arg<'py>(
     }
 }
 
-/// `Metadata` for a producer (SEMANTICS 3.8-3.11): keeps only the topics
+/// `Metadata` for a producer (docs/semantics.md §3.8-3.11): keeps only the topics
 /// `add`ed, asks only for new ones in partial updates, forgets topics idle
 /// for `metadata_idle_ms`.
 #[pyclass(name = "ProducerMetadata", module = "ferrokafka", extends = PyMetadata, frozen)]
@@ -531,25 +471,14 @@ impl PyProducerMetadata {
                 ("metadata_idle_ms", metadata_idle_ms),
             ],
         )?;
-        let opts = collect_options(
-            config.as_ref(),
-            Some(&kw),
-            &[
-                "refresh_backoff_ms",
-                "refresh_backoff_max_ms",
-                "metadata_expire_ms",
-                "metadata_idle_ms",
-            ],
-        )?;
-        let md = Arc::new(
-            Metadata::new_producer(build_config(&opts), get(&opts, "metadata_idle_ms"))
-                .map_err(FkError)?,
-        );
+        let (mcfg, idle) = metadata_config(py, Client::ProducerMetadata, config.as_ref(), &kw)?;
+        let idle = idle.ok_or_else(|| PyValueError::new_err("metadata_idle_ms missing"))?;
+        let md = Arc::new(Metadata::new_producer(mcfg, idle).map_err(FkError)?);
         Ok(PyClassInitializer::from(PyMetadata { inner: md.clone() })
             .add_subclass(PyProducerMetadata { inner: md }))
     }
 
-    /// SEMANTICS 3.8: use `topic` (new: partial update requested; known:
+    /// docs/semantics.md §3.8: use `topic` (new: partial update requested; known:
     /// expiry pushed to now + metadata_idle_ms).
     #[pyo3(signature = (topic, now_ms=None))]
     fn add(&self, topic: &str, now_ms: Option<i64>) -> FkResult<()> {

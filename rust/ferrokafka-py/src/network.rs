@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use ferrokafka_net::blocking::{now_ms, BlockingClient};
 use ferrokafka_net::cluster::Node;
-use ferrokafka_net::network_client::{ClientConfig, ClientRequest, ClientResponse as CoreResponse};
+use ferrokafka_net::network_client::{ClientRequest, ClientResponse as CoreResponse};
+use ferrokafka_net::options::Client;
 use ferrokafka_net::simple_updater::SimpleUpdater;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
@@ -17,7 +18,7 @@ use pyo3::types::PyDict;
 
 use crate::errors::{FkError, FkResult};
 use crate::gil::wait_detached;
-use crate::requests::{response_to_py, RawRequest};
+use crate::requests::{response_to_py, Build, RawRequest};
 
 fn parse_bootstrap(servers: &[String]) -> PyResult<Vec<Node>> {
     let mut out = Vec::new();
@@ -59,6 +60,8 @@ pub struct PyNetworkClient {
 #[pyclass(module = "ferrokafka._core", name = "ClientRequest")]
 pub struct PyClientRequest {
     req: Mutex<Option<ClientRequest>>,
+    /// Rebuilds the body for the version `send` finds usable.
+    build: Build,
     #[pyo3(get)]
     destination: i32,
     #[pyo3(get)]
@@ -192,59 +195,13 @@ fn node_tuple(n: &Node) -> (i32, String, u16, Option<String>) {
 
 #[pymethods]
 impl PyNetworkClient {
+    /// `cfg`: the options (any accepted spelling), checked against the
+    /// option table as the NetworkClient takes them.
     #[new]
-    #[pyo3(signature = (
-        bootstrap_servers, client_id, max_in_flight_requests_per_connection, request_timeout_ms,
-        reconnect_backoff_ms, reconnect_backoff_max_ms, connections_max_idle_ms,
-        socket_connection_setup_timeout_ms, send_buffer_bytes, receive_buffer_bytes, max_response_size,
-        security=None,
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        bootstrap_servers: Vec<String>,
-        client_id: String,
-        max_in_flight_requests_per_connection: i64,
-        request_timeout_ms: i64,
-        reconnect_backoff_ms: i64,
-        reconnect_backoff_max_ms: i64,
-        connections_max_idle_ms: i64,
-        socket_connection_setup_timeout_ms: i64,
-        send_buffer_bytes: i32,
-        receive_buffer_bytes: i32,
-        max_response_size: i64,
-        security: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Self> {
-        let bad = |k: &str, d: &str| -> PyErr {
-            FkError(Error::Config {
-                key: k.into(),
-                detail: d.into(),
-            })
-            .into()
-        };
-        if max_in_flight_requests_per_connection < 1 {
-            return Err(bad("max_in_flight_requests_per_connection", "must be >= 1"));
-        }
-        if max_response_size < 1024 {
-            return Err(bad("max_response_size", "must be >= 1024"));
-        }
-        let nodes = parse_bootstrap(&bootstrap_servers)
-            .map_err(|e| bad("bootstrap_servers", &e.to_string()))?;
-        let cfg = ClientConfig {
-            client_id,
-            max_in_flight_requests_per_connection: max_in_flight_requests_per_connection as usize,
-            request_timeout_ms,
-            reconnect_backoff_ms,
-            reconnect_backoff_max_ms,
-            connections_max_idle_ms,
-            socket_connection_setup_timeout_ms,
-            send_buffer_bytes,
-            receive_buffer_bytes,
-            max_response_size: max_response_size as usize,
-            security: match security {
-                Some(d) => crate::security::from_cfg(d)?,
-                None => ferrokafka_net::security::Security::plaintext(),
-            },
-        };
+    fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let e = crate::config::effective(Client::NetworkClient, cfg)?;
+        let nodes = parse_bootstrap(&e.bootstrap)?;
+        let cfg = e.client_config().map_err(FkError)?;
         let inner =
             BlockingClient::new(cfg, Box::new(SimpleUpdater::new(nodes))).map_err(FkError)?;
         Ok(PyNetworkClient {
@@ -332,13 +289,14 @@ impl PyNetworkClient {
         let now = now_ms.unwrap_or_else(self::now_ms);
         let mut r = self.inner.new_client_request(
             node_id,
-            request.body.clone(),
+            request.newest_body(),
             expect_response,
             None,
             now,
         );
         r.max_version = request.max_version;
         PyClientRequest {
+            build: request.build.clone(),
             destination: r.destination,
             correlation_id: r.correlation_id,
             api_key: r.api_key,
@@ -360,7 +318,20 @@ impl PyNetworkClient {
                     detail: "this ClientRequest was already sent".into(),
                 })
             })?;
-        self.inner.send(r, now_ms.unwrap_or_else(self::now_ms))?;
+        let mut r = r;
+        {
+            // Version choice, body and send under one core lock, so the
+            // version the body was built for is the one it goes out at.
+            let mut core = self.inner.core();
+            if let Some(v) = core.usable_version(r.destination, r.api_key, r.max_version) {
+                r.body = (request.build)(v);
+                r.max_version = Some(v);
+            }
+            core.send(r, now_ms.unwrap_or_else(self::now_ms))?;
+        }
+        // As `BlockingClient::send`: a request completed locally (no common
+        // version) must not wait for a socket event to be seen by poll.
+        self.inner.wakeup();
         Ok(())
     }
 

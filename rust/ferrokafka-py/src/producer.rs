@@ -7,9 +7,10 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ferrokafka_net::options::Client;
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
-use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer, ProducerConfig};
-use ferrokafka_net::protocol::compression::Compression;
+use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer};
+use ferrokafka_net::producer::partitioner::Partitioner;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -18,7 +19,7 @@ use pyo3::types::PyDict;
 
 use crate::errors::FkError;
 use crate::future::{run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, RecordMetadata};
-use crate::gil::wait_detached;
+use crate::gil::{wait_detached, SignalCheck};
 
 /// Completes a Python `DeliveryFuture` from the sender thread, or one
 /// record's slot of a `send_batch` call.
@@ -208,31 +209,6 @@ pub struct PyProducer {
     defer_state: Arc<DeferState>,
 }
 
-/// An interrupt check for the core's waits: looks at Python's pending
-/// signals (takes the GIL for a moment; only the main thread ever sees
-/// one) and keeps the KeyboardInterrupt to raise once the wait has ended.
-struct SignalCheck(Mutex<Option<PyErr>>);
-
-impl SignalCheck {
-    fn new() -> Self {
-        SignalCheck(Mutex::new(None))
-    }
-
-    fn interrupted(&self) -> bool {
-        Python::attach(|py| match py.check_signals() {
-            Ok(()) => false,
-            Err(e) => {
-                *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                true
-            }
-        })
-    }
-
-    fn take(&self) -> Option<PyErr> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-}
-
 fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<DeferState>) {
     let stopped = || st.stop.load(Ordering::Acquire);
     // Drains what is left after the sender side is gone, failing it (stop
@@ -321,8 +297,6 @@ fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<D
         st.queued.fetch_sub(1, Ordering::AcqRel);
     }
 }
-
-use crate::config::get;
 
 impl PyProducer {
     fn core(&self) -> PyResult<Arc<CoreProducer>> {
@@ -454,40 +428,12 @@ impl PyProducer {
     /// `cfg`: the validated options (snake_case keys) from producer.py.
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let compression_name: String = get(cfg, "compression_type")?;
-        let compression = Compression::from_name(&compression_name).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "invalid value for compression_type: {compression_name:?}; accepted: none, gzip, snappy, lz4, zstd"
-            ))
-        })?;
-        let level: i32 = get(cfg, "compression_level")?;
-        let level = (level >= 0).then_some(level);
-        let acks: i16 = get(cfg, "acks")?;
-        let max_in_flight: usize = get(cfg, "max_in_flight_requests_per_connection")?;
-        let pcfg = ProducerConfig {
-            acks,
-            linger_ms: get(cfg, "linger_ms")?,
-            batch_size: get(cfg, "batch_size")?,
-            buffer_memory: get(cfg, "buffer_memory")?,
-            max_block_ms: get(cfg, "max_block_ms")?,
-            enable_idempotence: get(cfg, "enable_idempotence")?,
-            retries: get::<i64>(cfg, "retries")?.clamp(0, u32::MAX as i64) as u32,
-            retry_backoff_ms: get(cfg, "retry_backoff_ms")?,
-            retry_backoff_max_ms: get(cfg, "retry_backoff_max_ms")?,
-            request_timeout_ms: get(cfg, "request_timeout_ms")?,
-            delivery_timeout_ms: get(cfg, "delivery_timeout_ms")?,
-            max_request_size: get(cfg, "max_request_size")?,
-            partitioner_adaptive: true,
-            ..ProducerConfig::default()
+        let e = crate::config::effective(Client::Producer, cfg)?;
+        let (Some(pcfg), Some((compression, level))) = (e.producer.clone(), e.compression) else {
+            return Err(PyValueError::new_err("not a producer configuration"));
         };
-        pcfg.validate(max_in_flight).map_err(FkError)?;
         let pcfg_buffer_memory = pcfg.buffer_memory;
-        let (md, net) = crate::config::metadata_and_network(
-            cfg,
-            crate::config::MetadataKind::Producer,
-            pcfg.request_timeout_ms,
-            max_in_flight,
-        )?;
+        let (md, net) = crate::config::metadata_and_network(&e)?;
         let producer = Producer::new(
             pcfg,
             md,
@@ -858,7 +804,14 @@ fn check_key_count(keys: Option<usize>, values: usize) -> PyResult<()> {
     }
 }
 
+/// The accepted `partitioner` names (the Rust enum is the one list of them).
+#[pyfunction]
+pub fn partitioner_names() -> Vec<&'static str> {
+    Partitioner::NAMES.to_vec()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(partitioner_names, m)?)?;
     m.add_class::<PyProducer>()?;
     m.add_class::<PyBatchResult>()
 }

@@ -3,39 +3,63 @@
 //! snake_case field names, as the schema names them).
 //!
 //! The Python classes (protocol.py) validate and hold their arguments; they
-//! call one builder here to get a `RawRequest` holding the `kafka-protocol`
-//! value, which is what `NetworkClient.new_client_request` consumes.
+//! call one function here to get a `RawRequest`. The bodies come from the
+//! net crate's builders, the same ones the consumer, producer and admin
+//! client use, so each request kind has one builder and one version policy.
+//! Most of them take the version the request goes out at, so a `RawRequest`
+//! holds a builder, run by `NetworkClient.send` once the version is known.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
+use ferrokafka_net::admin::{create_topics, delete_topics, NewTopic};
+use ferrokafka_net::cluster::TopicPartition;
+use ferrokafka_net::consumer::fetch::{
+    build_list_offsets_request, fetch_max_version, fetch_request, FetchLimits, PartitionFetch,
+};
+use ferrokafka_net::consumer::requests::find_coordinator;
+use ferrokafka_net::metadata::wire::build_metadata_request;
+use ferrokafka_net::network_client::api_versions_request;
+use ferrokafka_net::producer::request::{build_produce_request, BatchToSend};
+use ferrokafka_net::protocol::frame::client_version_range;
 use ferrokafka_net::protocol::kafka_protocol::messages::{
-    create_topics_request::CreatableTopic, fetch_request::FetchPartition,
-    fetch_request::FetchTopic, list_offsets_request::ListOffsetsPartition,
-    list_offsets_request::ListOffsetsTopic, metadata_request::MetadataRequestTopic,
-    produce_request::PartitionProduceData, produce_request::TopicProduceData, ApiVersionsRequest,
-    BrokerId, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, FindCoordinatorRequest,
-    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestKind, ResponseKind, TopicName,
-    TransactionalId,
+    ApiKey, BrokerId, RequestKind, ResponseKind,
 };
 use ferrokafka_net::protocol::kafka_protocol::protocol::StrBytes;
+use ferrokafka_net::updater::MetadataRequestSpec;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 type FetchTopics = Vec<(String, Vec<(i32, i64, i32)>)>;
 type ProduceTopics = Vec<(String, Vec<(i32, Vec<u8>)>)>;
 
-/// A request body ready for `new_client_request` (immutable; reusable).
+/// Builds the body for the version it will be sent at.
+pub type Build = Arc<dyn Fn(i16) -> RequestKind + Send + Sync>;
+
+/// A request ready for `new_client_request` (immutable; reusable).
 #[pyclass(module = "ferrokafka._core", frozen)]
 #[derive(Clone)]
 pub struct RawRequest {
-    pub body: RequestKind,
+    api_key: i16,
+    pub build: Build,
     pub max_version: Option<i16>,
+}
+
+impl RawRequest {
+    /// The body at the newest version this request may use, for a
+    /// `ClientRequest` whose node's versions are not known yet (sending it
+    /// then fails before the body matters: not ready, or no common version).
+    pub fn newest_body(&self) -> RequestKind {
+        let newest = client_version_range(self.api_key).map_or(0, |(_, hi)| hi);
+        (self.build)(self.max_version.map_or(newest, |m| m.min(newest)))
+    }
 }
 
 #[pymethods]
 impl RawRequest {
     #[getter]
     fn api_key(&self) -> i16 {
-        ferrokafka_net::protocol::frame::request_api_key(&self.body)
+        self.api_key
     }
     #[getter]
     fn max_version(&self) -> Option<i16> {
@@ -44,22 +68,21 @@ impl RawRequest {
     fn __repr__(&self) -> String {
         format!(
             "RawRequest(api_key={}, max_version={:?})",
-            self.api_key(),
-            self.max_version
+            self.api_key, self.max_version
         )
     }
 }
 
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_owned())
-}
-
-fn topic(v: &str) -> TopicName {
-    TopicName(s(v))
-}
-
-fn raw(body: RequestKind, max_version: Option<i16>) -> RawRequest {
-    RawRequest { body, max_version }
+fn raw(
+    api_key: ApiKey,
+    max_version: Option<i16>,
+    build: impl Fn(i16) -> RequestKind + Send + Sync + 'static,
+) -> RawRequest {
+    RawRequest {
+        api_key: api_key as i16,
+        build: Arc::new(build),
+        max_version,
+    }
 }
 
 #[pyfunction]
@@ -68,41 +91,30 @@ pub fn _metadata_request(
     topics: Option<Vec<String>>,
     allow_auto_topic_creation: bool,
 ) -> RawRequest {
-    let topics = topics.map(|ts| {
-        ts.iter()
-            .map(|t| MetadataRequestTopic::default().with_name(Some(topic(t))))
-            .collect()
-    });
-    raw(
-        RequestKind::Metadata(
-            MetadataRequest::default()
-                .with_topics(topics)
-                .with_allow_auto_topic_creation(allow_auto_topic_creation),
-        ),
-        None,
-    )
+    let spec = MetadataRequestSpec {
+        topics,
+        allow_auto_topic_creation,
+    };
+    raw(ApiKey::Metadata, None, move |v| {
+        RequestKind::Metadata(build_metadata_request(&spec, v))
+    })
 }
 
 #[pyfunction]
 pub fn _api_versions_request() -> RawRequest {
-    raw(
-        RequestKind::ApiVersions(
-            ApiVersionsRequest::default()
-                .with_client_software_name(StrBytes::from_static_str("ferrokafka"))
-                .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION"))),
-        ),
-        None,
-    )
+    raw(ApiKey::ApiVersions, None, |_| {
+        RequestKind::ApiVersions(api_versions_request())
+    })
 }
 
 #[pyfunction]
 pub fn _find_coordinator_request(key: String, key_type: i8) -> RawRequest {
-    // v4+ batches keys in `coordinator_keys`, v0-3 use `key`, and
-    // kafka-protocol refuses to encode a non-default field the chosen version
-    // lacks, so one body cannot serve both. We cap at v3 (single key), which
-    // every broker since Kafka 2.0 supports.
-    let r = FindCoordinatorRequest::default().with_key_type(key_type);
-    raw(RequestKind::FindCoordinator(r.with_key(s(&key))), Some(3))
+    // The Python class asks for one key and its users read the answer's
+    // top-level node_id/host/port, which v4+ moved into `coordinators`: the
+    // class stays at v3, a choice of its API, not of the builder.
+    raw(ApiKey::FindCoordinator, Some(3), move |v| {
+        RequestKind::FindCoordinator(find_coordinator(&key, key_type, v))
+    })
 }
 
 /// topics: [(topic, [(partition, timestamp)])]
@@ -113,32 +125,21 @@ pub fn _list_offsets_request(
     isolation_level: i8,
     replica_id: i32,
 ) -> RawRequest {
-    let topics = topics
+    let parts: Vec<(TopicPartition, i64, i32)> = topics
         .iter()
-        .map(|(t, ps)| {
-            ListOffsetsTopic::default()
-                .with_name(topic(t))
-                .with_partitions(
-                    ps.iter()
-                        .map(|(p, ts)| {
-                            ListOffsetsPartition::default()
-                                .with_partition_index(*p)
-                                .with_timestamp(*ts)
-                                .with_current_leader_epoch(-1)
-                        })
-                        .collect(),
-                )
+        .flat_map(|(t, ps)| {
+            ps.iter()
+                .map(move |(p, ts)| (TopicPartition::new(t.as_str(), *p), *ts, -1))
         })
         .collect();
-    raw(
+    raw(ApiKey::ListOffsets, None, move |_| {
+        // The protocol class has no timeout (v10's tiered-storage wait): 0,
+        // the schema default, as before.
         RequestKind::ListOffsets(
-            ListOffsetsRequest::default()
-                .with_replica_id(BrokerId(replica_id))
-                .with_isolation_level(isolation_level)
-                .with_topics(topics),
-        ),
-        None,
-    )
+            build_list_offsets_request(isolation_level, &parts, 0)
+                .with_replica_id(BrokerId(replica_id)),
+        )
+    })
 }
 
 /// topics: [(name, num_partitions, replication_factor)]
@@ -148,39 +149,25 @@ pub fn _create_topics_request(
     timeout_ms: i32,
     validate_only: bool,
 ) -> RawRequest {
-    let topics = topics
-        .iter()
-        .map(|(n, p, r)| {
-            CreatableTopic::default()
-                .with_name(topic(n))
-                .with_num_partitions(*p)
-                .with_replication_factor(*r)
+    let topics: Vec<NewTopic> = topics
+        .into_iter()
+        .map(|(name, num_partitions, replication_factor)| NewTopic {
+            name,
+            num_partitions,
+            replication_factor,
+            config: Vec::new(),
         })
         .collect();
-    raw(
-        RequestKind::CreateTopics(
-            CreateTopicsRequest::default()
-                .with_topics(topics)
-                .with_timeout_ms(timeout_ms)
-                .with_validate_only(validate_only),
-        ),
-        None,
-    )
+    raw(ApiKey::CreateTopics, None, move |_| {
+        RequestKind::CreateTopics(create_topics(&topics, timeout_ms, validate_only))
+    })
 }
 
 #[pyfunction]
 pub fn _delete_topics_request(topics: Vec<String>, timeout_ms: i32) -> RawRequest {
-    // v0-5 carry names in `topic_names`, v6+ in `topics`; we cap at v5 so
-    // the plain name list is always what is sent.
-    let names = topics.iter().map(|t| topic(t)).collect();
-    raw(
-        RequestKind::DeleteTopics(
-            DeleteTopicsRequest::default()
-                .with_topic_names(names)
-                .with_timeout_ms(timeout_ms),
-        ),
-        Some(5),
-    )
+    raw(ApiKey::DeleteTopics, None, move |v| {
+        RequestKind::DeleteTopics(delete_topics(&topics, timeout_ms, v))
+    })
 }
 
 /// topics: [(topic, [(partition, fetch_offset, partition_max_bytes)])]
@@ -192,37 +179,28 @@ pub fn _fetch_request(
     max_bytes: i32,
     isolation_level: i8,
 ) -> RawRequest {
-    let topics = topics
+    let parts: Vec<PartitionFetch> = topics
         .iter()
-        .map(|(t, ps)| {
-            FetchTopic::default().with_topic(topic(t)).with_partitions(
-                ps.iter()
-                    .map(|(p, off, mb)| {
-                        FetchPartition::default()
-                            .with_partition(*p)
-                            .with_fetch_offset(*off)
-                            .with_partition_max_bytes(*mb)
-                            .with_current_leader_epoch(-1)
-                            .with_log_start_offset(-1)
-                    })
-                    .collect(),
-            )
+        .flat_map(|(t, ps)| {
+            ps.iter().map(move |(p, off, mb)| PartitionFetch {
+                tp: TopicPartition::new(t.as_str(), *p),
+                // The protocol class names topics: no ids, so at most v12.
+                topic_id: None,
+                fetch_offset: *off,
+                current_leader_epoch: -1,
+                partition_max_bytes: *mb,
+            })
         })
         .collect();
-    // Topic names exist up to v12; v13+ name topics by id only.
-    raw(
-        RequestKind::Fetch(
-            FetchRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_max_wait_ms(max_wait_ms)
-                .with_min_bytes(min_bytes)
-                .with_max_bytes(max_bytes)
-                .with_isolation_level(isolation_level)
-                .with_session_epoch(-1)
-                .with_topics(topics),
-        ),
-        Some(12),
-    )
+    let limits = FetchLimits {
+        max_wait_ms,
+        min_bytes,
+        max_bytes,
+        isolation_level,
+    };
+    raw(ApiKey::Fetch, fetch_max_version(&parts), move |v| {
+        RequestKind::Fetch(fetch_request(limits, &parts, "", v))
+    })
 }
 
 /// topic_data: [(topic, [(partition, records)])], records = an encoded RecordBatch.
@@ -234,33 +212,25 @@ pub fn _produce_request(
     timeout_ms: i32,
     transactional_id: Option<String>,
 ) -> RawRequest {
-    let topic_data = topic_data
+    let batches: Vec<BatchToSend> = topic_data
         .into_iter()
-        .map(|(t, ps)| {
-            TopicProduceData::default()
-                .with_name(topic(&t))
-                .with_partition_data(
-                    ps.into_iter()
-                        .map(|(p, rec)| {
-                            PartitionProduceData::default()
-                                .with_index(p)
-                                .with_records(Some(Bytes::from(rec)))
-                        })
-                        .collect(),
-                )
+        .flat_map(|(t, ps)| {
+            ps.into_iter().map(move |(p, rec)| BatchToSend {
+                tp: TopicPartition::new(t.as_str(), p),
+                topic_id: None,
+                records: Bytes::from(rec),
+            })
         })
         .collect();
-    raw(
-        RequestKind::Produce(
-            ProduceRequest::default()
-                .with_acks(acks)
-                .with_timeout_ms(timeout_ms)
-                .with_transactional_id(transactional_id.map(|t| TransactionalId(s(&t))))
-                .with_topic_data(topic_data),
-        ),
-        // v13 names topics by id.
-        Some(12),
-    )
+    // Without topic ids the topics go by name, which v13+ no longer has.
+    raw(ApiKey::Produce, Some(12), move |_| {
+        RequestKind::Produce(build_produce_request(
+            acks,
+            timeout_ms,
+            transactional_id.as_deref(),
+            &batches,
+        ))
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -8,6 +8,14 @@
 //!   one bad topic never hides the others' outcome.
 //! * ListGroups goes to every broker; OffsetFetch to the group coordinator
 //!   (FindCoordinator first).
+//!
+//! Every call waits in the caller's thread, in slices, asking the caller's
+//! `interrupted` between them (`crate::wait`); interrupted, it returns
+//! `Error::Interrupted` at once. A request already sent may still be
+//! applied by the broker (a topic created or deleted): the caller can
+//! assume nothing about it, and repeating the call is safe (creating an
+//! existing topic answers TOPIC_ALREADY_EXISTS, deleting a missing one
+//! UNKNOWN_TOPIC_OR_PARTITION, per topic).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -25,6 +33,7 @@ use crate::consumer::requests::{self as rq, OffsetAndMetadata};
 use crate::driver::{AsyncClient, Body, RequestOpts};
 use crate::error::Error;
 use crate::metadata::Metadata;
+use crate::wait;
 
 const NOT_CONTROLLER: i16 = 41;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -87,12 +96,16 @@ impl AdminClient {
     /// A fresh metadata snapshot (a completed refresh, not the bootstrap list).
     /// `timeout` is the caller's whole budget (`deadline` its end), named in
     /// the error so the message states the timeout the caller actually set.
-    fn fresh_cluster(&self, deadline: Instant, timeout: Duration) -> Result<Arc<Cluster>, Error> {
+    fn fresh_cluster(
+        &self,
+        deadline: Instant,
+        timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Arc<Cluster>, Error> {
         loop {
             let v = self.metadata.request_update();
             self.client.client().wakeup();
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.metadata.await_update(v, None, Some(left)) {
+            match wait::metadata_update(&self.metadata, v, None, deadline, interrupted) {
                 Ok(()) => {
                     let c = self.metadata.fetch();
                     if !c.is_bootstrap_configured() {
@@ -122,7 +135,13 @@ impl AdminClient {
         }
     }
 
-    fn request(&self, node: Node, body: Body, deadline: Instant) -> Result<ResponseKind, Error> {
+    fn request(
+        &self,
+        node: Node,
+        body: Body,
+        deadline: Instant,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<ResponseKind, Error> {
         let left = deadline
             .saturating_duration_since(Instant::now())
             .as_millis() as i64;
@@ -131,14 +150,18 @@ impl AdminClient {
             max_version: None,
         };
         self.client
-            .request_blocking(node, body, opts, left)
+            .request_blocking(node, body, opts, left, interrupted)
             .map(|(r, _)| r)
     }
 
-    fn backoff(&self) {
-        std::thread::sleep(Duration::from_millis(
-            self.cfg.retry_backoff_ms.max(10) as u64
-        ));
+    /// The retry backoff; `Error::Interrupted` when cut short.
+    fn backoff(&self, interrupted: &dyn Fn() -> bool) -> Result<(), Error> {
+        let d = Duration::from_millis(self.cfg.retry_backoff_ms.max(10) as u64);
+        if wait::sleep(d, interrupted) {
+            Ok(())
+        } else {
+            Err(Error::Interrupted)
+        }
     }
 
     /// Per-topic outcome of CreateTopics / DeleteTopics against the
@@ -150,6 +173,7 @@ impl AdminClient {
         timeout: Duration,
         make_body: &dyn Fn(Vec<String>) -> Body,
         parse: &dyn Fn(&ResponseKind) -> Option<Vec<(String, i16, Option<String>)>>,
+        interrupted: &dyn Fn() -> bool,
     ) -> Result<BTreeMap<String, Result<(), Error>>, Error> {
         let deadline = Instant::now() + timeout;
         let mut out: BTreeMap<String, Result<(), Error>> = BTreeMap::new();
@@ -163,17 +187,17 @@ impl AdminClient {
                 }
                 break;
             }
-            let cluster = self.fresh_cluster(deadline, timeout)?;
+            let cluster = self.fresh_cluster(deadline, timeout, interrupted)?;
             let Some(controller) = cluster
                 .controller()
                 .cloned()
                 .or_else(|| cluster.nodes().first().cloned())
             else {
-                self.backoff();
+                self.backoff(interrupted)?;
                 continue;
             };
             let batch = todo.clone();
-            match self.request(controller, make_body(batch.clone()), deadline) {
+            match self.request(controller, make_body(batch.clone()), deadline, interrupted) {
                 Ok(resp) => {
                     let Some(results) = parse(&resp) else {
                         return Err(Error::State {
@@ -208,7 +232,7 @@ impl AdminClient {
                     retry.extend(batch.into_iter().filter(|t| !answered.contains(t)));
                     if !retry.is_empty() {
                         self.metadata.request_update();
-                        self.backoff();
+                        self.backoff(interrupted)?;
                     }
                     todo = retry;
                 }
@@ -226,7 +250,7 @@ impl AdminClient {
                         return Err(e);
                     }
                     last = Some(e);
-                    self.backoff();
+                    self.backoff(interrupted)?;
                 }
             }
         }
@@ -239,6 +263,7 @@ impl AdminClient {
         topics: Vec<NewTopic>,
         timeout: Duration,
         validate_only: bool,
+        interrupted: &dyn Fn() -> bool,
     ) -> Result<BTreeMap<String, Result<(), Error>>, Error> {
         let by_name: BTreeMap<String, NewTopic> =
             topics.into_iter().map(|t| (t.name.clone(), t)).collect();
@@ -263,6 +288,7 @@ impl AdminClient {
                 ResponseKind::CreateTopics(r) => Some(parse_create_topics(r)),
                 _ => None,
             },
+            interrupted,
         )
     }
 
@@ -271,6 +297,7 @@ impl AdminClient {
         &self,
         names: Vec<String>,
         timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
     ) -> Result<BTreeMap<String, Result<(), Error>>, Error> {
         let tmo = timeout.as_millis().min(i32::MAX as u128) as i32;
         self.controller_call(
@@ -286,13 +313,18 @@ impl AdminClient {
                 ResponseKind::DeleteTopics(r) => Some(parse_delete_topics(r)),
                 _ => None,
             },
+            interrupted,
         )
     }
 
     /// Topic -> partition count (internal topics left out).
-    pub fn list_topics(&self, timeout: Duration) -> Result<BTreeMap<String, usize>, Error> {
+    pub fn list_topics(
+        &self,
+        timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<BTreeMap<String, usize>, Error> {
         self.metadata.set_subscription(None)?;
-        let cluster = self.fresh_cluster(Instant::now() + timeout, timeout)?;
+        let cluster = self.fresh_cluster(Instant::now() + timeout, timeout, interrupted)?;
         Ok(cluster
             .topics()
             .into_iter()
@@ -306,8 +338,12 @@ impl AdminClient {
             .collect())
     }
 
-    pub fn describe_cluster(&self, timeout: Duration) -> Result<ClusterDescription, Error> {
-        let cluster = self.fresh_cluster(Instant::now() + timeout, timeout)?;
+    pub fn describe_cluster(
+        &self,
+        timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<ClusterDescription, Error> {
+        let cluster = self.fresh_cluster(Instant::now() + timeout, timeout, interrupted)?;
         Ok(ClusterDescription {
             nodes: cluster.nodes().to_vec(),
             controller: cluster.controller().cloned(),
@@ -319,9 +355,10 @@ impl AdminClient {
     pub fn list_consumer_groups(
         &self,
         timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
     ) -> Result<Vec<(String, String, String)>, Error> {
         let deadline = Instant::now() + timeout;
-        let cluster = self.fresh_cluster(deadline, timeout)?;
+        let cluster = self.fresh_cluster(deadline, timeout, interrupted)?;
         let mut out = BTreeMap::new();
         for node in cluster.nodes() {
             let mut attempt = 0;
@@ -331,6 +368,7 @@ impl AdminClient {
                     node.clone(),
                     Body::Ready(RequestKind::ListGroups(list_groups())),
                     deadline,
+                    interrupted,
                 ) {
                     Ok(ResponseKind::ListGroups(r)) => {
                         let (code, groups) = parse_list_groups(&r);
@@ -340,7 +378,7 @@ impl AdminClient {
                                 Some(format!("listing groups on node {}", node.id)),
                             );
                             if e.retriable() && Instant::now() < deadline && attempt < 20 {
-                                self.backoff();
+                                self.backoff(interrupted)?;
                                 continue;
                             }
                             return Err(e);
@@ -367,6 +405,7 @@ impl AdminClient {
         &self,
         group_id: &str,
         timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
     ) -> Result<BTreeMap<TopicPartition, OffsetAndMetadata>, Error> {
         let deadline = Instant::now() + timeout;
         let mut last: Option<Error> = None;
@@ -374,9 +413,9 @@ impl AdminClient {
             if Instant::now() >= deadline {
                 return Err(timeout_err("listing group offsets", timeout, last));
             }
-            let cluster = self.fresh_cluster(deadline, timeout)?;
+            let cluster = self.fresh_cluster(deadline, timeout, interrupted)?;
             let Some(any) = cluster.nodes().first().cloned() else {
-                self.backoff();
+                self.backoff(interrupted)?;
                 continue;
             };
             let gid = group_id.to_string();
@@ -387,7 +426,7 @@ impl AdminClient {
                     RequestKind::FindCoordinator(rq::find_coordinator(&gid, 0, v))
                 }),
             };
-            let coordinator = match self.request(any, body, deadline) {
+            let coordinator = match self.request(any, body, deadline, interrupted) {
                 Ok(ResponseKind::FindCoordinator(r)) => {
                     match rq::parse_find_coordinator(&r, group_id) {
                         Ok(n) => n,
@@ -396,7 +435,7 @@ impl AdminClient {
                                 code,
                                 Some(format!("finding the coordinator of group {group_id}")),
                             ));
-                            self.backoff();
+                            self.backoff(interrupted)?;
                             continue;
                         }
                     }
@@ -406,9 +445,10 @@ impl AdminClient {
                         detail: "unexpected FindCoordinator answer".into(),
                     })
                 }
+                Err(e @ Error::Interrupted) => return Err(e),
                 Err(e) => {
                     last = Some(e);
-                    self.backoff();
+                    self.backoff(interrupted)?;
                     continue;
                 }
             };
@@ -420,7 +460,7 @@ impl AdminClient {
                     RequestKind::OffsetFetch(rq::offset_fetch(&gid, None, true, v))
                 }),
             };
-            match self.request(coordinator, body, deadline) {
+            match self.request(coordinator, body, deadline, interrupted) {
                 Ok(ResponseKind::OffsetFetch(r)) => {
                     let (code, parts) = rq::parse_offset_fetch(&r, group_id);
                     if code != 0 {
@@ -430,7 +470,7 @@ impl AdminClient {
                         );
                         if e.retriable() {
                             last = Some(e);
-                            self.backoff();
+                            self.backoff(interrupted)?;
                             continue;
                         }
                         return Err(e);
@@ -446,9 +486,10 @@ impl AdminClient {
                         detail: "unexpected OffsetFetch answer".into(),
                     })
                 }
+                Err(e @ Error::Interrupted) => return Err(e),
                 Err(e) => {
                     last = Some(e);
-                    self.backoff();
+                    self.backoff(interrupted)?;
                 }
             }
         }

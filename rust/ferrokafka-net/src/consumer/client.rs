@@ -39,7 +39,7 @@ use ferrokafka_protocol::kafka_protocol::messages::{ApiKey, RequestKind, Respons
 
 use crate::blocking::{now_ms, BlockingClient};
 use crate::cluster::{Node, TopicPartition};
-use crate::consumer::coordinator::{offset_fetch_reaction, Generation, Reaction};
+use crate::consumer::coordinator::{offset_fetch_reaction, Reaction};
 use crate::consumer::core::{commit_body, coordinator_connection, ConsumerCore, Dest, Request};
 use crate::consumer::fetch::{
     build_list_offsets_request, parse_list_offsets_response, LATEST_TIMESTAMP, READ_COMMITTED,
@@ -49,6 +49,9 @@ use crate::consumer::subscription::{FetchState, OffsetResetStrategy};
 use crate::driver::{Body, RequestOpts};
 use crate::error::Error;
 use crate::metadata::Metadata;
+use crate::wait;
+
+mod commits;
 
 pub use crate::consumer::config::{ConsumerConfig, Polled, RebalanceEvent, RecordSlice};
 use crate::consumer::shell::{run, Inner};
@@ -56,6 +59,7 @@ use crate::consumer::shell::{run, Inner};
 pub struct Consumer {
     inner: Arc<Inner>,
     thread: Option<JoinHandle<()>>,
+    commits: commits::AsyncCommits,
 }
 
 impl Consumer {
@@ -70,7 +74,7 @@ impl Consumer {
         let inner = Arc::new(Inner {
             state: Mutex::new(ConsumerCore::new(cfg.clone(), now_ms())),
             cfg,
-            data: Condvar::new(),
+            data: Arc::new(Condvar::new()),
             metadata,
             net,
             outbox: Mutex::default(),
@@ -86,6 +90,7 @@ impl Consumer {
         Ok(Consumer {
             inner,
             thread: Some(thread),
+            commits: commits::AsyncCommits::default(),
         })
     }
 
@@ -107,13 +112,28 @@ impl Consumer {
 
     // ----- subscription ------------------------------------------------------
 
-    /// Subscribe to topic names (`pattern` = the names are what a pattern
-    /// matched right now; the Python layer re-evaluates it on metadata change).
-    pub fn subscribe(&self, topics: Vec<String>, pattern: Option<String>) -> Result<(), Error> {
+    /// Subscribe to topic names.
+    pub fn subscribe(&self, topics: Vec<String>) -> Result<(), Error> {
         self.inner.group_id()?;
         let mut st = self.inner.lock();
         self.check_open(&st)?;
-        let actions = st.subscribe(topics, pattern)?;
+        let actions = st.subscribe(topics)?;
+        drop(st);
+        self.inner.apply(actions)?;
+        self.inner.wake();
+        Ok(())
+    }
+
+    /// Subscribe to the topics whose whole name matches `pattern` (Java's
+    /// `subscribe(Pattern)`; the dialect: `SubscriptionState::subscribe_pattern`),
+    /// now and as topics come and go: the background thread matches it
+    /// against every metadata update and rejoins when the topics change.
+    pub fn subscribe_pattern(&self, pattern: &str) -> Result<(), Error> {
+        self.inner.group_id()?;
+        let mut st = self.inner.lock();
+        self.check_open(&st)?;
+        let version = self.inner.metadata.update_version();
+        let actions = st.subscribe_pattern(pattern, version)?;
         drop(st);
         self.inner.apply(actions)?;
         self.inner.wake();
@@ -130,8 +150,10 @@ impl Consumer {
         Ok(())
     }
 
-    /// Leave the group (if any) and drop the assignment.
-    pub fn unsubscribe(&self) -> Result<(), Error> {
+    /// Leave the group (if any) and drop the assignment. Only the wait for
+    /// the LeaveGroup answer can be interrupted: the consumer has then left
+    /// already (locally), and the LeaveGroup may still reach the broker.
+    pub fn unsubscribe(&self, interrupted: &dyn Fn() -> bool) -> Result<(), Error> {
         let leave = {
             let mut st = self.inner.lock();
             self.check_open(&st)?;
@@ -147,7 +169,12 @@ impl Consumer {
             ..
         }) = leave
         {
-            let _ = self.inner.request_blocking(node, body, opts, 5_000);
+            let r = self
+                .inner
+                .request_blocking(node, body, opts, 5_000, interrupted);
+            if let Err(Error::Interrupted) = r {
+                return Err(Error::Interrupted);
+            }
         }
         Ok(())
     }
@@ -174,8 +201,9 @@ impl Consumer {
     // ----- poll ----------------------------------------------------------------
 
     /// Rebalance events first (alone), then up to `max_records` records,
-    /// waiting up to `timeout` for something to arrive. `stop` is checked
-    /// between waits (Ctrl-C from the bindings).
+    /// waiting up to `timeout` for something to arrive. `interrupted` is
+    /// asked between waits (Ctrl-C from the bindings); interrupted, poll
+    /// returns what it has (nothing). Also drives pending async commits.
     pub fn poll(
         &self,
         max_records: usize,
@@ -183,6 +211,8 @@ impl Consumer {
         interrupted: &dyn Fn() -> bool,
     ) -> Result<Polled, Error> {
         let deadline = Instant::now() + timeout;
+        // Before the lock: taking a commit answer locks the state.
+        self.commits.drive(self);
         let mut st = self.inner.lock();
         self.check_open(&st)?;
         if st.on_poll(now_ms())? {
@@ -218,10 +248,10 @@ impl Consumer {
                 });
             }
             let now = Instant::now();
-            if now >= deadline || interrupted() {
+            if now >= deadline {
                 return Ok(Polled::default());
             }
-            let slice = (deadline - now).min(Duration::from_millis(100));
+            let slice = (deadline - now).min(wait::SLICE);
             st = self
                 .inner
                 .data
@@ -231,6 +261,16 @@ impl Consumer {
             if st.closed {
                 return Err(Error::Closed { what: "consumer" });
             }
+            // Never ask with the state locked: the bindings' check takes the
+            // GIL, and a Python thread holding the GIL may be waiting for
+            // the state (assignment(), seek()...): a deadlock. Whatever
+            // arrived meanwhile stays queued for the next poll.
+            drop(st);
+            if interrupted() {
+                return Ok(Polled::default());
+            }
+            self.commits.drive(self);
+            st = self.inner.lock();
         }
     }
 
@@ -297,7 +337,7 @@ impl Consumer {
                 return Err(e);
             }
             let now = Instant::now();
-            if now >= deadline || interrupted() {
+            if now >= deadline {
                 return Err(Error::Timeout {
                     what: format!(
                         "position of {}-{}{}",
@@ -309,6 +349,10 @@ impl Consumer {
                 });
             }
             drop(st);
+            // Asked without the state locked (see `poll`).
+            if interrupted() {
+                return Err(Error::Interrupted);
+            }
             self.inner.wake();
             st = self.inner.lock();
             st = self
@@ -392,7 +436,10 @@ impl Consumer {
             }
             self.inner.wake();
             let now = Instant::now();
-            if now >= deadline || interrupted() {
+            if now < deadline && interrupted() {
+                return Err(Error::Interrupted);
+            }
+            if now >= deadline {
                 return Err(Error::Timeout {
                     what: format!(
                         "finding the group coordinator{}",
@@ -437,13 +484,22 @@ impl Consumer {
 
     /// Commit and wait, retrying retriable errors (coordinator moves) until
     /// `timeout`. `None` commits the consumed positions.
+    ///
+    /// `interrupted` is asked while waiting (for the coordinator, the
+    /// answer, a retry backoff). Interrupted, this returns
+    /// `Error::Interrupted` and nothing is lost or half-applied: if an
+    /// OffsetCommit was in flight the broker may still apply it, and its
+    /// answer is taken by the next `poll` (or `close`), which does the
+    /// bookkeeping of a finished commit without reporting it. The caller
+    /// cannot tell whether the offsets were committed; committing them again
+    /// is harmless.
     pub fn commit_sync(
         &self,
         offsets: Option<BTreeMap<TopicPartition, OffsetAndMetadata>>,
         timeout: Duration,
         interrupted: &dyn Fn() -> bool,
     ) -> Result<(), Error> {
-        let group_id = self.inner.group_id()?.to_string();
+        self.inner.group_id()?;
         let offsets = offsets.unwrap_or_else(|| self.consumed_offsets());
         if offsets.is_empty() {
             return Ok(());
@@ -452,51 +508,32 @@ impl Consumer {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let node = self.ensure_coordinator_ready(left, interrupted)?;
-            let (generation, instance) = {
-                let st = self.inner.lock();
-                let g = st.group.as_ref().expect("group");
-                // A member that joined commits with its generation; a
-                // manually assigned consumer with generation -1 (Java).
-                let gen = if st.subs.has_auto_assigned_partitions() {
-                    g.generation().clone()
-                } else {
-                    Generation::none()
-                };
-                (gen, g.group_instance_id.clone())
-            };
-            let body = commit_body(
-                &self.inner.metadata.fetch(),
-                &group_id,
-                &generation,
-                instance,
-                &offsets,
-            );
-            let r = self.inner.request_blocking(
-                coordinator_connection(&node),
-                body,
-                RequestOpts::default(),
-                left.as_millis() as i64,
-            );
-            match self.inner.commit_result(r, &offsets, &generation) {
+            let (reply, generation) = commits::send(&self.inner, &node, &offsets, left, false)?;
+            let answer = reply.wait(interrupted);
+            if let Err(Error::Interrupted) = answer {
+                self.commits.adopt(reply, offsets, generation);
+                return Err(Error::Interrupted);
+            }
+            match self.inner.commit_result(answer, &offsets, &generation) {
                 Ok(()) => return Ok(()),
                 Err((e, retriable)) => {
-                    if !retriable
-                        || Instant::now()
-                            + Duration::from_millis(self.inner.cfg.retry_backoff_ms as u64)
-                            >= deadline
-                        || interrupted()
-                    {
+                    let backoff = Duration::from_millis(self.inner.cfg.retry_backoff_ms as u64);
+                    if !retriable || Instant::now() + backoff >= deadline {
                         return Err(e);
                     }
-                    std::thread::sleep(Duration::from_millis(
-                        self.inner.cfg.retry_backoff_ms as u64,
-                    ));
+                    if !wait::sleep(backoff, interrupted) {
+                        return Err(Error::Interrupted);
+                    }
                 }
             }
         }
     }
 
-    /// Commit without waiting; the outcome comes back through `poll` with `token`.
+    /// Commit without waiting; the outcome comes back through `poll` with
+    /// `token`. No thread: the OffsetCommit goes out now if the coordinator
+    /// is known, else from the next `poll`; the `poll` calls that follow
+    /// take its answer and retry retriable errors until
+    /// `default_api_timeout_ms` (see `commits`), and `close` waits for it.
     pub fn commit_async(
         &self,
         offsets: Option<BTreeMap<TopicPartition, OffsetAndMetadata>>,
@@ -504,26 +541,7 @@ impl Consumer {
     ) -> Result<(), Error> {
         self.inner.group_id()?;
         let offsets = offsets.unwrap_or_else(|| self.consumed_offsets());
-        let inner = self.inner.clone();
-        // A short-lived thread keeps the retry loop of commit_sync without a
-        // second state machine; async commits are rare next to fetches.
-        std::thread::Builder::new()
-            .name("ferrokafka-commit".into())
-            .spawn(move || {
-                let c = Consumer {
-                    inner: inner.clone(),
-                    thread: None,
-                };
-                let timeout = Duration::from_millis(inner.cfg.default_api_timeout_ms as u64);
-                let r = c.commit_sync(Some(offsets), timeout, &|| false);
-                let mut st = inner.lock();
-                st.commits_done.push((token, r));
-                drop(st);
-                inner.data.notify_all();
-            })
-            .map_err(|e| Error::State {
-                detail: format!("cannot start a commit thread: {e}"),
-            })?;
+        self.commits.add(self, token, offsets);
         Ok(())
     }
 
@@ -553,8 +571,11 @@ impl Consumer {
                 body,
                 RequestOpts::default(),
                 left.as_millis() as i64,
+                interrupted,
             );
             let err = match r {
+                // Only the wait ended: the coordinator is fine.
+                Err(Error::Interrupted) => return Err(Error::Interrupted),
                 Ok((ResponseKind::OffsetFetch(resp), _)) => {
                     let (code, parts) = rq::parse_offset_fetch(&resp, &group_id);
                     let code = if code != codes::NONE {
@@ -597,12 +618,13 @@ impl Consumer {
                     (e, retriable)
                 }
             };
-            if !err.1 || Instant::now() >= deadline || interrupted() {
+            if !err.1 || Instant::now() >= deadline {
                 return Err(err.0);
             }
-            std::thread::sleep(Duration::from_millis(
-                self.inner.cfg.retry_backoff_ms as u64,
-            ));
+            let backoff = Duration::from_millis(self.inner.cfg.retry_backoff_ms as u64);
+            if !wait::sleep(backoff, interrupted) {
+                return Err(Error::Interrupted);
+            }
         }
     }
 
@@ -625,7 +647,10 @@ impl Consumer {
         let mut todo: Vec<(TopicPartition, i64)> = query.to_vec();
         let mut last_err: Option<Error> = None;
         while !todo.is_empty() {
-            if Instant::now() >= deadline || interrupted() {
+            if Instant::now() < deadline && interrupted() {
+                return Err(Error::Interrupted);
+            }
+            if Instant::now() >= deadline {
                 return Err(last_err.unwrap_or(Error::Timeout {
                     what: format!(
                         "listing offsets{}",
@@ -689,7 +714,10 @@ impl Consumer {
                     Body::Ready(body),
                     RequestOpts::default(),
                     left.as_millis() as i64,
+                    interrupted,
                 ) {
+                    // Nothing to undo: offset lookups change no state.
+                    Err(Error::Interrupted) => return Err(Error::Interrupted),
                     Ok((ResponseKind::ListOffsets(resp), _)) => {
                         let mut answered = HashSet::new();
                         for r in parse_list_offsets_response(&resp) {
@@ -743,9 +771,10 @@ impl Consumer {
                 }
             }
             if !retry.is_empty() {
-                std::thread::sleep(Duration::from_millis(
-                    self.inner.cfg.retry_backoff_ms.max(10) as u64,
-                ));
+                let backoff = Duration::from_millis(self.inner.cfg.retry_backoff_ms.max(10) as u64);
+                if !wait::sleep(backoff, interrupted) {
+                    return Err(Error::Interrupted);
+                }
             }
             todo = retry;
         }
@@ -754,8 +783,24 @@ impl Consumer {
 
     // ----- close -------------------------------------------------------------------
 
-    /// Commit (auto-commit), leave the group, stop the threads. Idempotent.
-    pub fn close(&self, timeout: Duration) -> Result<(), Error> {
+    /// Commit (auto-commit), let queued async commits land, leave the
+    /// group, stop the threads. Idempotent.
+    ///
+    /// `interrupted` only shortens the waits: once it has said yes, close
+    /// waits for nothing more but still closes (LeaveGroup sent, threads
+    /// told to stop), then returns `Error::Interrupted`. An interrupted
+    /// commit is as described at `commit_sync`; async commits still pending
+    /// are abandoned (their outcome is never reported, as after any close).
+    pub fn close(&self, timeout: Duration, interrupted: &dyn Fn() -> bool) -> Result<(), Error> {
+        let deadline = Instant::now() + timeout;
+        // Sticky: every wait after the first "yes" ends at once.
+        let cut = std::cell::Cell::new(false);
+        let interrupted = || {
+            if !cut.get() && interrupted() {
+                cut.set(true);
+            }
+            cut.get()
+        };
         let (auto, subscribed) = {
             let st = self.inner.lock();
             if st.closed {
@@ -769,8 +814,9 @@ impl Consumer {
         };
         let mut result = Ok(());
         if auto && subscribed {
-            result = self.commit_sync(None, timeout, &|| false);
+            result = self.commit_sync(None, timeout, &interrupted);
         }
+        self.commits.finish(self, deadline, &interrupted);
         let leave = self.inner.lock().close();
         if let Some(Request {
             dest: Dest::Node(node),
@@ -779,13 +825,19 @@ impl Consumer {
             ..
         }) = leave
         {
-            let _ =
-                self.inner
-                    .request_blocking(node, body, opts, timeout.as_millis().min(5000) as i64);
+            let ready_ms = timeout.as_millis().min(5000) as i64;
+            // Interrupted: still leave (the group rebalances at once instead
+            // of after session_timeout_ms), without waiting for the answer.
+            let _ = self
+                .inner
+                .request_blocking(node, body, opts, ready_ms, &interrupted);
         }
         self.inner.stop.store(true, Ordering::Release);
         self.inner.wake();
         self.inner.data.notify_all();
+        if cut.get() {
+            return Err(Error::Interrupted);
+        }
         result
     }
 }
@@ -793,7 +845,7 @@ impl Consumer {
 impl Drop for Consumer {
     fn drop(&mut self) {
         if self.thread.is_some() {
-            let _ = self.close(Duration::from_millis(1000));
+            let _ = self.close(Duration::from_millis(1000), &wait::never);
             if let Some(t) = self.thread.take() {
                 let _ = t.join();
             }

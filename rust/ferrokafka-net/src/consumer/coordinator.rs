@@ -263,7 +263,7 @@ impl GroupMembership {
         self.rejoin_reason = reason.into();
     }
 
-    /// SEMANTICS 2.3: an unreachable coordinator is forgotten and rediscovered.
+    /// docs/semantics.md §2.3: an unreachable coordinator is forgotten and rediscovered.
     pub fn mark_coordinator_unknown(&mut self, reason: &str, now_ms: i64) {
         if self.coordinator.take().is_some() {
             self.rejoin_reason = format!("coordinator unknown: {reason}");
@@ -375,13 +375,30 @@ impl GroupMembership {
         Action::Wait(self.heartbeat.time_to_next_heartbeat(now_ms).max(1))
     }
 
+    /// The generation to heartbeat for, when a heartbeat is due, for a
+    /// stable member whose rejoin waits (the application has not taken its
+    /// revocation yet). `next_action` would answer `Join` instead, since a
+    /// rejoin is needed, and the join must not start before that.
+    pub fn heartbeat_while_rejoin_waits(&mut self, now_ms: i64) -> Option<Generation> {
+        let due = self.fatal.is_none()
+            && !self.pending
+            && self.coordinator.is_some()
+            && self.state == MemberState::Stable
+            && self.heartbeat.should_heartbeat(now_ms);
+        if !due {
+            return None;
+        }
+        self.heartbeat.sent_heartbeat(now_ms);
+        Some(self.generation.clone())
+    }
+
     pub fn on_find_coordinator(&mut self, result: Result<Node, i16>, now_ms: i64) {
         self.pending = false;
         match result {
             Ok(node) => self.coordinator = Some(node),
             Err(code) => {
                 // COORDINATOR_NOT_AVAILABLE while __consumer_offsets is being
-                // created is retriable (SEMANTICS 2.5); so is every other
+                // created is retriable (docs/semantics.md §2.5); so is every other
                 // discovery failure except authorization.
                 if code == codes::GROUP_AUTHORIZATION_FAILED {
                     self.fatal = Some(code);
@@ -543,6 +560,25 @@ mod tests {
         assert_eq!(m.state(), MemberState::CompletingRebalance);
         assert_eq!(m.on_sync(0, now), Reaction::Ok);
         assert_eq!(m.state(), MemberState::Stable);
+    }
+
+    #[test]
+    fn heartbeats_continue_while_a_rejoin_waits_for_the_application() {
+        let mut m = member(0);
+        join_and_sync(&mut m, 0);
+        m.request_rejoin("subscription changed");
+        assert_eq!(m.heartbeat_while_rejoin_waits(100), None, "not due yet");
+        let g = m.heartbeat_while_rejoin_waits(3_000).expect("due");
+        assert_eq!(g.generation_id, 5);
+        assert_eq!(m.heartbeat_while_rejoin_waits(3_001), None, "just sent");
+        // The join was neither started nor lost: it comes once asked for.
+        assert_eq!(m.state(), MemberState::Stable);
+        assert_eq!(
+            m.next_action(3_002),
+            Action::Join {
+                member_id: "m-1".into()
+            }
+        );
     }
 
     #[test]

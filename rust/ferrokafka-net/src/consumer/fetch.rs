@@ -97,6 +97,43 @@ pub fn build_fetch_request(
         .with_rack_id(StrBytes::from_string(rack.to_string()))
 }
 
+/// The newest Fetch version `partitions` can go out at: from v13 topics
+/// are named by id only, so unless every partition has its topic id, names
+/// (up to v12). None: no limit.
+pub fn fetch_max_version(partitions: &[PartitionFetch]) -> Option<i16> {
+    if partitions.iter().all(|p| p.topic_id.is_some()) {
+        None
+    } else {
+        Some(12)
+    }
+}
+
+/// `build_fetch_request` for `version`, the one the request goes out at:
+/// topic ids from v13 on, names before (the encoder refuses a field its
+/// version lacks). Use with `fetch_max_version`.
+pub fn fetch_request(
+    limits: FetchLimits,
+    partitions: &[PartitionFetch],
+    rack: &str,
+    version: i16,
+) -> FetchRequest {
+    if version < 13 {
+        let named: Vec<PartitionFetch> = partitions
+            .iter()
+            .map(|p| PartitionFetch {
+                topic_id: None,
+                ..p.clone()
+            })
+            .collect();
+        return build_fetch_request(limits, &named, rack);
+    }
+    let mut req = build_fetch_request(limits, partitions, rack);
+    for t in &mut req.topics {
+        t.topic = Default::default();
+    }
+    req
+}
+
 #[derive(Debug, Clone)]
 pub struct PartitionFetchResult {
     pub tp: TopicPartition,
@@ -302,6 +339,43 @@ mod tests {
         assert_eq!(req.topics[0].partitions.len(), 2);
         assert_eq!(req.session_epoch, -1);
         for v in 4..=17 {
+            let mut b = BytesMut::new();
+            req.encode(&mut b, v)
+                .unwrap_or_else(|e| panic!("v{v}: {e}"));
+        }
+    }
+
+    #[test]
+    fn fetch_request_names_topics_by_name_or_id_as_its_version_does() {
+        let part = |id| PartitionFetch {
+            tp: TopicPartition::new("t", 0),
+            topic_id: id,
+            fetch_offset: 5,
+            current_leader_epoch: -1,
+            partition_max_bytes: 1 << 20,
+        };
+        let limits = FetchLimits {
+            max_wait_ms: 100,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            isolation_level: READ_UNCOMMITTED,
+        };
+        assert_eq!(fetch_max_version(&[part(None)]), Some(12));
+        assert_eq!(fetch_max_version(&[part(Some([1; 16]))]), None);
+        assert_eq!(
+            fetch_max_version(&[part(Some([1; 16])), part(None)]),
+            Some(12)
+        );
+        for v in 4..=17 {
+            let req = fetch_request(limits, &[part(Some([1; 16]))], "", v);
+            let t = &req.topics[0];
+            if v < 13 {
+                assert_eq!(t.topic.0.as_str(), "t", "v{v}");
+                assert!(t.topic_id.is_nil(), "v{v}");
+            } else {
+                assert!(t.topic.0.is_empty(), "v{v}");
+                assert_eq!(t.topic_id.as_bytes(), &[1; 16], "v{v}");
+            }
             let mut b = BytesMut::new();
             req.encode(&mut b, v)
                 .unwrap_or_else(|e| panic!("v{v}: {e}"));

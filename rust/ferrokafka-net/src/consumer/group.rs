@@ -7,7 +7,7 @@ pub fn java_string_hash(s: &str) -> i32 {
         .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32))
 }
 
-/// The `__consumer_offsets` partition that holds a group (SEMANTICS 2.4):
+/// The `__consumer_offsets` partition that holds a group (docs/semantics.md §2.4):
 /// `abs(hash) % n`, with Kafka's `Utils.abs` mapping i32::MIN to 0.
 pub fn coordinator_partition_for(group_id: &str, num_partitions: i32) -> i32 {
     let h = java_string_hash(group_id);

@@ -36,7 +36,7 @@ fn opt(v: Option<&str>) -> Option<StrBytes> {
     v.map(s)
 }
 
-/// key_type 0 = GROUP, 1 = TRANSACTION (SEMANTICS 2.1).
+/// key_type 0 = GROUP, 1 = TRANSACTION (docs/semantics.md §2.1).
 pub fn find_coordinator(key: &str, key_type: i8, version: i16) -> FindCoordinatorRequest {
     let r = FindCoordinatorRequest::default();
     let r = if version >= 1 {

@@ -17,7 +17,7 @@ use crate::consumer::config::ConsumerConfig;
 use crate::consumer::coordinator::{Generation, Reaction};
 use crate::consumer::core::{prepare_answer, Action, ConsumerCore, Dest, Request, Tag};
 use crate::consumer::requests::OffsetAndMetadata;
-use crate::driver::{try_send, Body, Done, Pending, RequestOpts};
+use crate::driver::{try_send, Answer, Body, Done, Pending, Reply, RequestOpts};
 use crate::error::Error;
 use crate::metadata::Metadata;
 
@@ -46,7 +46,9 @@ pub(super) struct Inner {
     pub(super) cfg: ConsumerConfig,
     pub(super) state: Mutex<ConsumerCore>,
     /// Signalled when records, events or errors arrive (poll waits on it).
-    pub(super) data: Condvar,
+    /// Shared so an async commit's answer can wake `poll` without holding
+    /// `Inner` (see `client::commits`).
+    pub(super) data: Arc<Condvar>,
     pub(super) metadata: Arc<Metadata>,
     /// Polled by the consumer thread only.
     pub(super) net: Arc<BlockingClient>,
@@ -118,46 +120,64 @@ impl Inner {
         result
     }
 
-    /// Send one request for the application thread and wait for its answer.
+    /// Send one request for the application thread: the consumer thread
+    /// sends it (once its node is ready, waiting at most `ready_timeout_ms`
+    /// for that) and the answer arrives at the returned [`Reply`]. `then`
+    /// runs on the consumer thread right after the answer is queued (to
+    /// wake a thread waiting on something else); it must be short and own
+    /// nothing that owns this consumer.
+    pub(super) fn request(
+        &self,
+        node: Node,
+        body: Body,
+        opts: RequestOpts,
+        ready_timeout_ms: i64,
+        then: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Reply {
+        let (tx, rx) = mpsc::channel();
+        // The request's own timeout completes it; the margin covers a
+        // request that was queued just before its node became ready.
+        let wait = opts
+            .request_timeout_ms
+            .unwrap_or(self.net.core().config().request_timeout_ms)
+            + ready_timeout_ms.max(0)
+            + 1000;
+        let reply: Done = Box::new(move |r| {
+            let _ = tx.send(r);
+            if let Some(then) = then {
+                then();
+            }
+        });
+        {
+            let mut outbox = self.outbox();
+            if outbox.closed {
+                drop(outbox);
+                reply(Err(Error::Closed { what: "consumer" }));
+                return Reply::new(rx, wait);
+            }
+            outbox.requests.push(Outgoing::App {
+                node,
+                body,
+                opts,
+                timeout_ms: ready_timeout_ms,
+                reply,
+            });
+        }
+        self.wake();
+        Reply::new(rx, wait)
+    }
+
+    /// `request` and wait for the answer (see [`Reply::wait`]).
     pub(super) fn request_blocking(
         &self,
         node: Node,
         body: Body,
         opts: RequestOpts,
         timeout_ms: i64,
-    ) -> Result<(ResponseKind, i16), Error> {
-        let (tx, rx) = mpsc::channel();
-        {
-            let mut outbox = self.outbox();
-            if outbox.closed {
-                return Err(Error::Closed { what: "consumer" });
-            }
-            outbox.requests.push(Outgoing::App {
-                node,
-                body,
-                opts,
-                timeout_ms,
-                reply: Box::new(move |r| {
-                    let _ = tx.send(r);
-                }),
-            });
-        }
-        self.wake();
-        // The request's own timeout completes it; the margin covers a
-        // request that was queued just before its node became ready.
-        let wait = opts
-            .request_timeout_ms
-            .unwrap_or(self.net.core().config().request_timeout_ms)
-            + timeout_ms.max(0)
-            + 1000;
-        match rx.recv_timeout(Duration::from_millis(wait as u64)) {
-            Ok(r) => r,
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout {
-                what: "request".into(),
-                timeout_ms: wait as u64,
-            }),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Closed { what: "consumer" }),
-        }
+        interrupted: &dyn Fn() -> bool,
+    ) -> Answer {
+        self.request(node, body, opts, timeout_ms, None)
+            .wait(interrupted)
     }
 
     /// Apply a coordinator-related reaction to the membership (see
@@ -210,7 +230,7 @@ pub(super) fn run(inner: Arc<Inner>) {
     let mut pending: Vec<Pending> = Vec::new();
     loop {
         if inner.stop.load(Ordering::Acquire) {
-            shut_down(&inner, pending);
+            shut_down(&inner, pending, &answers);
             return;
         }
         let now = now_ms();
@@ -221,30 +241,18 @@ pub(super) fn run(inner: Arc<Inner>) {
             let answer = prepare_answer(&inner.cfg, &tag, result);
             let actions = {
                 let mut st = inner.lock();
-                st.set_cluster(inner.metadata.fetch());
+                st.set_metadata(inner.metadata.update_version(), inner.metadata.fetch());
                 st.on_prepared(tag, answer, now)
             };
             carry_out(&inner, actions, &answers, &mut pending, now);
         }
         let (actions, wake_at) = {
             let mut st = inner.lock();
-            st.set_cluster(inner.metadata.fetch());
+            st.set_metadata(inner.metadata.update_version(), inner.metadata.fetch());
             st.step(now)
         };
         carry_out(&inner, actions, &answers, &mut pending, now);
-        let queued = std::mem::take(&mut inner.outbox().requests);
-        for o in queued {
-            match o {
-                Outgoing::Core(req) => queue_core_request(&inner, req, &answers, &mut pending, now),
-                Outgoing::App {
-                    node,
-                    body,
-                    opts,
-                    timeout_ms,
-                    reply,
-                } => pending.push(Pending::new(node, body, opts, now + timeout_ms, reply)),
-            }
-        }
+        take_outbox(&inner, &answers, &mut pending, now);
         pending = pending
             .into_iter()
             .filter_map(|p| try_send(&inner.net, p, now))
@@ -323,22 +331,43 @@ fn queue_core_request(
     ));
 }
 
-/// The consumer is closed: requests not sent yet fail, nothing more is
-/// accepted, and waiting application threads are woken.
-fn shut_down(inner: &Inner, pending: Vec<Pending>) {
-    inner.lock().closed = true;
-    let queued = {
-        let mut outbox = inner.outbox();
-        outbox.closed = true;
-        std::mem::take(&mut outbox.requests)
-    };
-    for p in pending {
-        p.fail(Error::Closed { what: "consumer" });
-    }
+/// The application thread's requests, into `pending`.
+fn take_outbox(inner: &Inner, answers: &Answers, pending: &mut Vec<Pending>, now: i64) {
+    let queued = std::mem::take(&mut inner.outbox().requests);
     for o in queued {
-        if let Outgoing::App { reply, .. } = o {
-            reply(Err(Error::Closed { what: "consumer" }));
+        match o {
+            Outgoing::Core(req) => queue_core_request(inner, req, answers, pending, now),
+            Outgoing::App {
+                node,
+                body,
+                opts,
+                timeout_ms,
+                reply,
+            } => pending.push(Pending::new(node, body, opts, now + timeout_ms, reply)),
         }
+    }
+}
+
+/// The consumer is closed. What was queued before (a LeaveGroup whose
+/// answer `close` did not wait for) is sent if its node is ready: the
+/// bytes go to the connection's writer at once, so the group rebalances
+/// now instead of after session_timeout_ms. Everything else fails,
+/// nothing more is accepted, and waiting application threads are woken.
+fn shut_down(inner: &Inner, pending: Vec<Pending>, answers: &Answers) {
+    inner.lock().closed = true;
+    let now = now_ms();
+    let mut pending = pending;
+    take_outbox(inner, answers, &mut pending, now);
+    let unsent: Vec<Pending> = pending
+        .into_iter()
+        .filter_map(|p| try_send(&inner.net, p, now))
+        .collect();
+    inner.outbox().closed = true;
+    // Anything queued between the drain above and `closed` fails too.
+    let mut late = Vec::new();
+    take_outbox(inner, answers, &mut late, now);
+    for p in unsent.into_iter().chain(late) {
+        p.fail(Error::Closed { what: "consumer" });
     }
     inner.data.notify_all();
 }

@@ -4,8 +4,11 @@
 //! (`seek`, `pause`, `position`) all go through it, under the consumer's lock.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use crate::cluster::TopicPartition;
+use regex::Regex;
+
+use crate::cluster::{Cluster, TopicPartition};
 use crate::error::Error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,11 +83,26 @@ impl PartitionState {
     }
 }
 
+/// A pattern subscription (Java `subscribe(Pattern)`): the regex, and which
+/// metadata it was matched against.
+#[derive(Debug)]
+struct TopicPattern {
+    source: String,
+    /// `source` anchored at both ends: Java matches the whole topic name
+    /// (`Pattern.matcher(topic).matches()`), not a prefix or a substring.
+    regex: Regex,
+    /// The metadata update version the topics were last matched at.
+    matched_at: Option<i32>,
+    /// The version when it was subscribed: a join waits for a match against
+    /// a later one, so the first assignment is not made from stale topics.
+    subscribed_at: i32,
+}
+
 #[derive(Debug)]
 pub struct SubscriptionState {
     kind: SubscriptionType,
     topics: BTreeSet<String>,
-    pattern: Option<String>,
+    pattern: Option<TopicPattern>,
     assignment: BTreeMap<TopicPartition, PartitionState>,
     default_reset: OffsetResetStrategy,
     /// Bumped on every assignment change, so an in-flight fetch or offset
@@ -131,21 +149,67 @@ impl SubscriptionState {
         Ok(changed)
     }
 
-    pub fn subscribe_pattern(&mut self, pattern: String) -> Result<(), Error> {
+    /// Subscribe to the topics whose whole name matches `pattern`, a regex in
+    /// the dialect of Rust's `regex` crate. For the patterns topic names need
+    /// it reads as Java's `java.util.regex`; the differences are features the
+    /// crate lacks (look-around, backreferences, possessive quantifiers: such
+    /// a pattern is refused here, never matched differently) and `\w`, `\d`
+    /// and `\s` also matching non-ASCII letters, digits and spaces, which
+    /// Kafka topic names (ASCII letters, digits, `.`, `_`, `-`) cannot hold.
+    /// `metadata_version`: the current metadata update version; the topics
+    /// are matched by `match_pattern` from metadata newer than that. The
+    /// topics of a previous pattern stay subscribed until then.
+    pub fn subscribe_pattern(&mut self, pattern: &str, metadata_version: i32) -> Result<(), Error> {
+        let regex = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| Error::Config {
+            key: "pattern".into(),
+            detail: format!("{pattern:?} is not a valid regex: {e}"),
+        })?;
         self.set_kind(SubscriptionType::AutoPattern)?;
-        self.pattern = Some(pattern);
+        self.pattern = Some(TopicPattern {
+            source: pattern.to_string(),
+            regex,
+            matched_at: None,
+            subscribed_at: metadata_version,
+        });
         Ok(())
     }
 
     pub fn pattern(&self) -> Option<&str> {
-        self.pattern.as_deref()
+        self.pattern.as_ref().map(|p| p.source.as_str())
     }
 
-    /// For pattern subscriptions: the topics matching now (from metadata).
-    pub fn set_pattern_topics(&mut self, topics: BTreeSet<String>) -> bool {
+    /// Pattern subscriptions: subscribe to the non-internal topics of
+    /// `cluster()` that match, unless metadata update `version` was matched
+    /// already (Java re-matches on every metadata update). `cluster` must
+    /// give a snapshot at least as new as `version`. True if the topics changed.
+    pub fn match_pattern(&mut self, version: i32, cluster: impl FnOnce() -> Arc<Cluster>) -> bool {
+        let Some(p) = self.pattern.as_mut() else {
+            return false;
+        };
+        if p.matched_at == Some(version) {
+            return false;
+        }
+        p.matched_at = Some(version);
+        let cluster = cluster();
+        let internal = cluster.internal_topics();
+        let topics: BTreeSet<String> = cluster
+            .topics()
+            .into_iter()
+            .filter(|t| !internal.contains(*t) && p.regex.is_match(t))
+            .map(str::to_string)
+            .collect();
         let changed = topics != self.topics;
         self.topics = topics;
         changed
+    }
+
+    /// False while a pattern subscription waits for its first match against
+    /// metadata fetched after `subscribe_pattern`: the group is not joined
+    /// with the topics of an older pattern or of stale metadata.
+    pub fn pattern_ready(&self) -> bool {
+        self.pattern
+            .as_ref()
+            .is_none_or(|p| p.matched_at.is_some_and(|v| v > p.subscribed_at))
     }
 
     pub fn subscription(&self) -> &BTreeSet<String> {
@@ -438,6 +502,88 @@ mod tests {
 
     fn tp(p: i32) -> TopicPartition {
         TopicPartition::new("t", p)
+    }
+
+    fn cluster(topics: &[&str], internal: &[&str]) -> Arc<Cluster> {
+        use crate::cluster::{Node, PartitionMetadata};
+        let partitions = topics
+            .iter()
+            .map(|t| {
+                (
+                    t.to_string(),
+                    vec![PartitionMetadata::new(0, 1, 0, vec![1], vec![1])],
+                )
+            })
+            .collect();
+        Arc::new(Cluster::new(
+            None,
+            vec![Node::new(1, "h", 9092, None)],
+            partitions,
+            &Default::default(),
+            internal.iter().map(|t| t.to_string()).collect(),
+            BTreeSet::new(),
+            BTreeSet::new(),
+            None,
+        ))
+    }
+
+    #[test]
+    fn pattern_matches_whole_non_internal_names_once_per_metadata_version() {
+        let mut s = SubscriptionState::new(OffsetResetStrategy::Latest);
+        s.subscribe_pattern("orders-.*|audit", 3).unwrap();
+        assert!(!s.pattern_ready(), "no match yet");
+        let all = [
+            "orders-eu",
+            "orders-us",
+            "audit",
+            "audit-log",
+            "x-orders-eu",
+            "__consumer_offsets",
+        ];
+        // Version 3 is what subscribe saw: matched, but not yet ready to join.
+        assert!(s.match_pattern(3, || cluster(&all[..2], &[])));
+        assert!(!s.pattern_ready());
+        assert!(s.match_pattern(4, || cluster(&all, &["__consumer_offsets"])));
+        assert!(s.pattern_ready());
+        // Whole names only: not "audit-log" (a prefix match) nor "x-orders-eu".
+        let want: BTreeSet<String> = ["audit", "orders-eu", "orders-us"].map(String::from).into();
+        assert_eq!(s.subscription(), &want);
+        assert!(!s.match_pattern(4, || unreachable!("version 4 was matched")));
+        assert!(
+            !s.match_pattern(5, || cluster(&all, &[])),
+            "same topics: no change"
+        );
+        // A topic deleted, another created: both seen at the next version.
+        assert!(s.match_pattern(6, || cluster(&["orders-eu", "orders-apac", "audit"], &[])));
+        let want: BTreeSet<String> = ["audit", "orders-apac", "orders-eu"]
+            .map(String::from)
+            .into();
+        assert_eq!(s.subscription(), &want);
+    }
+
+    #[test]
+    fn pattern_subscription_rules() {
+        let mut s = SubscriptionState::new(OffsetResetStrategy::Latest);
+        let e = s.subscribe_pattern("(?<=x)y", 0).unwrap_err();
+        assert!(e.to_string().contains("not a valid regex"), "{e}");
+        assert_eq!(
+            s.kind(),
+            SubscriptionType::None,
+            "a refused pattern subscribes nothing"
+        );
+        // A literal `|` cannot escape the anchors: `^(?:a|b)$`, not `^a|b$`.
+        s.subscribe_pattern("a|b", 0).unwrap();
+        s.match_pattern(1, || cluster(&["a", "b", "ab", "xb", "ax"], &[]));
+        assert_eq!(s.subscription().len(), 2);
+        assert!(
+            s.subscribe(["t".to_string()]).is_err(),
+            "topics and pattern are exclusive"
+        );
+        s.unsubscribe();
+        assert!(s.pattern().is_none() && s.pattern_ready());
+        assert!(!s.match_pattern(2, || unreachable!("no pattern")));
+        s.subscribe(["t".to_string()]).unwrap();
+        assert!(s.subscribe_pattern("t", 0).is_err());
     }
 
     #[test]

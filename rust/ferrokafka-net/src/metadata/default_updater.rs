@@ -2,7 +2,7 @@
 //! sarama's `backgroundMetadataUpdater`): decides when a Metadata request goes
 //! out and to whom, and feeds answers and failures back into `Metadata`.
 //!
-//! It is driven by the network client's `poll` (SEMANTICS 4.11), so it needs
+//! It is driven by the network client's `poll` (docs/semantics.md §4.11), so it needs
 //! no task or timer of its own: `maybe_update` returns how long until it wants
 //! to be called again and the client caps its poll timeout with that. All
 //! timing comes in as `now_ms`; nothing here reads a clock.
@@ -200,7 +200,7 @@ impl DefaultMetadataUpdater {
 
 impl MetadataUpdater for DefaultMetadataUpdater {
     fn fetch_nodes(&self) -> Vec<Node> {
-        // Seed brokers until the first answer replaces them (SEMANTICS 1.2).
+        // Seed brokers until the first answer replaces them (docs/semantics.md §1.2).
         self.metadata.fetch().nodes().to_vec()
     }
 

@@ -566,7 +566,7 @@ mod tests {
             append(&mut acc, &tp, &[0; 10], i, 0).unwrap(); // 18 bytes each; 6th opens batch 2
         }
         assert!(acc.ready(0, |_| Some(1)).ready_nodes.contains(&1));
-        let batches = acc.drain_node(1, &[tp.clone()], 1 << 20, 0);
+        let batches = acc.drain_node(1, std::slice::from_ref(&tp), 1 << 20, 0);
         assert_eq!(batches.len(), 1);
         assert_eq!(batches[0].handles, vec![0, 1, 2, 3, 4]);
     }
@@ -651,7 +651,10 @@ mod tests {
         let mut acc = RecordAccumulator::new(cfg());
         let tp = TopicPartition::new("t", 0);
         append(&mut acc, &tp, b"a", 1, 0).unwrap();
-        let mut b = acc.drain_node(1, &[tp.clone()], 1 << 20, 10).pop().unwrap();
+        let mut b = acc
+            .drain_node(1, std::slice::from_ref(&tp), 1 << 20, 10)
+            .pop()
+            .unwrap();
         b.base_sequence = Some(0);
         append(&mut acc, &tp, b"b", 2, 11).unwrap();
         acc.reenqueue(b, 20);
@@ -659,7 +662,7 @@ mod tests {
         assert!(acc.ready(50, |_| Some(1)).ready_nodes.is_empty());
         assert!(acc.ready(120, |_| Some(1)).ready_nodes.contains(&1));
         let again = acc
-            .drain_node(1, &[tp.clone()], 1 << 20, 120)
+            .drain_node(1, std::slice::from_ref(&tp), 1 << 20, 120)
             .pop()
             .unwrap();
         assert_eq!(again.handles, vec![1]);

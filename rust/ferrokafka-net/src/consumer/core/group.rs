@@ -61,6 +61,14 @@ impl ConsumerCore {
     /// Group decisions at `now`; returns how long nothing is due (ms).
     pub(super) fn group_step(&mut self, now: i64) -> i64 {
         let subscribed = self.subs.has_auto_assigned_partitions();
+        // Pattern subscriptions follow every metadata update. A change
+        // rejoins in any state: a join under way carries the old topics.
+        let cluster = self.cluster.clone();
+        if self.subs.match_pattern(self.metadata_version, || cluster) {
+            if let Some(g) = self.group.as_mut() {
+                g.request_rejoin("the topics matching the subscribed pattern changed");
+            }
+        }
         // Pattern / partition-count changes of subscribed topics mean a rejoin.
         if subscribed && self.group().state() == MemberState::Stable {
             let snapshot = self.partition_counts();
@@ -92,6 +100,11 @@ impl ConsumerCore {
                 g.state(),
                 MemberState::PreparingRebalance | MemberState::CompletingRebalance
             );
+        if needs_join && !self.subs.pattern_ready() {
+            // A new pattern waits for its first match against metadata
+            // fetched after it: no join with an older pattern's topics.
+            return 50;
+        }
         if needs_join && g.fatal().is_none() {
             if self.prepare == Prepare::NotStarted {
                 self.prepare = Prepare::Committing;

@@ -135,6 +135,9 @@ pub fn coordinator_connection(node: &Node) -> Node {
 pub struct ConsumerCore {
     pub(in crate::consumer) cfg: ConsumerConfig,
     pub(in crate::consumer) cluster: Arc<Cluster>,
+    /// The metadata update version `cluster` is at least as new as
+    /// (pattern subscriptions match each version once).
+    metadata_version: i32,
     pub(in crate::consumer) subs: SubscriptionState,
     pub(in crate::consumer) group: Option<GroupMembership>,
     prepare: Prepare,
@@ -215,6 +218,7 @@ impl ConsumerCore {
             want_positions: false,
             closed: false,
             cluster: Arc::new(Cluster::empty()),
+            metadata_version: -1,
             out: Vec::new(),
             cfg,
         }
@@ -225,8 +229,16 @@ impl ConsumerCore {
     }
 
     /// The metadata snapshot decisions are made against (routing, partition
-    /// counts, topic ids). The shell hands in the newest before each call.
+    /// counts, topic ids).
     pub fn set_cluster(&mut self, cluster: Arc<Cluster>) {
+        self.cluster = cluster;
+    }
+
+    /// `set_cluster` with the metadata update `version` the snapshot is at
+    /// least as new as (read the version first, then fetch the snapshot).
+    /// The shell hands in the newest before each call.
+    pub fn set_metadata(&mut self, version: i32, cluster: Arc<Cluster>) {
+        self.metadata_version = version;
         self.cluster = cluster;
     }
 
@@ -284,35 +296,33 @@ impl ConsumerCore {
 
     // ----- the application's commands --------------------------------------------
 
-    /// Subscribe to topic names (`pattern`: the names are what the pattern
-    /// matched in the newest metadata; the Python layer re-evaluates it when
-    /// the metadata changes and calls this again). A different topic set
-    /// means a rejoin.
-    pub fn subscribe(
-        &mut self,
-        topics: Vec<String>,
-        pattern: Option<String>,
-    ) -> Result<Vec<Action>, Error> {
-        let changed = match &pattern {
-            Some(p) => {
-                if self.subs.pattern() != Some(p.as_str()) {
-                    self.subs.subscribe_pattern(p.clone())?;
-                    self.out.push(Action::MetadataTopics(None));
-                }
-                self.subs
-                    .set_pattern_topics(topics.iter().cloned().collect())
-            }
-            None => {
-                let changed = self.subs.subscribe(topics.iter().cloned())?;
-                self.metadata_topics = topics.iter().cloned().collect();
-                self.out.push(Action::MetadataTopics(Some(topics)));
-                changed
-            }
-        };
+    /// Subscribe to topic names; a different topic set means a rejoin.
+    pub fn subscribe(&mut self, topics: Vec<String>) -> Result<Vec<Action>, Error> {
+        let changed = self.subs.subscribe(topics.iter().cloned())?;
+        self.metadata_topics = topics.iter().cloned().collect();
+        self.out.push(Action::MetadataTopics(Some(topics)));
         if changed {
             if let Some(g) = self.group.as_mut() {
                 g.request_rejoin("subscription changed");
             }
+        }
+        Ok(self.take_actions())
+    }
+
+    /// Subscribe to the topics whose whole name matches `pattern` (Java's
+    /// `subscribe(Pattern)`), now and as topics come and go: `step` matches
+    /// it against every metadata update newer than `metadata_version` and
+    /// rejoins when the topics change.
+    pub fn subscribe_pattern(
+        &mut self,
+        pattern: &str,
+        metadata_version: i32,
+    ) -> Result<Vec<Action>, Error> {
+        if self.subs.pattern() != Some(pattern) {
+            self.subs.subscribe_pattern(pattern, metadata_version)?;
+            // Every topic's metadata, and a fresh copy for the first match.
+            self.out.push(Action::MetadataTopics(None));
+            self.out.push(Action::MetadataUpdate);
         }
         Ok(self.take_actions())
     }

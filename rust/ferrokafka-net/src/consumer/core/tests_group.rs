@@ -97,7 +97,7 @@ fn poll_events(c: &mut ConsumerCore) -> Vec<RebalanceEvent> {
 fn stable_member(cfg: ConsumerConfig) -> ConsumerCore {
     let mut c = ConsumerCore::new(cfg, 0);
     c.set_cluster(cluster(&[("t", 2)]));
-    let a = c.subscribe(vec!["t".into()], None).unwrap();
+    let a = c.subscribe(vec!["t".into()]).unwrap();
     assert!(a
         .iter()
         .any(|a| matches!(a, Action::MetadataTopics(Some(t)) if t == &vec!["t".to_string()])));
@@ -174,7 +174,7 @@ fn discovery_join_sync_committed_offsets_then_fetch() {
 fn a_follower_syncs_with_no_assignments() {
     let mut c = ConsumerCore::new(group_cfg(), 0);
     c.set_cluster(cluster(&[("t", 2)]));
-    c.subscribe(vec!["t".into()], None).unwrap();
+    c.subscribe(vec!["t".into()]).unwrap();
     let find = sends(c.step(0).0).remove(0);
     c.on_answer(find.tag, ok(coordinator_answer(1)), 0);
     let join = take(&mut sends(c.step(1).0), |t| matches!(t, Tag::Join));
@@ -393,7 +393,7 @@ fn not_coordinator_forgets_the_coordinator_and_finds_it_again() {
 fn a_join_that_fails_in_transit_forgets_the_coordinator() {
     let mut c = ConsumerCore::new(group_cfg(), 0);
     c.set_cluster(cluster(&[("t", 2)]));
-    c.subscribe(vec!["t".into()], None).unwrap();
+    c.subscribe(vec!["t".into()]).unwrap();
     let find = sends(c.step(0).0).remove(0);
     c.on_answer(find.tag, ok(coordinator_answer(1)), 0);
     let join = take(&mut sends(c.step(1).0), |t| matches!(t, Tag::Join));
@@ -420,7 +420,7 @@ fn a_sync_answer_for_an_older_generation_is_ignored() {
 fn fatal_join_errors_reach_poll() {
     let mut c = ConsumerCore::new(group_cfg(), 0);
     c.set_cluster(cluster(&[("t", 2)]));
-    c.subscribe(vec!["t".into()], None).unwrap();
+    c.subscribe(vec!["t".into()]).unwrap();
     let find = sends(c.step(0).0).remove(0);
     c.on_answer(find.tag, ok(coordinator_answer(1)), 0);
     let join = take(&mut sends(c.step(1).0), |t| matches!(t, Tag::Join));
@@ -444,34 +444,42 @@ fn fatal_join_errors_reach_poll() {
 }
 
 #[test]
-fn a_pattern_matching_a_new_topic_rejoins() {
+fn a_pattern_follows_the_metadata_and_rejoins_on_new_topics() {
     let mut c = ConsumerCore::new(group_cfg(), 0);
-    c.set_cluster(cluster(&[("t", 2)]));
-    let a = c.subscribe(vec!["t".into()], Some("t.*".into())).unwrap();
+    c.set_metadata(1, cluster(&[("t", 2), ("other", 1)]));
+    let a = c.subscribe_pattern("t.*", 1).unwrap();
     assert!(
         a.iter().any(|a| matches!(a, Action::MetadataTopics(None))),
         "a pattern needs metadata of every topic"
     );
-    c.set_cluster(cluster(&[("t", 2), ("t2", 1)]));
-    // Same match: no rejoin.
-    let find = sends(c.step(0).0).remove(0);
+    assert!(a.iter().any(|a| matches!(a, Action::MetadataUpdate)));
+    let find = take(&mut sends(c.step(0).0), |t| {
+        matches!(t, Tag::FindCoordinator)
+    });
     c.on_answer(find.tag, ok(coordinator_answer(1)), 0);
-    let join = take(&mut sends(c.step(1).0), |t| matches!(t, Tag::Join));
+    // Metadata of the subscription's own version may predate it: no join
+    // until a newer update has been matched.
+    assert!(no_join(&sends(c.step(1).0)));
+    c.set_metadata(2, cluster(&[("t", 2), ("t2", 1), ("other", 1)]));
+    let join = take(&mut sends(c.step(2).0), |t| matches!(t, Tag::Join));
+    let subscribed: Vec<&String> = c.subs.subscription().iter().collect();
+    assert_eq!(subscribed, vec!["t", "t2"], "whole names only: not `other`");
     let a = c.on_answer(
         join.tag,
         ok(join_answer(codes::NONE, 1, "m1", "m0", &[])),
-        2,
+        3,
     );
     let sync = take(&mut sends(a), |t| matches!(t, Tag::Sync { .. }));
-    c.on_answer(sync.tag, ok(sync_answer(codes::NONE, &[tp(0), tp(1)])), 3);
+    c.on_answer(sync.tag, ok(sync_answer(codes::NONE, &[tp(0), tp(1)])), 4);
+    // A newer update with the same matches: no rejoin.
+    c.set_metadata(3, cluster(&[("t", 2), ("t2", 1), ("other", 1)]));
+    c.step(5);
     assert!(!c.group.as_ref().unwrap().rejoin_needed());
-    c.subscribe(vec!["t".into()], Some("t.*".into())).unwrap();
-    assert!(!c.group.as_ref().unwrap().rejoin_needed());
-    // The metadata now shows t2, which the pattern matches.
-    c.subscribe(vec!["t".into(), "t2".into()], Some("t.*".into()))
-        .unwrap();
+    // A new matching topic appears: rejoin with it.
+    c.set_metadata(4, cluster(&[("t", 2), ("t2", 1), ("t3", 1)]));
+    c.step(6);
     assert!(c.group.as_ref().unwrap().rejoin_needed());
-    assert!(c.subs.subscription().contains("t2"));
+    assert!(c.subs.subscription().contains("t3"));
 }
 
 #[test]
@@ -488,7 +496,7 @@ fn more_partitions_of_a_subscribed_topic_rejoin() {
 fn the_leader_waits_for_metadata_of_other_members_topics() {
     let mut c = ConsumerCore::new(group_cfg(), 0);
     c.set_cluster(cluster(&[("t", 2)]));
-    c.subscribe(vec!["t".into()], None).unwrap();
+    c.subscribe(vec!["t".into()]).unwrap();
     let find = sends(c.step(0).0).remove(0);
     c.on_answer(find.tag, ok(coordinator_answer(1)), 0);
     let join = take(&mut sends(c.step(1).0), |t| matches!(t, Tag::Join));

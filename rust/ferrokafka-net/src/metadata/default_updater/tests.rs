@@ -32,7 +32,7 @@ impl FakeCtx {
 
 impl UpdaterContext for FakeCtx {
     fn least_loaded_node(&mut self, now_ms: i64) -> Option<Node> {
-        // SEMANTICS 2.2: a ready node first, then a connecting one, then one
+        // docs/semantics.md §2.2: a ready node first, then a connecting one, then one
         // out of backoff, starting at a random index (here: rotating).
         if let Some(n) = self
             .nodes

@@ -1,0 +1,266 @@
+"""The tables, plots and docs page of benches/compare.py, and the names both share.
+
+Kept apart from the measuring code so that re-rendering (--from-json) reads
+as one piece; nothing here measures anything.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DOCS = os.path.join(ROOT, "docs")
+IMG = os.path.join(DOCS, "img")
+
+# Producer variants, in table order. The first one is the baseline of the ratios:
+# librdkafka's fastest way, as most users write it.
+PRODUCER_VARIANTS = [
+    ("confluent", "produce", "confluent `produce()`, `poll(0)` every 50k"),
+    ("confluent", "produce_cb", "confluent `produce(on_delivery=cb)`, `poll(0)` every 1k"),
+    ("ferrokafka", "send", "ferrokafka `send()`, futures dropped"),
+    ("ferrokafka", "send_keep", "ferrokafka `send()`, futures kept"),
+    ("ferrokafka", "send_batch_list", "ferrokafka `send_batch(list)`, 10k per call"),
+    ("ferrokafka", "send_batch_arrow", "ferrokafka `send_batch(pyarrow)`, 10k per call"),
+]
+CONSUMER_VARIANTS = [
+    ("confluent", "consume", "confluent `consume(10000)`"),
+    ("ferrokafka", "poll", "ferrokafka `poll(max_records=10000)`"),
+    ("ferrokafka", "poll_arrow", "ferrokafka `poll_arrow()`"),
+]
+LAYOUTS = [("single", 1, False), ("keyed6", 6, True)]  # name, partitions, keyed
+LAYOUT_TEXT = {"single": "unkeyed, 1 partition", "keyed6": "keyed, 6 partitions"}
+ACKS = ["1", "all"]  # "1": acks=1, idempotence off; "all": acks=all + idempotence
+ACKS_TEXT = {"1": "acks=1", "all": "acks=all+idem"}
+CODECS = ["none", "lz4"]
+BATCH_CHUNK = 10_000
+
+def _fmt_rate(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def _ratio(x: float) -> str:
+    return f"{x:.2f}x"
+
+
+def producer_table(summary: dict) -> list:
+    rows = ["| layout | acks | codec | variant | records/s | CPU µs/record | wall spread | "
+            "throughput vs confluent f&f | CPU/record vs confluent f&f |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for layout, _, _ in LAYOUTS:
+        for acks in ACKS:
+            for codec in CODECS:
+                base = summary.get(f"producer/{layout}/{acks}/{codec}/confluent.produce", {})
+                for client, api, label in PRODUCER_VARIANTS:
+                    s = summary.get(f"producer/{layout}/{acks}/{codec}/{client}.{api}")
+                    if s is None:
+                        continue
+                    head = f"| {LAYOUT_TEXT[layout]} | {ACKS_TEXT[acks]} | {codec} | {label} |"
+                    if "rate" not in s:
+                        rows.append(head + f" failed: {'; '.join(s['errors'])[:120]} | | | | |")
+                        continue
+                    spread = f"{(s['worst_wall'] / s['best_wall'] - 1) * 100:.0f} %" if s["runs_ok"] > 1 else "-"
+                    if "rate" in base and api != "produce":
+                        vs = f" {_ratio(s['rate'] / base['rate'])} | {_ratio(s['cpu_us'] / base['cpu_us'])} |"
+                    else:
+                        vs = " 1 | 1 |" if api == "produce" else " - | - |"
+                    rows.append(head + f" {_fmt_rate(s['rate'])} | {s['cpu_us']:.2f} | {spread} |" + vs)
+    return rows
+
+
+def consumer_table(summary: dict) -> list:
+    rows = ["| partitions | variant | records/s | CPU µs/record | first records after assign | wall spread | "
+            "throughput vs confluent | CPU/record vs confluent |", "|---|---|---|---|---|---|---|---|"]
+    for parts in (1, 6):
+        base = summary.get(f"consumer/{parts}/confluent.consume", {})
+        for client, api, label in CONSUMER_VARIANTS:
+            s = summary.get(f"consumer/{parts}/{client}.{api}")
+            if s is None:
+                continue
+            if "rate" not in s:
+                rows.append(f"| {parts} | {label} | failed: {'; '.join(s['errors'])[:120]} | | | | | |")
+                continue
+            spread = f"{(s['worst_wall'] / s['best_wall'] - 1) * 100:.0f} %" if s["runs_ok"] > 1 else "-"
+            if api == "consume":
+                vs = " 1 | 1 |"
+            elif "rate" in base:
+                vs = f" {_ratio(s['rate'] / base['rate'])} | {_ratio(s['cpu_us'] / base['cpu_us'])} |"
+            else:
+                vs = " - | - |"
+            rows.append(f"| {parts} | {label} | {_fmt_rate(s['rate'])} | {s['cpu_us']:.2f} | "
+                        f"{s['first_ms']:.0f} ms | {spread} |" + vs)
+    return rows
+
+
+def latency_table(summary: dict) -> list:
+    rows = ["| client | p50 | p99 | p99.9 | max | p50 over rounds | p99 over rounds | achieved rate |",
+            "|---|---|---|---|---|---|---|---|"]
+    for c in ("confluent", "ferrokafka"):
+        s = summary.get(f"latency/{c}")
+        if s is None:
+            continue
+        if "p50" not in s:
+            rows.append(f"| {c} | failed: {'; '.join(s['errors'])[:120]} | | | | | | |")
+            continue
+        rng = lambda xs: f"{min(xs):.2f}-{max(xs):.2f} ms"  # noqa: E731
+        rows.append(f"| {c} | {s['p50']:.2f} ms | {s['p99']:.2f} ms | {s['p999']:.2f} ms | {s['max']:.2f} ms | "
+                    f"{rng(s['p50_all'])} | {rng(s['p99_all'])} | {s['achieved_rate']:,.0f}/s |")
+    return rows
+
+
+def make_plots(summary: dict, img_dir: str, smoke: bool) -> list:
+    """PNG bar charts and the latency CDF. matplotlib is optional: without it,
+    say so and return no images (the tables are the record; plots only help reading)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: plots skipped (pip install matplotlib)", file=sys.stderr)
+        return []
+    os.makedirs(img_dir, exist_ok=True)
+    tag = " (SMOKE RUN, NOT EVIDENCE)" if smoke else ""
+    made = []
+
+    groups = [(lay, a, c) for lay, _, _ in LAYOUTS for a in ACKS for c in CODECS]
+    groups = [g for g in groups if any(f"producer/{g[0]}/{g[1]}/{g[2]}/" in k for k in summary)]
+    if groups:
+        for metric, ylabel, fname in (("rate", "records/s", "producer_throughput.png"),
+                                      ("cpu_us", "CPU µs per record (lower is better)", "producer_cpu.png")):
+            fig, ax = plt.subplots(figsize=(12, 5))
+            width = 0.8 / len(PRODUCER_VARIANTS)
+            for j, (client, api, label) in enumerate(PRODUCER_VARIANTS):
+                ys = [summary.get(f"producer/{lay}/{a}/{c}/{client}.{api}", {}).get(metric, 0) for lay, a, c in groups]
+                ax.bar([i + (j - (len(PRODUCER_VARIANTS) - 1) / 2) * width for i in range(len(groups))], ys,
+                       width, label=label.replace("`", ""))
+            ax.set_xticks(range(len(groups)))
+            ax.set_xticklabels([f"{LAYOUT_TEXT[lay]}\n{ACKS_TEXT[a]}, {c}" for lay, a, c in groups], fontsize=8)
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"Producer, {ylabel.split(' (')[0]}{tag}")
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            fig.savefig(os.path.join(img_dir, fname), dpi=100)
+            plt.close(fig)
+            made.append(fname)
+
+    cparts = [p for p in (1, 6) if any(k.startswith(f"consumer/{p}/") for k in summary)]
+    if cparts:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        width = 0.8 / len(CONSUMER_VARIANTS)
+        for ax, metric, ylabel in ((axes[0], "rate", "records/s"),
+                                   (axes[1], "cpu_us", "CPU µs per record (lower is better)")):
+            for j, (client, api, label) in enumerate(CONSUMER_VARIANTS):
+                ys = [summary.get(f"consumer/{p}/{client}.{api}", {}).get(metric, 0) for p in cparts]
+                ax.bar([i + (j - (len(CONSUMER_VARIANTS) - 1) / 2) * width for i in range(len(cparts))], ys,
+                       width, label=label.replace("`", ""))
+            ax.set_xticks(range(len(cparts)))
+            ax.set_xticklabels([f"{p} partition{'s' if p > 1 else ''}" for p in cparts])
+            ax.set_ylabel(ylabel)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"Consumer{tag}")
+        fig.tight_layout()
+        fig.savefig(os.path.join(img_dir, "consumer.png"), dpi=100)
+        plt.close(fig)
+        made.append("consumer.png")
+
+    lat = [(c, summary[f"latency/{c}"]) for c in ("confluent", "ferrokafka") if "cdf_ms" in summary.get(f"latency/{c}", {})]
+    if lat:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for c, s in lat:
+            ax.plot(s["cdf_ms"], [i / 1000 for i in range(len(s["cdf_ms"]))], label=f"{c} (p50 {s['p50']:.2f} ms)")
+        ax.set_xscale("log")
+        ax.set_xlabel("send -> delivery report, ms (log)")
+        ax.set_ylabel("fraction of records")
+        ax.set_title(f"Acknowledgement latency CDF{tag}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(img_dir, "latency_cdf.png"), dpi=100)
+        plt.close(fig)
+        made.append("latency_cdf.png")
+    return made
+
+
+def render_docs(data: dict, images: list) -> str:
+    env, a, summary = data["environment"], data["args"], data["summary"]
+    smoke = data["smoke"]
+    out = ["# Benchmarks: ferrokafka vs confluent-kafka", ""]
+    if smoke:
+        out += ["> **Smoke run, not evidence.** Generated with small numbers (`--quick`, fewer than 3 rounds",
+                "> or fewer records than the default) to check the harness; the figures below say nothing",
+                "> about either client. Rerun `python benches/compare.py --write-docs` for real figures.", ""]
+    out += [
+        f"Generated by `{data['command']}` on {env['date_utc']}. Every figure in this file is",
+        "produced only this way (the JSON with every single run is `docs/benchmarks.json`);",
+        "do not edit it by hand, rerun the script. Figures of other parts (record codec, network",
+        "core, metadata, Spark) come from other scripts: `docs/benchmarks-components.md`.",
+        "",
+    ]
+    if env.get("changed_during_run"):
+        out += [f"> **Warning:** ferrokafka changed during this run ({', '.join(env['changed_during_run'])} "
+                "differ between start and end): rows may mix two builds. Rerun.", ""]
+    out += [
+        "## How measured",
+        "",
+        f"Machine: {env['nproc']} CPUs ({env['cpu_model']}), Linux {env['kernel']}, load average "
+        f"{env['loadavg_start'][0]:.1f} at the start; a shared VM, so only figures of one run compare. "
+        f"Python {env['python']}; ferrokafka {env['ferrokafka']} (source commit {env['ferrokafka_commit']}, "
+        f"extension built {env.get('ferrokafka_core_built')}); "
+        f"confluent-kafka {env['confluent_kafka']} (librdkafka {env['librdkafka']}); pyarrow {env['pyarrow']}. "
+        f"Broker: {env['broker']}, on loopback.",
+        "",
+        f"Protocol (issue 17): {a['records']:,} records of {a['size']} B per run. Every run is a fresh child "
+        "process (a fresh client) writing to or reading from a fresh topic, created with `fk.Admin` "
+        "and deleted after. Both clients keep **their own defaults** except the knob under test: "
+        "`acks=1` with idempotence off, or `acks=all` with idempotence on; compression `none` or "
+        "`lz4`; nothing sets batch size or linger. One warm-up record per producer is "
+        "acknowledged before the clock starts (connection, metadata, producer id); inputs (keys, "
+        "lists, Arrow arrays) are built before it too. The clock runs from the first send to the "
+        "return of `flush()`. CPU is `getrusage(RUSAGE_SELF)` of the child around the timed section: "
+        "every thread of that client, not the broker. Runs are ordered by rotation over "
+        f"{a['rounds']} round(s); per variant the best wall time and the lowest CPU time are kept "
+        "(\"wall spread\" is the slowest round over the fastest). Ratios are against confluent "
+        "fire-and-forget `produce()` in the same row group.",
+        "",
+        "Consumers: the topic is filled first (not timed), then each client reads every record "
+        "from offset 0 with `assign()`, summing the length of every value; the clock starts at "
+        "`assign()` (after a metadata warm-up) and stops at the last record. Each call asks for "
+        "at most the records still missing (`consume(10000)`, `poll(max_records=10000)`, "
+        "`poll_arrow()` with its default of 100,000), so no call waits out its timeout for "
+        "records that will never come. confluent-kafka needs a `group.id` (a fresh one); "
+        "nothing else is set but ferrokafka's `auto_offset_reset=earliest` (confluent: assign at "
+        "`OFFSET_BEGINNING`). The rate includes the wait for the first records, also shown apart: a "
+        "fixed cost that weighs less the larger N is (while this harness was built, "
+        "confluent-kafka's first fetch of 6 partitions from Tansu waited out its default "
+        "`fetch.wait.max.ms` of 500 ms; with 10 ms it did not).",
+        "",
+        f"Latency: {a['latency_rate']:,} records/s paced for {a['latency_seconds']} s, one partition, "
+        "`linger.ms=0` / `linger_ms=0`, `acks=all` with idempotence on both; each client is "
+        "busy-polled with `poll(0)` between sends in the sending thread, and the delivery callback "
+        "stamps the time, so the resolution is the send interval for both. The row is the round "
+        "with the lowest p50.",
+        "",
+    ]
+    secs = {k.split("/")[0] for k in summary}
+    if "producer" in secs:
+        out += ["## Producer", ""] + producer_table(summary) + [""]
+        out += [f"![{f}](img/{f})" for f in images if f.startswith("producer")] + [""]
+    if "consumer" in secs:
+        out += ["## Consumer", ""] + consumer_table(summary) + [""]
+        out += [f"![{f}](img/{f})" for f in images if f.startswith("consumer")] + [""]
+    if "latency" in secs:
+        out += ["## Acknowledgement latency", ""] + latency_table(summary) + [""]
+        out += [f"![{f}](img/{f})" for f in images if f.startswith("latency")] + [""]
+    missing = [s for s in ("producer", "consumer", "latency") if s not in secs]
+    if missing:
+        out += [f"Not measured in this run: {', '.join(missing)}.", ""]
+    return "\n".join(out)
+
+
+def print_tables(summary: dict) -> None:
+    secs = {k.split("/")[0] for k in summary}
+    for name, fn in (("producer", producer_table), ("consumer", consumer_table), ("latency", latency_table)):
+        if name in secs:
+            print(f"\n## {name}\n" + "\n".join(fn(summary)))

@@ -1,0 +1,745 @@
+//! The producer's state machine driven with fake answers, a fake cluster and
+//! a fake clock: no threads, no sockets, no sleeps. Each test is one rule of
+//! docs/semantics.md §5 or of the send path, checked by the requests the core
+//! asks for and the records it completes.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+use bytes::Bytes;
+use rand::SeedableRng;
+
+use super::*;
+use crate::producer::accumulator::BatchBuilder;
+use crate::producer::partitioner::partition_for_key;
+use crate::producer::sender::ProducerFields;
+
+/// Encodes as "producer_id:epoch:base_sequence:records", so a test reads the
+/// producer fields each send carried. A record takes 8 bytes plus its key
+/// and value; the batch refuses records past its capacity.
+struct FakeBatch {
+    n: usize,
+    size: usize,
+    cap: usize,
+}
+
+impl BatchBuilder for FakeBatch {
+    fn try_append(&mut self, r: &RecordRef<'_>) -> Option<usize> {
+        let b = 8 + r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len());
+        if self.n > 0 && self.size + b > self.cap {
+            return None;
+        }
+        self.n += 1;
+        self.size += b;
+        Some(b)
+    }
+    fn size_bytes(&self) -> usize {
+        self.size
+    }
+    fn record_count(&self) -> usize {
+        self.n
+    }
+}
+
+impl EncodableBatch for FakeBatch {
+    fn encode(&mut self, p: ProducerFields) -> Result<Bytes, Error> {
+        Ok(Bytes::from(format!(
+            "{}:{}:{}:{}",
+            p.producer_id, p.producer_epoch, p.base_sequence, self.n
+        )))
+    }
+    fn split(&mut self, _max_bytes: usize) -> Result<Vec<Self>, Error> {
+        let half = self.n.div_ceil(2);
+        Ok(vec![
+            FakeBatch {
+                n: half,
+                size: 9 * half,
+                cap: self.cap,
+            },
+            FakeBatch {
+                n: self.n - half,
+                size: 9 * (self.n - half),
+                cap: self.cap,
+            },
+        ])
+    }
+}
+
+/// Leaders by partition (topic "t", 4 partitions), and nodes that are not
+/// ready; both changeable between steps.
+struct FakeCluster {
+    leaders: RefCell<HashMap<i32, i32>>,
+    not_ready: RefCell<HashSet<i32>>,
+}
+
+impl FakeCluster {
+    /// Partition p led by node `leader(p)`.
+    fn new(leader: impl Fn(i32) -> i32) -> Self {
+        FakeCluster {
+            leaders: RefCell::new((0..4).map(|p| (p, leader(p))).collect()),
+            not_ready: RefCell::default(),
+        }
+    }
+}
+
+impl ClusterView for FakeCluster {
+    fn leader_of(&self, tp: &TopicPartition) -> Option<i32> {
+        self.leaders.borrow().get(&tp.partition).copied()
+    }
+    fn topic_id(&self, _: &str) -> Option<[u8; 16]> {
+        None
+    }
+    fn available_partitions(&self, _: &str) -> Vec<i32> {
+        let mut v: Vec<i32> = self.leaders.borrow().keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+    fn node_ready(&self, node: i32) -> bool {
+        !self.not_ready.borrow().contains(&node)
+    }
+    fn least_loaded_ready_node(&self) -> Option<i32> {
+        let mut nodes: Vec<i32> = self.leaders.borrow().values().copied().collect();
+        nodes.sort_unstable();
+        nodes.into_iter().find(|&n| self.node_ready(n))
+    }
+}
+
+type Core = ProducerCore<FakeBatch, u32>;
+
+fn config(idempotent: bool) -> ProducerConfig {
+    ProducerConfig {
+        acks: if idempotent { -1 } else { 1 },
+        enable_idempotence: idempotent,
+        linger_ms: 0,
+        batch_size: 100,
+        buffer_memory: 10_000,
+        retry_backoff_ms: 10,
+        retry_backoff_max_ms: 10,
+        delivery_timeout_ms: 1000,
+        request_timeout_ms: 500,
+        max_request_size: 1 << 20,
+        retries: 5,
+        max_in_flight_per_partition: 1,
+        ..ProducerConfig::default()
+    }
+}
+
+fn new_core(cfg: ProducerConfig) -> Core {
+    ProducerCore::new(
+        cfg,
+        StdRng::seed_from_u64(1),
+        Box::new(|cap| FakeBatch { n: 0, size: 0, cap }),
+    )
+}
+
+const ALL: [i32; 4] = [0, 1, 2, 3];
+
+fn info() -> TopicInfo<'static> {
+    TopicInfo {
+        num_partitions: 4,
+        available: &ALL,
+    }
+}
+
+fn record<'a>(key: Option<&'a [u8]>, value: &'a [u8], now: i64) -> RecordRef<'a> {
+    RecordRef {
+        timestamp_ms: now,
+        key,
+        value: Some(value),
+        headers: &[],
+    }
+}
+
+/// Append a 1-byte record (9 bytes in a FakeBatch) to partition `p`.
+fn send(c: &mut Core, p: i32, h: u32, now: i64) -> bool {
+    match c.append("t", Some(p), info(), &record(None, b"v", now), h, now) {
+        Ok(wake) => wake,
+        Err(e) => panic!("append refused: {e:?}"),
+    }
+}
+
+/// One Produce request: (node, tag, (partition, encoded batch) per batch,
+/// expect_response).
+type SentProduce = (i32, u64, Vec<(i32, String)>, bool);
+
+/// A step's or an answer's actions, sorted for assertions.
+#[derive(Default)]
+struct Out {
+    produce: Vec<SentProduce>,
+    /// (node, tag, producer id and epoch asked to bump)
+    init: Vec<(i32, u64, (i64, i16))>,
+    /// (handles, Ok(base offset) or Err(error code))
+    completed: Vec<(Vec<u32>, Result<i64, i16>)>,
+    update_topics: Vec<String>,
+    update_metadata: bool,
+    memory_freed: bool,
+}
+
+impl Out {
+    fn of(actions: Vec<Action<u32>>) -> Out {
+        let mut o = Out::default();
+        for a in actions {
+            match a {
+                Action::Produce(call) => {
+                    let batches = call
+                        .request
+                        .topic_data
+                        .iter()
+                        .flat_map(|t| t.partition_data.iter())
+                        .map(|p| {
+                            let r = p.records.clone().unwrap_or_default().to_vec();
+                            (p.index, String::from_utf8(r).unwrap())
+                        })
+                        .collect();
+                    o.produce
+                        .push((call.node_id, call.token, batches, call.expect_response));
+                }
+                Action::InitProducerId {
+                    node_id,
+                    tag,
+                    request,
+                } => o.init.push((
+                    node_id,
+                    tag,
+                    (request.producer_id.0, request.producer_epoch),
+                )),
+                Action::UpdateTopics(t) => o.update_topics.extend(t),
+                Action::UpdateMetadata => o.update_metadata = true,
+                Action::MemoryFreed => o.memory_freed = true,
+                Action::Complete(ds) => o.completed.extend(ds.into_iter().map(|d| {
+                    let r = d.result.map(|(base, _)| base).map_err(|e| e.code());
+                    (d.handles, r)
+                })),
+            }
+        }
+        o
+    }
+
+    /// The encoded batches of every Produce request, in order.
+    fn sent(&self) -> Vec<&str> {
+        self.produce
+            .iter()
+            .flat_map(|p| p.2.iter().map(|(_, s)| s.as_str()))
+            .collect()
+    }
+
+    /// The one Produce request's tag.
+    fn tag(&self) -> u64 {
+        assert_eq!(self.produce.len(), 1, "expected one Produce request");
+        self.produce[0].1
+    }
+}
+
+fn step(c: &mut Core, now: i64, view: &FakeCluster) -> (Out, i64) {
+    let s = c.step(now, view);
+    (Out::of(s.actions), s.wake_at_ms)
+}
+
+fn answer(c: &mut Core, tag: u64, results: Vec<PartitionResult>, now: i64) -> Out {
+    Out::of(c.on_answer(tag, Ok(Answer::Produce(results)), now))
+}
+
+fn result(p: i32, code: i16, base: i64) -> PartitionResult {
+    PartitionResult {
+        tp: TopicPartition::new("t", p),
+        error_code: code,
+        base_offset: base,
+        log_append_time_ms: -1,
+        log_start_offset: 0,
+        error_message: None,
+        record_errors: vec![],
+        current_leader: None,
+    }
+}
+
+fn ok(p: i32, base: i64) -> Vec<PartitionResult> {
+    vec![result(p, 0, base)]
+}
+
+fn err(p: i32, code: i16) -> Vec<PartitionResult> {
+    vec![result(p, code, -1)]
+}
+
+/// Idempotent core with producer id 7, epoch 0.
+fn with_producer_id(cfg: ProducerConfig, view: &FakeCluster) -> Core {
+    let mut c = new_core(cfg);
+    let (o, _) = step(&mut c, 0, view);
+    assert_eq!(o.init.len(), 1);
+    let a = c.on_answer(
+        o.init[0].1,
+        Ok(Answer::ProducerId {
+            producer_id: 7,
+            epoch: 0,
+        }),
+        0,
+    );
+    assert!(a.is_empty());
+    c
+}
+
+#[test]
+fn linger_expires_by_the_clock() {
+    let view = FakeCluster::new(|_| 1);
+    let mut cfg = config(false);
+    cfg.linger_ms = 20;
+    let mut c = new_core(cfg);
+    assert!(send(&mut c, 0, 1, 0), "a new batch wakes the runner");
+    let (o, wake_at) = step(&mut c, 0, &view);
+    assert!(o.produce.is_empty());
+    assert_eq!(wake_at, 20, "sleeps until linger expires");
+    let (o, wake_at) = step(&mut c, 19, &view);
+    assert!(o.produce.is_empty());
+    assert_eq!(wake_at, 20);
+    let (o, _) = step(&mut c, 20, &view);
+    assert_eq!(o.sent(), vec!["-1:-1:-1:1"]);
+}
+
+#[test]
+fn full_batch_is_ready_before_linger() {
+    let view = FakeCluster::new(|_| 1);
+    let mut cfg = config(false);
+    cfg.linger_ms = 1000;
+    cfg.delivery_timeout_ms = 10_000;
+    let mut c = new_core(cfg);
+    // 11 records of 9 bytes fill a 100-byte batch; the 12th opens the next.
+    let wakes: Vec<bool> = (1..=12).map(|h| send(&mut c, 0, h, 0)).collect();
+    assert!(wakes[0] && !wakes[1] && !wakes[10] && wakes[11]);
+    let (o, _) = step(&mut c, 0, &view);
+    assert_eq!(o.sent(), vec!["-1:-1:-1:11"], "the full batch goes at once");
+    let (o, wake_at) = step(&mut c, 1, &view);
+    assert!(o.produce.is_empty(), "the open batch lingers");
+    assert_eq!(wake_at, 1 + IDLE_RECHECK_MS, "a long linger is rechecked");
+    assert!(step(&mut c, 999, &view).0.produce.is_empty());
+    assert_eq!(step(&mut c, 1000, &view).0.sent(), vec!["-1:-1:-1:1"]);
+}
+
+#[test]
+fn retriable_error_retries_after_backoff_by_the_clock() {
+    let view = FakeCluster::new(|_| 1);
+    let mut c = with_producer_id(config(true), &view);
+    send(&mut c, 0, 1, 0);
+    let (o, _) = step(&mut c, 0, &view);
+    let a = o.tag();
+    send(&mut c, 0, 2, 1);
+    let (o, _) = step(&mut c, 1, &view);
+    assert!(o.produce.is_empty(), "one batch of a partition in flight");
+    let o = answer(&mut c, a, err(0, codes::NOT_LEADER_OR_FOLLOWER), 5);
+    assert!(o.completed.is_empty() && o.update_metadata);
+    let (o, wake_at) = step(&mut c, 14, &view);
+    assert!(o.produce.is_empty(), "backing off until 15");
+    assert_eq!(wake_at, 15);
+    let (o, _) = step(&mut c, 15, &view);
+    assert_eq!(o.sent(), vec!["7:0:0:1"], "the retry, alone, same sequence");
+    let retry = o.tag();
+    assert!(
+        step(&mut c, 16, &view).0.produce.is_empty(),
+        "nothing follows a retry"
+    );
+    let o = answer(&mut c, retry, ok(0, 100), 17);
+    assert_eq!(o.completed, vec![(vec![1], Ok(100))]);
+    let (o, _) = step(&mut c, 17, &view);
+    assert_eq!(o.sent(), vec!["7:0:1:1"]);
+}
+
+/// docs/semantics.md §5.3: with two batches of a partition in flight and the
+/// first coming back unwritten, nothing is sent until the second answered,
+/// then the retries go one at a time, lowest sequence first.
+#[test]
+fn drain_before_retry_then_one_retry_at_a_time() {
+    let view = FakeCluster::new(|_| 1);
+    let mut cfg = config(true);
+    cfg.max_in_flight_per_partition = 2;
+    let mut c = with_producer_id(cfg, &view);
+    send(&mut c, 0, 1, 0);
+    let a = step(&mut c, 0, &view).0.tag();
+    answer(&mut c, a, ok(0, 0), 0);
+    send(&mut c, 0, 2, 1);
+    let b = step(&mut c, 1, &view).0.tag();
+    send(&mut c, 0, 3, 1);
+    let (o, _) = step(&mut c, 1, &view);
+    assert_eq!(o.sent(), vec!["7:0:2:1"], "pipelined behind b");
+    let cc = o.tag();
+    let o = answer(&mut c, b, err(0, codes::NOT_LEADER_OR_FOLLOWER), 10);
+    assert!(o.completed.is_empty());
+    assert!(
+        step(&mut c, 100, &view).0.produce.is_empty(),
+        "c still in flight: drain before retry"
+    );
+    let o = answer(&mut c, cc, err(0, codes::OUT_OF_ORDER_SEQUENCE_NUMBER), 100);
+    assert!(o.completed.is_empty(), "c was early, not broken");
+    let (o, _) = step(&mut c, 200, &view);
+    assert_eq!(o.sent(), vec!["7:0:1:1"], "lowest sequence first");
+    let b2 = o.tag();
+    assert!(
+        step(&mut c, 201, &view).0.produce.is_empty(),
+        "one retry at a time"
+    );
+    assert_eq!(
+        answer(&mut c, b2, ok(0, 1), 202).completed,
+        vec![(vec![2], Ok(1))]
+    );
+    let (o, _) = step(&mut c, 300, &view);
+    assert_eq!(o.sent(), vec!["7:0:2:1"]);
+    let o = answer(&mut c, o.tag(), ok(0, 2), 301);
+    assert_eq!(o.completed, vec![(vec![3], Ok(2))]);
+    assert!(
+        c.init_tag.is_none() && !c.sender.needs_producer_id(),
+        "no bump"
+    );
+}
+
+#[test]
+fn delivery_timeout_fails_the_batch_records() {
+    let view = FakeCluster::new(|_| 1);
+    view.leaders.borrow_mut().remove(&0);
+    let mut c = new_core(config(false));
+    send(&mut c, 0, 1, 0);
+    send(&mut c, 0, 2, 0);
+    let (o, _) = step(&mut c, 0, &view);
+    assert!(o.produce.is_empty());
+    assert_eq!(o.update_topics, vec!["t"], "leader unknown: ask metadata");
+    assert!(step(&mut c, 999, &view).0.completed.is_empty());
+    let (o, _) = step(&mut c, 1000, &view);
+    assert_eq!(
+        o.completed,
+        vec![(
+            vec![1, 2],
+            Err(Error::Timeout {
+                what: String::new(),
+                timeout_ms: 0
+            }
+            .code())
+        )]
+    );
+    assert!(o.memory_freed);
+    assert_eq!(c.free_memory(), 10_000);
+}
+
+#[test]
+fn retriable_error_past_delivery_timeout_fails_instead_of_retrying() {
+    let view = FakeCluster::new(|_| 1);
+    let mut c = new_core(config(false));
+    send(&mut c, 0, 1, 0);
+    let a = step(&mut c, 0, &view).0.tag();
+    let o = answer(&mut c, a, err(0, codes::NOT_LEADER_OR_FOLLOWER), 1000);
+    assert_eq!(
+        o.completed,
+        vec![(vec![1], Err(codes::NOT_LEADER_OR_FOLLOWER))]
+    );
+    assert!(o.memory_freed);
+}
+
+/// docs/semantics.md §5.4.
+#[test]
+fn leader_change_waits_for_in_flight_to_the_old_leader() {
+    let view = FakeCluster::new(|_| 1);
+    let mut cfg = config(true);
+    cfg.max_in_flight_per_partition = 2;
+    let mut c = with_producer_id(cfg, &view);
+    send(&mut c, 0, 1, 0);
+    let a = step(&mut c, 0, &view).0.tag();
+    answer(&mut c, a, ok(0, 0), 0);
+    send(&mut c, 0, 2, 1);
+    let (o, _) = step(&mut c, 1, &view);
+    assert_eq!(o.produce[0].0, 1);
+    let b = o.tag();
+    view.leaders.borrow_mut().insert(0, 2);
+    send(&mut c, 0, 3, 2);
+    assert!(
+        step(&mut c, 2, &view).0.produce.is_empty(),
+        "b is still in flight to node 1"
+    );
+    answer(&mut c, b, ok(0, 1), 3);
+    let (o, _) = step(&mut c, 3, &view);
+    assert_eq!(o.produce.len(), 1);
+    assert_eq!(o.produce[0].0, 2, "to the new leader");
+    assert_eq!(o.sent(), vec!["7:0:2:1"]);
+}
+
+/// docs/semantics.md §5.1.
+#[test]
+fn producer_id_first_then_the_first_batch_alone() {
+    let view = FakeCluster::new(|_| 1);
+    let mut cfg = config(true);
+    cfg.max_in_flight_per_partition = 5;
+    let mut c = new_core(cfg);
+    send(&mut c, 0, 1, 0);
+    let (o, _) = step(&mut c, 0, &view);
+    assert!(o.produce.is_empty());
+    assert_eq!(o.init.len(), 1);
+    let (node, tag, bump) = o.init[0];
+    assert_eq!((node, bump), (1, (-1, -1)), "a new id, nothing to bump");
+    let (o, _) = step(&mut c, 1, &view);
+    assert!(
+        o.init.is_empty() && o.produce.is_empty(),
+        "one InitProducerId at a time"
+    );
+    c.on_answer(
+        tag,
+        Ok(Answer::ProducerId {
+            producer_id: 7,
+            epoch: 0,
+        }),
+        2,
+    );
+    send(&mut c, 0, 2, 2);
+    let (o, _) = step(&mut c, 2, &view);
+    assert_eq!(o.sent(), vec!["7:0:0:2"]);
+    let first = o.tag();
+    send(&mut c, 0, 3, 3);
+    assert!(
+        step(&mut c, 3, &view).0.produce.is_empty(),
+        "the first batch of an epoch goes alone"
+    );
+    answer(&mut c, first, ok(0, 0), 4);
+    let (o, _) = step(&mut c, 4, &view);
+    assert_eq!(o.sent(), vec!["7:0:2:1"]);
+    send(&mut c, 0, 4, 5);
+    let (o, _) = step(&mut c, 5, &view);
+    assert_eq!(
+        o.sent(),
+        vec!["7:0:3:1"],
+        "pipelined once one was acknowledged"
+    );
+}
+
+/// docs/semantics.md §5.5.
+#[test]
+fn epoch_bump_waits_until_nothing_is_in_flight() {
+    let view = FakeCluster::new(|p| p + 1);
+    let mut c = with_producer_id(config(true), &view);
+    send(&mut c, 0, 1, 0);
+    send(&mut c, 1, 2, 0);
+    let (o, _) = step(&mut c, 0, &view);
+    assert_eq!(o.produce.len(), 2, "one request per leader");
+    let to = |node: i32| o.produce.iter().find(|p| p.0 == node).unwrap().1;
+    let (a, b) = (to(1), to(2));
+    let o = answer(&mut c, a, err(0, codes::OUT_OF_ORDER_SEQUENCE_NUMBER), 1);
+    assert!(o.completed.is_empty(), "retried under a new epoch");
+    let (o, _) = step(&mut c, 50, &view);
+    assert!(o.init.is_empty(), "b is still in flight: no bump yet");
+    assert!(
+        o.produce.is_empty(),
+        "nothing drains while a bump is pending"
+    );
+    assert_eq!(
+        answer(&mut c, b, ok(1, 10), 51).completed,
+        vec![(vec![2], Ok(10))]
+    );
+    let (o, _) = step(&mut c, 52, &view);
+    assert_eq!(o.init.len(), 1);
+    assert_eq!(o.init[0].2, (7, 0), "bumps the current id");
+    c.on_answer(
+        o.init[0].1,
+        Ok(Answer::ProducerId {
+            producer_id: 7,
+            epoch: 1,
+        }),
+        53,
+    );
+    let (o, _) = step(&mut c, 60, &view);
+    assert_eq!(
+        o.sent(),
+        vec!["7:1:0:1"],
+        "renumbered from 0 in the new epoch"
+    );
+}
+
+#[test]
+fn refused_bump_asks_for_a_fresh_id() {
+    let view = FakeCluster::new(|_| 1);
+    let mut c = with_producer_id(config(true), &view);
+    send(&mut c, 0, 1, 0);
+    let a = step(&mut c, 0, &view).0.tag();
+    answer(&mut c, a, err(0, codes::UNKNOWN_PRODUCER_ID), 1);
+    let (o, _) = step(&mut c, 2, &view);
+    assert_eq!(o.init[0].2, (7, 0));
+    let r = c.on_answer(
+        o.init[0].1,
+        Err(Error::broker(codes::INVALID_PRODUCER_ID_MAPPING, None)),
+        3,
+    );
+    assert!(r.is_empty());
+    let (o, _) = step(&mut c, 4, &view);
+    assert_eq!(o.init[0].2, (-1, -1), "a fresh id, not a bump");
+    assert!(o.completed.is_empty(), "not fatal");
+}
+
+#[test]
+fn init_producer_id_without_answer_or_send_is_asked_again() {
+    let view = FakeCluster::new(|_| 1);
+    let mut c = new_core(config(true));
+    let (o, _) = step(&mut c, 0, &view);
+    assert!(c
+        .on_send_failed(o.init[0].1, Error::Disconnected { node_id: 1 }, 0)
+        .is_empty());
+    let (o, _) = step(&mut c, 1, &view);
+    c.on_answer(o.init[0].1, Err(Error::Disconnected { node_id: 1 }), 2);
+    let (o, _) = step(&mut c, 3, &view);
+    assert_eq!(o.init.len(), 1, "retriable: asked again");
+    assert!(o.completed.is_empty());
+}
+
+#[test]
+fn acks_zero_completes_on_write() {
+    let view = FakeCluster::new(|_| 1);
+    let mut cfg = config(false);
+    cfg.acks = 0;
+    let mut c = new_core(cfg);
+    send(&mut c, 0, 9, 0);
+    let (o, _) = step(&mut c, 0, &view);
+    assert!(!o.produce[0].3, "no answer expected");
+    let o = answer(&mut c, o.tag(), vec![], 0);
+    assert_eq!(o.completed, vec![(vec![9], Ok(-1))], "no offset known");
+}
+
+/// docs/semantics.md §5.6.
+#[test]
+fn duplicate_sequence_number_is_success() {
+    let view = FakeCluster::new(|_| 1);
+    let mut c = with_producer_id(config(true), &view);
+    send(&mut c, 0, 1, 0);
+    let a = step(&mut c, 0, &view).0.tag();
+    let o = answer(&mut c, a, err(0, codes::DUPLICATE_SEQUENCE_NUMBER), 1);
+    assert_eq!(o.completed.len(), 1);
+    assert!(o.completed[0].1.is_ok(), "{:?}", o.completed);
+    send(&mut c, 0, 2, 2);
+    let (o, _) = step(&mut c, 2, &view);
+    assert!(o.init.is_empty(), "no bump");
+    assert_eq!(o.sent(), vec!["7:0:1:1"], "sequences go on");
+}
+
+/// docs/semantics.md §5.6: fenced (or unauthorized) fails every pending
+/// record, in flight and queued, and nothing is sent any more.
+#[test]
+fn fatal_error_fails_all_pending() {
+    let view = FakeCluster::new(|p| p + 1);
+    let mut c = with_producer_id(config(true), &view);
+    view.not_ready.borrow_mut().insert(2);
+    send(&mut c, 0, 1, 0);
+    send(&mut c, 1, 2, 0);
+    send(&mut c, 1, 3, 0);
+    let (o, _) = step(&mut c, 0, &view);
+    let a = o.tag();
+    let o = answer(&mut c, a, err(0, codes::PRODUCER_FENCED), 1);
+    assert_eq!(o.completed, vec![(vec![1], Err(codes::PRODUCER_FENCED))]);
+    view.not_ready.borrow_mut().clear();
+    let (o, _) = step(&mut c, 2, &view);
+    assert!(o.produce.is_empty() && o.init.is_empty());
+    assert_eq!(o.completed, vec![(vec![2, 3], Err(codes::PRODUCER_FENCED))]);
+    assert_eq!(c.free_memory(), 10_000);
+    send(&mut c, 0, 4, 3);
+    let (o, _) = step(&mut c, 3, &view);
+    assert_eq!(o.completed, vec![(vec![4], Err(codes::PRODUCER_FENCED))]);
+}
+
+#[test]
+fn fatal_init_producer_id_error_fails_all_pending() {
+    let view = FakeCluster::new(|_| 1);
+    let mut c = new_core(config(true));
+    send(&mut c, 0, 1, 0);
+    let (o, _) = step(&mut c, 0, &view);
+    let err = Error::broker(codes::CLUSTER_AUTHORIZATION_FAILED, None);
+    c.on_answer(o.init[0].1, Err(err), 1);
+    let (o, _) = step(&mut c, 2, &view);
+    assert!(o.init.is_empty() && o.produce.is_empty());
+    assert_eq!(
+        o.completed,
+        vec![(vec![1], Err(codes::CLUSTER_AUTHORIZATION_FAILED))]
+    );
+}
+
+#[test]
+fn held_back_batch_rechecks_soon_and_idle_sleeps_long() {
+    let view = FakeCluster::new(|_| 1);
+    let mut c = new_core(config(false));
+    assert_eq!(step(&mut c, 0, &view).1, IDLE_RECHECK_MS, "nothing to do");
+    view.not_ready.borrow_mut().insert(1);
+    send(&mut c, 0, 1, 0);
+    let (o, wake_at) = step(&mut c, 0, &view);
+    assert!(o.produce.is_empty());
+    assert_eq!(
+        wake_at, HELD_BACK_RECHECK_MS,
+        "a connection may become ready"
+    );
+    view.not_ready.borrow_mut().clear();
+    assert_eq!(step(&mut c, 2, &view).0.produce.len(), 1);
+}
+
+#[test]
+fn close_fails_queued_and_in_flight_records() {
+    let view = FakeCluster::new(|p| p + 1);
+    let mut c = new_core(config(false));
+    send(&mut c, 0, 1, 0);
+    step(&mut c, 0, &view);
+    view.not_ready.borrow_mut().insert(2);
+    send(&mut c, 1, 2, 0);
+    step(&mut c, 0, &view);
+    let o = Out::of(c.abort_all(Error::Closed { what: "producer" }));
+    let mut handles: Vec<u32> = o.completed.iter().flat_map(|c| c.0.clone()).collect();
+    handles.sort_unstable();
+    assert_eq!(handles, vec![1, 2]);
+    assert!(o.completed.iter().all(|c| c.1.is_err()));
+    assert_eq!(c.free_memory(), 10_000);
+}
+
+/// The one append path: size check, explicit partition range, keyed records
+/// by murmur2 (`partition_for_key`), unkeyed records sticky to one partition.
+#[test]
+fn append_checks_size_and_partition_and_picks_partitions() {
+    let view = FakeCluster::new(|_| 1);
+    let mut cfg = config(false);
+    cfg.max_request_size = 200;
+    let mut c = new_core(cfg.clone());
+    let big = [0u8; 200];
+    match c.append("t", None, info(), &record(None, &big, 0), 1, 0) {
+        Err(Refused::Failed(e, 1)) => assert_eq!(e.code(), codes::MESSAGE_TOO_LARGE),
+        other => panic!("{other:?}"),
+    }
+    match c.append("t", Some(4), info(), &record(None, b"v", 0), 2, 0) {
+        Err(Refused::Failed(Error::Config { key, .. }, 2)) => assert_eq!(key, "partition"),
+        other => panic!("{other:?}"),
+    }
+    let key: &[u8] = b"some key";
+    for h in 0..3 {
+        c.append("t", None, info(), &record(Some(key), b"v", 0), h, 0)
+            .unwrap();
+    }
+    let (o, _) = step(&mut c, 0, &view);
+    let batches: Vec<(i32, String)> = o.produce.into_iter().flat_map(|p| p.2).collect();
+    assert_eq!(
+        batches,
+        vec![(partition_for_key(key, 4), "-1:-1:-1:3".into())]
+    );
+
+    // 11 unkeyed records of 9 bytes (99 < batch_size): one sticky partition.
+    let mut c = new_core(cfg);
+    for h in 10..21 {
+        c.append("t", None, info(), &record(None, b"v", 0), h, 0)
+            .unwrap();
+    }
+    let (o, _) = step(&mut c, 0, &view);
+    let batches: Vec<(i32, String)> = o.produce.into_iter().flat_map(|p| p.2).collect();
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    assert_eq!(batches[0].1, "-1:-1:-1:11");
+}
+
+#[test]
+fn full_buffer_needs_memory_until_an_answer_frees_it() {
+    let view = FakeCluster::new(|_| 1);
+    let mut cfg = config(false);
+    cfg.buffer_memory = 200;
+    let mut c = new_core(cfg);
+    send(&mut c, 0, 1, 0);
+    send(&mut c, 1, 2, 0);
+    match c.append("t", Some(2), info(), &record(None, b"v", 0), 3, 0) {
+        Err(Refused::NeedMemory(3)) => {}
+        other => panic!("{other:?}"),
+    }
+    let (o, _) = step(&mut c, 0, &view);
+    let a = o.tag();
+    let o = answer(&mut c, a, vec![result(0, 0, 5), result(1, 0, 6)], 1);
+    assert!(o.memory_freed);
+    assert_eq!(o.completed.len(), 2);
+    assert!(send(&mut c, 2, 3, 1));
+}

@@ -1,0 +1,424 @@
+//! The thread that runs the producer's state machine (`ProducerCore`), and
+//! the glue that carries its actions out: requests to the network client,
+//! answers back into the core, completed records to their futures.
+//!
+//! Nothing here decides anything (that is `core.rs`); this file only moves
+//! requests and answers, reads the clock, and sleeps until the core's
+//! `wake_at_ms` or a wake-up.
+//!
+//! Threads and locks (the reasoning the rest of the producer relies on):
+//! * `core` (one mutex) guards the `ProducerCore` (accumulator, idempotence,
+//!   partitioner). `send` holds it only to append; the runner thread holds it
+//!   only for `step`; the network driver thread only for `on_answer`. Nobody
+//!   waits for I/O or calls user code under it.
+//! * Actions are carried out after the lock is released, so completing a
+//!   record's future (which may take the GIL to hand results to Python) never
+//!   blocks `send`, and a slow Python callback never stalls the sender.
+//! * Network callbacks run on the driver thread with no network lock held.
+//!   A Produce answer is applied right there (`apply_answer`) rather than
+//!   queued for the runner thread, which saves a thread hop on every
+//!   acknowledgement; the runner is then woken for what the answer unblocked.
+//!   Cost: completing a future that an asyncio task awaits takes the GIL, now
+//!   on the driver thread.
+//! * Lock order everywhere: `core` before the network client's lock (`step`
+//!   asks the `ClusterView`, i.e. `net.ready`, under `core`), never the
+//!   reverse.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender as ChanSender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ferrokafka_protocol::kafka_protocol::messages::{
+    InitProducerIdRequest, RequestKind, ResponseKind,
+};
+
+use crate::blocking::{now_ms, BlockingClient};
+use crate::cluster::{Cluster, TopicPartition};
+use crate::error::Error;
+use crate::metadata::Metadata;
+use crate::network_client::ClientResponse;
+use crate::producer::config::ProducerConfig;
+use crate::producer::core::{Action, Answer, ClusterView, ProducerCore};
+use crate::producer::request::parse_produce_response;
+use crate::producer::sender::{Delivery, EncodableBatch, ProduceCall};
+
+/// What a delivered record reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveredRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp_ms: i64,
+    pub key_size: i32,
+    pub value_size: i32,
+}
+
+/// Completes one record's future. Called on the runner or the network
+/// driver thread, with no producer lock held.
+pub trait Completion: Send + 'static {
+    fn complete(self, result: Result<DeliveredRecord, Error>);
+}
+
+/// Per-record data kept until its batch is answered.
+pub struct RecordHandle<C> {
+    pub(crate) completion: C,
+    pub(crate) timestamp_ms: i64,
+    pub(crate) key_size: i32,
+    pub(crate) value_size: i32,
+}
+
+impl<C> RecordHandle<C> {
+    pub(crate) fn new(
+        completion: C,
+        timestamp_ms: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Self {
+        RecordHandle {
+            completion,
+            timestamp_ms,
+            key_size: key.map_or(-1, |k| k.len() as i32),
+            value_size: value.map_or(-1, |v| v.len() as i32),
+        }
+    }
+}
+
+/// Counters behind `metrics()` (relaxed atomics: readers want a recent
+/// value, not a consistent snapshot).
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub(crate) records_sent: AtomicU64,
+    pub(crate) records_errored: AtomicU64,
+    pub(crate) requests: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) bytes_out: AtomicU64,
+    /// Produce round trips in µs, the last `LATENCY_WINDOW` of them.
+    latencies_us: Mutex<VecDeque<u64>>,
+}
+
+const LATENCY_WINDOW: usize = 4096;
+
+impl Stats {
+    fn record_latency(&self, us: u64) {
+        let mut l = self.latencies_us.lock().unwrap_or_else(|p| p.into_inner());
+        if l.len() == LATENCY_WINDOW {
+            l.pop_front();
+        }
+        l.push_back(us);
+    }
+
+    /// (avg, p99) in ms over the window; (0, 0) before the first answer.
+    pub(crate) fn latency_ms(&self) -> (f64, f64) {
+        let l = self.latencies_us.lock().unwrap_or_else(|p| p.into_inner());
+        if l.is_empty() {
+            return (0.0, 0.0);
+        }
+        let mut v: Vec<u64> = l.iter().copied().collect();
+        v.sort_unstable();
+        let avg = v.iter().sum::<u64>() as f64 / v.len() as f64;
+        let p99 = v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1];
+        (avg / 1000.0, p99 as f64 / 1000.0)
+    }
+}
+
+pub(crate) type Core<B, C> = ProducerCore<B, RecordHandle<C>>;
+
+/// What the producer facade, the runner thread and the network callbacks
+/// share.
+pub(crate) struct Shared<B, C> {
+    pub(crate) cfg: ProducerConfig,
+    pub(crate) core: Mutex<Core<B, C>>,
+    /// Buffer memory was freed (`Action::MemoryFreed`); paired with `core`.
+    pub(crate) memory_freed: Condvar,
+    pub(crate) metadata: Arc<Metadata>,
+    pub(crate) net: Arc<BlockingClient>,
+    /// Wakes the runner thread: a new or full batch, an answer, flush, close.
+    pub(crate) wake: ChanSender<()>,
+    /// Records handed to `send` and not yet completed (for flush). Raised
+    /// under `core` before the lock is released, so a completion (which
+    /// follows the lock) can never count a record down first.
+    pub(crate) pending: AtomicUsize,
+    pub(crate) pending_lock: Mutex<()>,
+    pub(crate) pending_zero: Condvar,
+    pub(crate) closing: AtomicBool,
+    pub(crate) stats: Stats,
+}
+
+impl<B, C> Shared<B, C> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Core<B, C>> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn wake(&self) {
+        // Fails only once the runner has exited (close): nothing to wake.
+        let _ = self.wake.send(());
+    }
+}
+
+/// The cluster as the core sees it during one `step`: a metadata snapshot
+/// and the network client's readiness at `now`.
+struct LiveView<'a> {
+    cluster: &'a Cluster,
+    net: &'a BlockingClient,
+    now: i64,
+}
+
+impl ClusterView for LiveView<'_> {
+    fn leader_of(&self, tp: &TopicPartition) -> Option<i32> {
+        self.cluster.leader_id_for(tp)
+    }
+    fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
+        self.cluster.topic_id(topic)
+    }
+    fn available_partitions(&self, topic: &str) -> Vec<i32> {
+        self.cluster.available_partition_ids(topic)
+    }
+    fn node_ready(&self, node: i32) -> bool {
+        self.cluster
+            .node_by_id(node)
+            .is_some_and(|n| self.net.ready(n, self.now))
+    }
+    fn least_loaded_ready_node(&self) -> Option<i32> {
+        let node = self.net.least_loaded_node(self.now)?;
+        self.net.ready(&node, self.now).then_some(node.id)
+    }
+}
+
+/// The runner thread: step the core, carry out its actions, sleep until it
+/// wants to be stepped again or something wakes it.
+pub(crate) fn run<B: EncodableBatch + Send + 'static, C: Completion>(
+    shared: Arc<Shared<B, C>>,
+    rx: Receiver<()>,
+) {
+    let mut wait = Duration::ZERO;
+    loop {
+        match rx.recv_timeout(wait) {
+            Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        // Coalesce the wake-ups that piled up meanwhile: one step serves them.
+        while rx.try_recv().is_ok() {}
+        let now = now_ms();
+        if shared.closing.load(Ordering::Acquire) {
+            // Close after flush: whatever is left fails now.
+            let actions = shared.lock().abort_all(Error::Closed { what: "producer" });
+            execute(&shared, actions, now);
+            return;
+        }
+        let cluster = shared.metadata.fetch();
+        let view = LiveView {
+            cluster: &cluster,
+            net: &shared.net,
+            now,
+        };
+        let step = shared.lock().step(now, &view);
+        execute(&shared, step.actions, now);
+        shared.net.wakeup();
+        wait = Duration::from_millis(step.wake_at_ms.saturating_sub(now).max(1) as u64);
+    }
+}
+
+/// Carry out the core's actions, in order, with no producer lock held.
+fn execute<B: EncodableBatch + Send + 'static, C: Completion>(
+    shared: &Arc<Shared<B, C>>,
+    actions: Vec<Action<RecordHandle<C>>>,
+    now: i64,
+) {
+    for action in actions {
+        match action {
+            Action::Produce(call) => send_produce(shared, call, now),
+            Action::InitProducerId {
+                node_id,
+                tag,
+                request,
+            } => send_init_producer_id(shared, node_id, tag, request, now),
+            Action::UpdateTopics(topics) => {
+                for t in &topics {
+                    shared.metadata.request_update_for_topic(t);
+                }
+                shared.net.wakeup();
+            }
+            Action::UpdateMetadata => {
+                shared.metadata.request_update();
+                shared.net.wakeup();
+            }
+            Action::MemoryFreed => shared.memory_freed.notify_all(),
+            Action::Complete(deliveries) => complete_deliveries(shared, deliveries),
+        }
+    }
+}
+
+/// Apply one answer on the calling thread (the network driver's, for both
+/// kinds of request, so answers are applied in the order they arrived), then
+/// wake the runner for what it unblocked (retries, held-back batches, a bump).
+fn apply_answer<B: EncodableBatch + Send + 'static, C: Completion>(
+    shared: &Arc<Shared<B, C>>,
+    tag: u64,
+    result: Result<Answer, Error>,
+) {
+    let now = now_ms();
+    let actions = shared.lock().on_answer(tag, result, now);
+    execute(shared, actions, now);
+    shared.wake();
+}
+
+/// The request got no usable answer: the error to hand the core.
+fn no_answer(r: &ClientResponse) -> Option<Error> {
+    if let Some(e) = &r.version_mismatch {
+        return Some(e.clone());
+    }
+    r.disconnected.then(|| {
+        r.error.clone().unwrap_or(Error::Disconnected {
+            node_id: r.destination,
+        })
+    })
+}
+
+fn send_init_producer_id<B: EncodableBatch + Send + 'static, C: Completion>(
+    shared: &Arc<Shared<B, C>>,
+    node_id: i32,
+    tag: u64,
+    request: InitProducerIdRequest,
+    now: i64,
+) {
+    let cb_shared = shared.clone();
+    let cb = Box::new(move |r: &ClientResponse| {
+        let answer = match (no_answer(r), &r.body) {
+            (Some(e), _) => Err(e),
+            (None, Some(ResponseKind::InitProducerId(b))) if b.error_code == 0 => {
+                Ok(Answer::ProducerId {
+                    producer_id: b.producer_id.0,
+                    epoch: b.producer_epoch,
+                })
+            }
+            (None, Some(ResponseKind::InitProducerId(b))) => Err(Error::broker(b.error_code, None)),
+            _ => Err(Error::State {
+                detail: "unexpected InitProducerId answer".into(),
+            }),
+        };
+        apply_answer(&cb_shared, tag, answer);
+    });
+    let net = &shared.net;
+    let req = net.new_client_request(
+        node_id,
+        RequestKind::InitProducerId(request),
+        true,
+        Some(cb),
+        now,
+    );
+    if let Err(e) = net.send(req, now) {
+        let actions = shared.lock().on_send_failed(tag, e, now);
+        execute(shared, actions, now);
+    }
+}
+
+fn send_produce<B: EncodableBatch + Send + 'static, C: Completion>(
+    shared: &Arc<Shared<B, C>>,
+    call: ProduceCall,
+    now: i64,
+) {
+    let tag = call.token;
+    let (nbatches, nbytes) = call
+        .request
+        .topic_data
+        .iter()
+        .flat_map(|t| t.partition_data.iter())
+        .fold((0u64, 0u64), |(n, b), p| {
+            (n + 1, b + p.records.as_ref().map_or(0, |r| r.len() as u64))
+        });
+    let stats = &shared.stats;
+    stats.requests.fetch_add(1, Ordering::Relaxed);
+    stats.batches.fetch_add(nbatches, Ordering::Relaxed);
+    stats.bytes_out.fetch_add(nbytes, Ordering::Relaxed);
+    // Produce v13+ answers carry topic ids only: keep the names to map back.
+    let names: HashMap<[u8; 16], String> = call
+        .request
+        .topic_data
+        .iter()
+        .map(|t| (*t.topic_id.as_bytes(), t.name.0.to_string()))
+        .collect();
+    let sent_at = Instant::now();
+    let cb_shared = shared.clone();
+    let cb = Box::new(move |r: &ClientResponse| {
+        let answer = match (no_answer(r), &r.body) {
+            (Some(e), _) => Err(e),
+            (None, Some(ResponseKind::Produce(p))) => {
+                Ok(Answer::Produce(parse_produce_response(p, &|id| {
+                    names.get(id).cloned()
+                })))
+            }
+            // acks=0: completed when written.
+            (None, None) => Ok(Answer::Produce(Vec::new())),
+            _ => Err(Error::State {
+                detail: "unexpected Produce answer".into(),
+            }),
+        };
+        if answer.is_ok() {
+            cb_shared
+                .stats
+                .record_latency(sent_at.elapsed().as_micros() as u64);
+        }
+        apply_answer(&cb_shared, tag, answer);
+    });
+    let net = &shared.net;
+    let req = net.new_client_request(
+        call.node_id,
+        RequestKind::Produce(call.request),
+        call.expect_response,
+        Some(cb),
+        now,
+    );
+    if let Err(e) = net.send(req, now) {
+        let actions = shared.lock().on_send_failed(tag, e, now);
+        execute(shared, actions, now);
+    }
+}
+
+/// Complete the records of finished batches, then count them off `pending`
+/// (waking flushers at zero): a flush returns only once every record's
+/// future has its result.
+fn complete_deliveries<B, C: Completion>(
+    shared: &Shared<B, C>,
+    deliveries: Vec<Delivery<RecordHandle<C>>>,
+) {
+    let mut n = 0usize;
+    for d in deliveries {
+        let counter = if d.result.is_ok() {
+            &shared.stats.records_sent
+        } else {
+            &shared.stats.records_errored
+        };
+        counter.fetch_add(d.handles.len() as u64, Ordering::Relaxed);
+        for (i, h) in d.handles.into_iter().enumerate() {
+            n += 1;
+            let r = match &d.result {
+                Ok((base, append_time)) => Ok(DeliveredRecord {
+                    topic: d.tp.topic.to_string(),
+                    partition: d.tp.partition,
+                    offset: if *base >= 0 { base + i as i64 } else { -1 },
+                    timestamp_ms: if *append_time >= 0 {
+                        *append_time
+                    } else {
+                        h.timestamp_ms
+                    },
+                    key_size: h.key_size,
+                    value_size: h.value_size,
+                }),
+                Err(e) => Err(e.clone()),
+            };
+            h.completion.complete(r);
+        }
+    }
+    if n > 0 {
+        let before = shared.pending.fetch_sub(n, Ordering::AcqRel);
+        if before <= n {
+            let _g = shared
+                .pending_lock
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            shared.pending_zero.notify_all();
+        }
+    }
+}
