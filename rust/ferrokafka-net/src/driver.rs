@@ -42,6 +42,9 @@ pub type Done = Box<dyn FnOnce(Answer) + Send>;
 /// negotiated with that broker (group APIs: `group_instance_id` exists from
 /// JoinGroup v5 on, and so on). The builder runs once the connection is
 /// ready, with the newest version both sides accept.
+// Not boxed: a body moves a handful of times per request, and boxing the
+// large variant would add an allocation to every request for no gain.
+#[allow(clippy::large_enum_variant)]
 pub enum Body {
     Ready(RequestKind),
     Versioned {

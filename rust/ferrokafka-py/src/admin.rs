@@ -15,6 +15,9 @@ use crate::errors::FkError;
 use crate::gil::interruptible;
 use crate::types::{PyNode, PyTopicPartition};
 
+/// (name, partitions, replication factor, [(config key, value)]).
+type NewTopicSpec = (String, i32, i16, Vec<(String, String)>);
+
 #[pyclass(module = "ferrokafka._core", name = "_Admin")]
 pub struct PyAdmin {
     inner: Mutex<Option<Arc<AdminClient>>>,
@@ -77,7 +80,7 @@ impl PyAdmin {
     fn create_topics(
         &self,
         py: Python<'_>,
-        topics: Vec<(String, i32, i16, Vec<(String, String)>)>,
+        topics: Vec<NewTopicSpec>,
         timeout_ms: i64,
         validate_only: bool,
     ) -> PyResult<TopicResults> {

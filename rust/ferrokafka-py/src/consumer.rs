@@ -28,6 +28,14 @@ use crate::types::{extract_tp, PyNode, PyTopicPartition};
 
 // ----- Message -------------------------------------------------------------------------
 
+/// Commit callbacks finished since the last poll: (commit id, the callback's
+/// error object or None), handed to Python to run in the caller's thread.
+type Completed = Vec<(u64, Option<Py<PyAny>>)>;
+/// A committed offset and its metadata, or None when nothing was committed.
+type CommittedOffset = Option<(i64, Option<String>)>;
+/// An offset and its record's timestamp, or None when there is none.
+type OffsetAndTimestamp = Option<(i64, i64)>;
+
 /// One consumed record. Attributes: topic, partition, offset, key,
 /// value, headers (list of (str, bytes | None)), timestamp_ms,
 /// timestamp_type (0 CreateTime, 1 LogAppendTime, -1 none), leader_epoch.
@@ -260,7 +268,7 @@ impl PyConsumer {
         py: Python<'_>,
         timeout_ms: i64,
         max_records: usize,
-    ) -> PyResult<(EventList, Vec<Py<PyMessage>>, Vec<(u64, Option<Py<PyAny>>)>)> {
+    ) -> PyResult<(EventList, Vec<Py<PyMessage>>, Completed)> {
         let core = self.core()?;
         let mut p = poll_core(py, &core, timeout_ms, max_records.max(1))?;
         let events = events_of(&mut p);
@@ -277,7 +285,7 @@ impl PyConsumer {
         py: Python<'_>,
         timeout_ms: i64,
         max_records: usize,
-    ) -> PyResult<(EventList, Option<ArrowBatch>, Vec<(u64, Option<Py<PyAny>>)>)> {
+    ) -> PyResult<(EventList, Option<ArrowBatch>, Completed)> {
         let core = self.core()?;
         let mut p = poll_core(py, &core, timeout_ms, max_records.max(1))?;
         let events = events_of(&mut p);
@@ -398,7 +406,7 @@ impl PyConsumer {
         py: Python<'_>,
         partitions: &Bound<'_, PyAny>,
         timeout_ms: i64,
-    ) -> PyResult<Vec<(PyTopicPartition, Option<(i64, Option<String>)>)>> {
+    ) -> PyResult<Vec<(PyTopicPartition, CommittedOffset)>> {
         let core = self.core()?;
         let v = extract_tps(partitions)?;
         let r = interruptible(py, |interrupted| {
@@ -421,7 +429,7 @@ impl PyConsumer {
         py: Python<'_>,
         query: Vec<(Bound<'_, PyAny>, i64)>,
         timeout_ms: i64,
-    ) -> PyResult<Vec<(PyTopicPartition, Option<(i64, i64)>)>> {
+    ) -> PyResult<Vec<(PyTopicPartition, OffsetAndTimestamp)>> {
         let core = self.core()?;
         let q: Vec<(TopicPartition, i64)> = query
             .iter()

@@ -86,6 +86,9 @@ struct State {
     awaiters: Vec<(Py<PyAny>, Py<PyAny>)>,
 }
 
+/// asyncio futures awaiting a DeliveryFuture: (event loop, asyncio future).
+type Awaiters = Vec<(Py<PyAny>, Py<PyAny>)>;
+
 /// Shared between the Python object and the Rust side that completes it.
 pub struct FutureCell {
     state: Mutex<State>,
@@ -154,7 +157,7 @@ impl FutureCell {
     /// expiry and answered by the broker in the same instant). Returns the
     /// callbacks and awaiters to notify; the caller runs them without holding
     /// any lock of its own.
-    fn complete(&self, outcome: Outcome) -> Option<(Vec<Py<PyAny>>, Vec<(Py<PyAny>, Py<PyAny>)>)> {
+    fn complete(&self, outcome: Outcome) -> Option<(Vec<Py<PyAny>>, Awaiters)> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if !matches!(st.outcome, Outcome::Pending) {
             return None;

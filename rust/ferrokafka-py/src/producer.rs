@@ -160,6 +160,9 @@ type CoreProducer = Producer<ProducerRecordBatch, PyCompletion>;
 /// could not enqueue at once: copied out of the caller's buffers and
 /// enqueued by the producer's deferral thread, which may wait for metadata
 /// or buffer memory until the call's own `max_block_ms` deadline.
+/// A record's key and value, copied out of Python for a deferred append.
+type OwnedKeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 enum Deferred {
     One {
         topic: String,
@@ -175,7 +178,7 @@ enum Deferred {
     Many {
         topic: String,
         partition: Option<i32>,
-        records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)>,
+        records: Vec<OwnedKeyValue>,
         completions: Vec<PyCompletion>,
         deadline: Instant,
         bytes: usize,

@@ -35,8 +35,10 @@ use crate::error::Error;
 use crate::metadata::Metadata;
 use crate::wait;
 
-const NOT_CONTROLLER: i16 = 41;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+use ferrokafka_protocol::codes::{NOT_CONTROLLER, UNKNOWN_TOPIC_OR_PARTITION};
+
+/// Per topic of an answer: (name, error code, error message).
+type TopicOutcomes = Vec<(String, i16, Option<String>)>;
 
 #[derive(Debug, Clone)]
 pub struct AdminConfig {
@@ -172,7 +174,7 @@ impl AdminClient {
         names: Vec<String>,
         timeout: Duration,
         make_body: &dyn Fn(Vec<String>) -> Body,
-        parse: &dyn Fn(&ResponseKind) -> Option<Vec<(String, i16, Option<String>)>>,
+        parse: &dyn Fn(&ResponseKind) -> Option<TopicOutcomes>,
         interrupted: &dyn Fn() -> bool,
     ) -> Result<BTreeMap<String, Result<(), Error>>, Error> {
         let deadline = Instant::now() + timeout;

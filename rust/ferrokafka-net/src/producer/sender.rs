@@ -477,6 +477,9 @@ impl<B: EncodableBatch, T> Sender<B, T> {
     /// of it, and the batches queued behind keep their sequences. In-flight
     /// batches of the partition sent after it come back OUT_OF_ORDER and are
     /// retried behind the pieces (see `IdempotenceState::may_send`).
+    // The error hands the batch back so the caller can fail its records; it
+    // is the rare path (a split that cannot be made), not worth a Box.
+    #[allow(clippy::result_large_err)]
     fn split_and_reenqueue(
         &mut self,
         mut batch: ProducerBatch<B, T>,
