@@ -56,6 +56,10 @@ mod commits;
 pub use crate::consumer::config::{ConsumerConfig, Polled, RebalanceEvent, RecordSlice};
 use crate::consumer::shell::{run, Inner};
 
+/// ListOffsets queries grouped by leader: node id -> (node, [(partition,
+/// timestamp, leader epoch)]).
+type ByLeader = BTreeMap<i32, (Node, Vec<(TopicPartition, i64, i32)>)>;
+
 pub struct Consumer {
     inner: Arc<Inner>,
     thread: Option<JoinHandle<()>>,
@@ -660,8 +664,7 @@ impl Consumer {
                 }));
             }
             let cluster = self.inner.metadata.fetch();
-            let mut by_leader: BTreeMap<i32, (Node, Vec<(TopicPartition, i64, i32)>)> =
-                BTreeMap::new();
+            let mut by_leader: ByLeader = BTreeMap::new();
             let mut missing = false;
             for (tp, ts) in &todo {
                 if let Some(err) = self.inner.metadata.error_for_topic(&tp.topic) {
