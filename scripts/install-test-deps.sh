@@ -8,6 +8,10 @@ python -m pip install -q "maturin>=1.5,<2" "confluent-kafka>=2.4" \
     "pytest>=8" "pytest-timeout>=2" "pyarrow>=14" \
     "kafka-python>=2.0" "lz4>=4" "python-snappy>=0.7" "zstandard>=0.22" "xxhash>=3" "mypy>=1.10" "ruff==0.17.6" \
     "scramp>=1.4" "pyspark>=4.2" "pandas>=2.2,<3"
+# rustfmt and clippy are gates in scripts/test.sh: make sure the toolchain has them.
+if command -v rustup >/dev/null 2>&1; then
+    rustup component add rustfmt clippy >/dev/null 2>&1 || echo "warning: could not add rustfmt/clippy" >&2
+fi
 # The embedded broker: built now (cold: minutes; then cached) so a failure shows here.
 echo "tansu: $(./scripts/build-tansu.sh | tail -n 1)"
 

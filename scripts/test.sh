@@ -8,6 +8,8 @@ start=$SECONDS
 echo "== rustfmt --check ($((SECONDS - start))s)"
 # Formatting and lint are gates.
 cargo fmt -p ferrokafka-protocol -p ferrokafka-net -p ferrokafka-py --check
+echo "== clippy -D warnings ($((SECONDS - start))s)"
+cargo clippy -p ferrokafka-protocol -p ferrokafka-net -p ferrokafka-py --all-targets --quiet -- -D warnings
 echo "== ruff ($((SECONDS - start))s)"
 python -m ruff check .
 echo "== cargo test ($((SECONDS - start))s)"
