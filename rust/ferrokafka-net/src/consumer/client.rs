@@ -402,22 +402,7 @@ impl Consumer {
 
     /// Consumed positions of every assigned partition (what `commit()` sends).
     pub fn consumed_offsets(&self) -> BTreeMap<TopicPartition, OffsetAndMetadata> {
-        self.inner
-            .lock()
-            .subs
-            .all_consumed()
-            .into_iter()
-            .map(|(tp, p)| {
-                (
-                    tp,
-                    OffsetAndMetadata {
-                        offset: p.offset,
-                        leader_epoch: p.leader_epoch,
-                        metadata: None,
-                    },
-                )
-            })
-            .collect()
+        self.inner.lock().subs.consumed_offsets()
     }
 
     /// The coordinator, waiting (up to `timeout`) for discovery.
@@ -583,15 +568,7 @@ impl Consumer {
                 Err(Error::Interrupted) => return Err(Error::Interrupted),
                 Ok((ResponseKind::OffsetFetch(resp), _)) => {
                     let (code, parts) = rq::parse_offset_fetch(&resp, &group_id);
-                    let code = if code != codes::NONE {
-                        code
-                    } else {
-                        parts
-                            .iter()
-                            .map(|p| p.2)
-                            .find(|c| *c != codes::NONE)
-                            .unwrap_or(codes::NONE)
-                    };
+                    let code = rq::offset_fetch_error(code, &parts);
                     if code == codes::NONE {
                         let mut out: BTreeMap<TopicPartition, Option<OffsetAndMetadata>> =
                             tps.iter().map(|tp| (tp.clone(), None)).collect();

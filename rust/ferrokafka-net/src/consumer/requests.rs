@@ -6,6 +6,7 @@
 //! by id from v10.
 
 use bytes::Bytes;
+use ferrokafka_protocol::codes;
 use ferrokafka_protocol::kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
 use ferrokafka_protocol::kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use ferrokafka_protocol::kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -302,6 +303,22 @@ pub fn offset_fetch(
         r.require_stable = require_stable;
     }
     r
+}
+
+/// The error an OffsetFetch answer reports: the group's, else the first
+/// partition's (a coordinator that is loading answers per partition).
+pub fn offset_fetch_error(
+    group_code: i16,
+    parts: &[(TopicPartition, OffsetAndMetadata, i16)],
+) -> i16 {
+    if group_code != codes::NONE {
+        return group_code;
+    }
+    parts
+        .iter()
+        .map(|p| p.2)
+        .find(|c| *c != codes::NONE)
+        .unwrap_or(codes::NONE)
 }
 
 /// (group error, [(tp, offset or -1, leader epoch, metadata, partition error)]).

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use regex::Regex;
 
 use crate::cluster::{Cluster, TopicPartition};
+use crate::consumer::requests::OffsetAndMetadata;
 use crate::error::Error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +54,17 @@ pub struct FetchPosition {
     pub offset: i64,
     /// Epoch of the last record consumed (KIP-320), -1 if unknown.
     pub leader_epoch: i32,
+}
+
+impl FetchPosition {
+    /// This position as an offset to commit (no metadata string).
+    pub fn to_commit(self) -> OffsetAndMetadata {
+        OffsetAndMetadata {
+            offset: self.offset,
+            leader_epoch: self.leader_epoch,
+            metadata: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -474,6 +486,15 @@ impl SubscriptionState {
     }
 
     /// Positions to commit (`commit()` with no arguments).
+    /// What a commit of every assigned partition sends: each consumed
+    /// position as an offset to commit, with its leader epoch.
+    pub fn consumed_offsets(&self) -> BTreeMap<TopicPartition, OffsetAndMetadata> {
+        self.all_consumed()
+            .into_iter()
+            .map(|(tp, p)| (tp, p.to_commit()))
+            .collect()
+    }
+
     pub fn all_consumed(&self) -> BTreeMap<TopicPartition, FetchPosition> {
         self.assignment
             .iter()

@@ -89,16 +89,7 @@ impl ConsumerCore {
         let full: BTreeMap<TopicPartition, OffsetAndMetadata> = consumed
             .into_iter()
             .filter(|(tp, _)| offsets.contains_key(tp))
-            .map(|(tp, p)| {
-                (
-                    tp,
-                    OffsetAndMetadata {
-                        offset: p.offset,
-                        leader_epoch: p.leader_epoch,
-                        metadata: None,
-                    },
-                )
-            })
+            .map(|(tp, p)| (tp, p.to_commit()))
             .collect();
         let body = commit_body(
             &self.cluster,

@@ -463,15 +463,7 @@ impl ConsumerCore {
         };
         let gid = self.cfg.group_id.clone().unwrap_or_default();
         let (code, parts) = rq::parse_offset_fetch(&resp, &gid);
-        let code = if code != codes::NONE {
-            code
-        } else {
-            parts
-                .iter()
-                .map(|p| p.2)
-                .find(|c| *c != codes::NONE)
-                .unwrap_or(codes::NONE)
-        };
+        let code = rq::offset_fetch_error(code, &parts);
         if code != codes::NONE {
             let reaction = offset_fetch_reaction(code);
             if let Reaction::Fatal(c) = reaction {
