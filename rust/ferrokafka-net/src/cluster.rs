@@ -265,6 +265,21 @@ impl Cluster {
             .filter(|p| p.leader_id >= 0 && self.nodes_by_id.contains_key(&p.leader_id))
             .collect()
     }
+    /// Every topic but the internal ones, with its partition count (what
+    /// `list_topics` answers).
+    pub fn user_topic_partition_counts(&self) -> std::collections::BTreeMap<String, usize> {
+        self.topics()
+            .into_iter()
+            .filter(|t| !self.internal_topics().contains(*t))
+            .map(|t| {
+                (
+                    t.to_string(),
+                    self.partition_count_for_topic(t).unwrap_or(0),
+                )
+            })
+            .collect()
+    }
+
     pub fn partition_count_for_topic(&self, topic: &str) -> Option<usize> {
         self.topics.get(topic).map(|t| t.partitions.len())
     }

@@ -142,21 +142,33 @@ pub fn coerce_option<'py>(
     choices: Option<Vec<String>>,
     nullable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let kind = Kind::from_name(kind)
-        .ok_or_else(|| PyValueError::new_err(format!("unknown option kind {kind:?}")))?;
     let choices = choices.unwrap_or_default();
     let choices: Vec<&str> = choices.iter().map(String::as_str).collect();
-    let c = Constraint {
-        kind,
-        min,
-        max,
-        choices: &choices,
-        nullable,
-    };
+    let c = constraint(kind, min, max, &choices, nullable)?;
     let v = c
         .coerce(&raw(value))
         .map_err(|()| invalid(key, value, &c))?;
     value_to_py(py, &v, value)
+}
+
+/// The constraint named by the Python-side arguments of `coerce_option` /
+/// `option_accepted`.
+fn constraint<'a>(
+    kind: &str,
+    min: Option<i64>,
+    max: Option<i64>,
+    choices: &'a [&'a str],
+    nullable: bool,
+) -> PyResult<Constraint<'a>> {
+    let kind = Kind::from_name(kind)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown option kind {kind:?}")))?;
+    Ok(Constraint {
+        kind,
+        min,
+        max,
+        choices,
+        nullable,
+    })
 }
 
 /// What an option of this kind, range and choices accepts (error messages, docs).
@@ -169,17 +181,9 @@ pub fn option_accepted(
     choices: Option<Vec<String>>,
     nullable: bool,
 ) -> PyResult<String> {
-    let kind = Kind::from_name(kind)
-        .ok_or_else(|| PyValueError::new_err(format!("unknown option kind {kind:?}")))?;
     let choices = choices.unwrap_or_default();
     let choices: Vec<&str> = choices.iter().map(String::as_str).collect();
-    let c = Constraint {
-        kind,
-        min,
-        max,
-        choices: &choices,
-        nullable,
-    };
+    let c = constraint(kind, min, max, &choices, nullable)?;
     Ok(c.accepted())
 }
 

@@ -504,17 +504,7 @@ impl PyConsumer {
             }
         }
         let cluster = md.fetch();
-        let topics = cluster
-            .topics()
-            .into_iter()
-            .filter(|t| !cluster.internal_topics().contains(*t))
-            .map(|t| {
-                (
-                    t.to_string(),
-                    cluster.partition_count_for_topic(t).unwrap_or(0),
-                )
-            })
-            .collect();
+        let topics = cluster.user_topic_partition_counts().into_iter().collect();
         Ok((md.update_version(), topics))
     }
 

@@ -327,17 +327,7 @@ impl AdminClient {
     ) -> Result<BTreeMap<String, usize>, Error> {
         self.metadata.set_subscription(None)?;
         let cluster = self.fresh_cluster(Instant::now() + timeout, timeout, interrupted)?;
-        Ok(cluster
-            .topics()
-            .into_iter()
-            .filter(|t| !cluster.internal_topics().contains(*t))
-            .map(|t| {
-                (
-                    t.to_string(),
-                    cluster.partition_count_for_topic(t).unwrap_or(0),
-                )
-            })
-            .collect())
+        Ok(cluster.user_topic_partition_counts())
     }
 
     pub fn describe_cluster(
