@@ -16,14 +16,7 @@ from .errors import (
 from .metadata import Metadata, ProducerMetadata
 from .network import ClientResponse, NetworkClient
 from .producer import Producer
-from .types import (
-    Cluster,
-    MetadataResponse,
-    Node,
-    PartitionMetadata,
-    TopicMetadata,
-    TopicPartition,
-)
+from .types import Cluster, MetadataResponse, Node, PartitionMetadata, TopicMetadata, TopicPartition
 
 __version__ = _core.__version__
 

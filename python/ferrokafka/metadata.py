@@ -13,14 +13,7 @@ tests can inject time.
 from __future__ import annotations
 
 from ._core import Metadata, ProducerMetadata
-from .types import (
-    Cluster,
-    MetadataResponse,
-    Node,
-    PartitionMetadata,
-    TopicMetadata,
-    TopicPartition,
-)
+from .types import Cluster, MetadataResponse, Node, PartitionMetadata, TopicMetadata, TopicPartition
 
 __all__ = [
     "Metadata",

@@ -7,14 +7,7 @@ picklable.
 
 from __future__ import annotations
 
-from ._core import (
-    Cluster,
-    MetadataResponse,
-    Node,
-    PartitionMetadata,
-    TopicMetadata,
-    TopicPartition,
-)
+from ._core import Cluster, MetadataResponse, Node, PartitionMetadata, TopicMetadata, TopicPartition
 
 __all__ = [
     "TopicPartition",

@@ -43,17 +43,24 @@ fn member_order(a: &MemberSubscription, b: &MemberSubscription) -> std::cmp::Ord
     }
 }
 
-/// Range (Java `RangeAssignor`, without rack awareness).
-pub fn range(
-    members: &[MemberSubscription],
-    partitions_per_topic: &HashMap<String, i32>,
-) -> Assignment {
-    let mut out: Assignment = members
+/// An empty assignment for every member, and the members in Java's order
+/// (static members by instance id first, then by member id).
+fn empty_and_ordered(members: &[MemberSubscription]) -> (Assignment, Vec<&MemberSubscription>) {
+    let out = members
         .iter()
         .map(|m| (m.member_id.clone(), Vec::new()))
         .collect();
     let mut ordered: Vec<&MemberSubscription> = members.iter().collect();
     ordered.sort_by(|a, b| member_order(a, b));
+    (out, ordered)
+}
+
+/// Range (Java `RangeAssignor`, without rack awareness).
+pub fn range(
+    members: &[MemberSubscription],
+    partitions_per_topic: &HashMap<String, i32>,
+) -> Assignment {
+    let (mut out, ordered) = empty_and_ordered(members);
     let mut consumers_per_topic: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for m in ordered {
         for t in &m.topics {
@@ -85,12 +92,7 @@ pub fn round_robin(
     members: &[MemberSubscription],
     partitions_per_topic: &HashMap<String, i32>,
 ) -> Assignment {
-    let mut out: Assignment = members
-        .iter()
-        .map(|m| (m.member_id.clone(), Vec::new()))
-        .collect();
-    let mut sorted: Vec<&MemberSubscription> = members.iter().collect();
-    sorted.sort_by(|a, b| member_order(a, b));
+    let (mut out, sorted) = empty_and_ordered(members);
     let topics: BTreeSet<&str> = members
         .iter()
         .flat_map(|m| m.topics.iter().map(String::as_str))
