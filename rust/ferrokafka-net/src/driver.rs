@@ -270,45 +270,24 @@ impl AsyncClient {
             ));
         self.client.wakeup();
     }
+}
 
-    /// `submit` with the answer delivered to the returned [`Reply`].
-    /// `then` runs on the driver thread right after the answer is queued
-    /// (to wake a thread that waits on something else, e.g. a condvar); it
-    /// must be short and must not own anything that owns this client, or
-    /// the driver thread could end up joining itself.
-    pub fn request(
+/// Anything that sends a request and hands back its [`Reply`]: the driver
+/// for admin and producer, the consumer's own thread for the consumer.
+pub trait Requester {
+    /// Queue `body` for `node`; `ready_timeout_ms` bounds the wait for the
+    /// connection, `then` runs on the answering thread after the answer.
+    fn request(
         &self,
         node: Node,
         body: Body,
         opts: RequestOpts,
         ready_timeout_ms: i64,
         then: Option<Box<dyn FnOnce() + Send>>,
-    ) -> Reply {
-        let (tx, rx) = channel();
-        // The request's own timeout completes it; the margin covers a
-        // request that was queued just before its node became ready.
-        let wait = opts
-            .request_timeout_ms
-            .unwrap_or(self.client.core().config().request_timeout_ms)
-            + ready_timeout_ms.max(0)
-            + 1000;
-        self.submit(
-            node,
-            body,
-            opts,
-            ready_timeout_ms,
-            Box::new(move |r| {
-                let _ = tx.send(r);
-                if let Some(then) = then {
-                    then();
-                }
-            }),
-        );
-        Reply::new(rx, wait)
-    }
+    ) -> Reply;
 
     /// `request` and wait for the answer (see [`Reply::wait`]).
-    pub fn request_blocking(
+    fn request_blocking(
         &self,
         node: Node,
         body: Body,
@@ -381,5 +360,43 @@ impl Drop for AsyncClient {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+impl Requester for AsyncClient {
+    /// `submit` with the answer delivered to the returned [`Reply`].
+    /// `then` runs on the driver thread right after the answer is queued
+    /// (to wake a thread that waits on something else, e.g. a condvar); it
+    /// must be short and must not own anything that owns this client, or
+    /// the driver thread could end up joining itself.
+    fn request(
+        &self,
+        node: Node,
+        body: Body,
+        opts: RequestOpts,
+        ready_timeout_ms: i64,
+        then: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Reply {
+        let (tx, rx) = channel();
+        // The request's own timeout completes it; the margin covers a
+        // request that was queued just before its node became ready.
+        let wait = opts
+            .request_timeout_ms
+            .unwrap_or(self.client.core().config().request_timeout_ms)
+            + ready_timeout_ms.max(0)
+            + 1000;
+        self.submit(
+            node,
+            body,
+            opts,
+            ready_timeout_ms,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+                if let Some(then) = then {
+                    then();
+                }
+            }),
+        );
+        Reply::new(rx, wait)
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrokafka_net::cluster::Node;
-use ferrokafka_net::driver::{Body, RequestOpts};
+use ferrokafka_net::driver::{Body, RequestOpts, Requester};
 use ferrokafka_net::protocol::kafka_protocol::messages::{
     MetadataRequest, RequestKind, ResponseKind,
 };

@@ -30,7 +30,7 @@ use crate::admin::{
 use crate::blocking::BlockingClient;
 use crate::cluster::{Cluster, Node, TopicPartition};
 use crate::consumer::requests::{self as rq, OffsetAndMetadata};
-use crate::driver::{AsyncClient, Body, RequestOpts};
+use crate::driver::{AsyncClient, Body, RequestOpts, Requester};
 use crate::error::Error;
 use crate::metadata::Metadata;
 use crate::wait;

@@ -46,7 +46,7 @@ use crate::consumer::fetch::{
 };
 use crate::consumer::requests::{self as rq, OffsetAndMetadata};
 use crate::consumer::subscription::{FetchState, OffsetResetStrategy};
-use crate::driver::{Body, RequestOpts};
+use crate::driver::{Body, RequestOpts, Requester};
 use crate::error::Error;
 use crate::metadata::Metadata;
 use crate::wait;

@@ -17,7 +17,7 @@ use crate::consumer::config::ConsumerConfig;
 use crate::consumer::coordinator::{Generation, Reaction};
 use crate::consumer::core::{prepare_answer, Action, ConsumerCore, Dest, Request, Tag};
 use crate::consumer::requests::OffsetAndMetadata;
-use crate::driver::{try_send, Answer, Body, Done, Pending, Reply, RequestOpts};
+use crate::driver::{try_send, Body, Done, Pending, Reply, RequestOpts, Requester};
 use crate::error::Error;
 use crate::metadata::Metadata;
 
@@ -118,66 +118,6 @@ impl Inner {
             }
         }
         result
-    }
-
-    /// Send one request for the application thread: the consumer thread
-    /// sends it (once its node is ready, waiting at most `ready_timeout_ms`
-    /// for that) and the answer arrives at the returned [`Reply`]. `then`
-    /// runs on the consumer thread right after the answer is queued (to
-    /// wake a thread waiting on something else); it must be short and own
-    /// nothing that owns this consumer.
-    pub(super) fn request(
-        &self,
-        node: Node,
-        body: Body,
-        opts: RequestOpts,
-        ready_timeout_ms: i64,
-        then: Option<Box<dyn FnOnce() + Send>>,
-    ) -> Reply {
-        let (tx, rx) = mpsc::channel();
-        // The request's own timeout completes it; the margin covers a
-        // request that was queued just before its node became ready.
-        let wait = opts
-            .request_timeout_ms
-            .unwrap_or(self.net.core().config().request_timeout_ms)
-            + ready_timeout_ms.max(0)
-            + 1000;
-        let reply: Done = Box::new(move |r| {
-            let _ = tx.send(r);
-            if let Some(then) = then {
-                then();
-            }
-        });
-        {
-            let mut outbox = self.outbox();
-            if outbox.closed {
-                drop(outbox);
-                reply(Err(Error::Closed { what: "consumer" }));
-                return Reply::new(rx, wait);
-            }
-            outbox.requests.push(Outgoing::App {
-                node,
-                body,
-                opts,
-                timeout_ms: ready_timeout_ms,
-                reply,
-            });
-        }
-        self.wake();
-        Reply::new(rx, wait)
-    }
-
-    /// `request` and wait for the answer (see [`Reply::wait`]).
-    pub(super) fn request_blocking(
-        &self,
-        node: Node,
-        body: Body,
-        opts: RequestOpts,
-        timeout_ms: i64,
-        interrupted: &dyn Fn() -> bool,
-    ) -> Answer {
-        self.request(node, body, opts, timeout_ms, None)
-            .wait(interrupted)
     }
 
     /// Apply a coordinator-related reaction to the membership (see
@@ -370,4 +310,53 @@ fn shut_down(inner: &Inner, pending: Vec<Pending>, answers: &Answers) {
         p.fail(Error::Closed { what: "consumer" });
     }
     inner.data.notify_all();
+}
+
+impl Requester for Inner {
+    /// Send one request for the application thread: the consumer thread
+    /// sends it (once its node is ready, waiting at most `ready_timeout_ms`
+    /// for that) and the answer arrives at the returned [`Reply`]. `then`
+    /// runs on the consumer thread right after the answer is queued (to
+    /// wake a thread waiting on something else); it must be short and own
+    /// nothing that owns this consumer.
+    fn request(
+        &self,
+        node: Node,
+        body: Body,
+        opts: RequestOpts,
+        ready_timeout_ms: i64,
+        then: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Reply {
+        let (tx, rx) = mpsc::channel();
+        // The request's own timeout completes it; the margin covers a
+        // request that was queued just before its node became ready.
+        let wait = opts
+            .request_timeout_ms
+            .unwrap_or(self.net.core().config().request_timeout_ms)
+            + ready_timeout_ms.max(0)
+            + 1000;
+        let reply: Done = Box::new(move |r| {
+            let _ = tx.send(r);
+            if let Some(then) = then {
+                then();
+            }
+        });
+        {
+            let mut outbox = self.outbox();
+            if outbox.closed {
+                drop(outbox);
+                reply(Err(Error::Closed { what: "consumer" }));
+                return Reply::new(rx, wait);
+            }
+            outbox.requests.push(Outgoing::App {
+                node,
+                body,
+                opts,
+                timeout_ms: ready_timeout_ms,
+                reply,
+            });
+        }
+        self.wake();
+        Reply::new(rx, wait)
+    }
 }

@@ -29,6 +29,7 @@ use super::{commit_body, coordinator_connection, Consumer, Inner};
 use crate::cluster::{Node, TopicPartition};
 use crate::consumer::coordinator::Generation;
 use crate::consumer::requests::OffsetAndMetadata;
+use crate::driver::Requester;
 use crate::driver::{Reply, RequestOpts};
 use crate::error::Error;
 use crate::wait;
