@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ferrokafka_net::options::Client;
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
-use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer};
+use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer, TrySend};
 use ferrokafka_net::producer::partitioner::Partitioner;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyValueError;
@@ -384,6 +384,19 @@ impl PyProducer {
     }
 }
 
+/// A record `send` could not enqueue and will not retry: a configuration
+/// error (a partition out of range) is raised to the caller, anything else
+/// fails the record's own future.
+fn finish_refused(e: Error, completion: PyCompletion) -> PyResult<()> {
+    match e {
+        e @ Error::Config { .. } => Err(FkError(e).into()),
+        e => {
+            completion.complete(Err(e));
+            Ok(())
+        }
+    }
+}
+
 fn fail_deferred(item: Deferred, e: Error) {
     match item {
         Deferred::One { completion, .. } => completion.complete(Err(e)),
@@ -478,10 +491,43 @@ impl PyProducer {
             cell: cell.clone(),
         };
         let headers = headers.unwrap_or_default();
-        let start = core.block_deadline();
+        let hs: Vec<(&str, Option<&[u8]>)> =
+            headers.iter().map(|(k, v)| (&**k, v.as_deref())).collect();
         // Keep the order of block=False records: while some wait in the
         // deferral thread, later ones queue behind them.
         let behind = !block && this.defer_state.queued.load(Ordering::Acquire) > 0;
+        // The common case first, with the GIL held: releasing and re-taking
+        // it costs more than the append itself (and wakes any thread that
+        // waits for it). This cannot deadlock and never stalls other Python
+        // threads: `try_send` blocks on nothing. It takes the metadata lock
+        // (held by others only for a few field updates, never while they
+        // wait for the GIL or anything else) and only *tries* the producer's
+        // state lock: its holders (the runner's `step`, answers on the
+        // driver thread) never take the GIL, and completions, which may
+        // (an awaited future), run with no producer lock held (runner.rs).
+        // Anything that would wait (metadata unknown, buffer full, the lock
+        // busy) comes back as `WouldBlock` and goes the detached way below.
+        let first = if behind {
+            TrySend::WouldBlock(completion)
+        } else {
+            core.try_send(
+                &topic,
+                partition,
+                key.as_deref(),
+                value.as_deref(),
+                &hs,
+                timestamp_ms,
+                completion,
+            )
+        };
+        let completion = match first {
+            TrySend::Sent => return Ok(fut),
+            TrySend::Failed(e, completion) => {
+                return finish_refused(e, completion).map(|()| fut);
+            }
+            TrySend::WouldBlock(completion) => completion,
+        };
+        let start = core.block_deadline();
         let signals = SignalCheck::new();
         let result = if behind {
             Err((
@@ -492,9 +538,9 @@ impl PyProducer {
                 completion,
             ))
         } else {
+            // May wait: without the GIL (Ctrl-C is still seen through
+            // `signals` within `SIGNAL_CHECK`).
             py.detach(|| {
-                let hs: Vec<(&str, Option<&[u8]>)> =
-                    headers.iter().map(|(k, v)| (&**k, v.as_deref())).collect();
                 let deadline = if block { start } else { Instant::now() };
                 core.send_until(
                     &topic,
@@ -543,7 +589,7 @@ impl PyProducer {
                 };
                 this.defer(&core, item);
             }
-            Err((e, completion)) => completion.complete(Err(e)),
+            Err((e, completion)) => finish_refused(e, completion)?,
         }
         Ok(fut)
     }

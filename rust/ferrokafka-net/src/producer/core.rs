@@ -192,9 +192,18 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
 
     /// The one append path of `send` and `send_many`: size check, partition
     /// choice (`Partitioner::partition`), append to the partition's open
-    /// batch. `Ok(true)` when the runner should step now (the record opened
-    /// a batch or a batch is full: something may be sendable before linger
-    /// would wake it).
+    /// batch. `Ok(true)` when the runner should step now: the record opened
+    /// a batch (its linger timer starts, and a previous batch of the
+    /// partition was sealed) or filled one, so something may be sendable
+    /// before the runner's current wake time.
+    ///
+    /// `Ok(false)` for every other record, including records appended while
+    /// earlier batches of the partition wait (Java wakes its sender for
+    /// those too): the runner already knows about those batches: it either
+    /// sends them, or holds them back for a reason whose end wakes it (an
+    /// answer frees an in-flight slot or unmutes the partition) or that it
+    /// rechecks on its own (`HELD_BACK_RECHECK_MS`). Waking it per record
+    /// cost a futex wake and a context switch per `send`.
     pub fn append(
         &mut self,
         topic: &str,
@@ -235,7 +244,7 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
         {
             Ok(a) => {
                 self.partitioner.on_append(topic, choice, a.bytes);
-                Ok(a.new_batch || a.batch_is_full)
+                Ok(a.new_batch || a.became_sendable)
             }
             Err(AppendError::NeedMemory { handle, .. }) => Err(Refused::NeedMemory(handle)),
             Err(AppendError::DoesNotFit(h)) => Err(Refused::Failed(
