@@ -18,15 +18,18 @@ use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::PyDict;
 
 use crate::errors::FkError;
-use crate::future::{run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, RecordMetadata};
+use crate::future::{
+    run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, KeepAlive, KeepToken, RecordMetadata,
+};
 use crate::gil::{wait_detached, SignalCheck};
 
 /// Completes a Python `DeliveryFuture` from the sender thread, or one
-/// record's slot of a `send_batch` call.
+/// record's slot of a `send_batch` call. Holds no Python object: the
+/// future's cell and the record's share of the producer's keep-alive.
 enum PyCompletion {
     One {
-        fut: Py<DeliveryFuture>,
         cell: Arc<FutureCell>,
+        keep: KeepToken,
     },
     Batch {
         batch: Arc<BatchState>,
@@ -34,22 +37,17 @@ enum PyCompletion {
     },
 }
 
-fn to_metadata(d: DeliveredRecord) -> RecordMetadata {
-    RecordMetadata {
-        topic: d.topic,
-        partition: d.partition,
-        offset: d.offset,
-        timestamp_ms: d.timestamp_ms,
-        serialized_key_size: d.key_size,
-        serialized_value_size: d.value_size,
-    }
-}
-
 impl Completion for PyCompletion {
     fn complete(self, result: Result<DeliveredRecord, Error>) {
         match self {
-            PyCompletion::One { fut, cell } => {
-                DeliveryFuture::resolve(fut, &cell, result.map(to_metadata))
+            PyCompletion::One { cell, keep } => {
+                // Let the producer go before the outcome is visible: a
+                // `result()` waiter re-enters Python when it sees the
+                // outcome, which runs pyo3's deferred decrefs, so a
+                // producer only this record held is gone by the time
+                // `result()` returns.
+                keep.release();
+                DeliveryFuture::resolve(&cell, result)
             }
             PyCompletion::Batch { batch, index } => batch.complete(index, result),
         }
@@ -64,7 +62,7 @@ pub struct BatchState {
     slots: Mutex<Vec<Option<Result<DeliveredRecord, Error>>>>,
     remaining: AtomicUsize,
     /// Taken by whoever fills the last slot.
-    done: Mutex<Option<(Py<DeliveryFuture>, Arc<FutureCell>)>>,
+    done: Mutex<Option<(Arc<FutureCell>, KeepToken)>>,
 }
 
 impl BatchState {
@@ -85,18 +83,20 @@ impl BatchState {
 
     fn resolve_done(&self) {
         let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some((fut, cell)) = done {
+        if let Some((cell, keep)) = done {
+            // As `PyCompletion::One`: the producer first, then the outcome.
+            keep.release();
             // The batch future's own value is a placeholder; results come
             // from the slots (`_BatchResult.outcomes`).
-            let m = RecordMetadata {
-                topic: String::new(),
+            let d = DeliveredRecord {
+                topic: Arc::from(""),
                 partition: -1,
                 offset: -1,
                 timestamp_ms: -1,
-                serialized_key_size: -1,
-                serialized_value_size: -1,
+                key_size: -1,
+                value_size: -1,
             };
-            DeliveryFuture::resolve(fut, &cell, Ok(m));
+            DeliveryFuture::resolve(&cell, Ok(d));
         }
     }
 }
@@ -123,7 +123,7 @@ impl PyBatchResult {
             .into_iter()
             .map(|s| match s {
                 None => Ok(py.None()),
-                Some(Ok(d)) => Ok(Py::new(py, to_metadata(d))?.into_any()),
+                Some(Ok(d)) => Ok(Py::new(py, RecordMetadata::from(&d))?.into_any()),
                 Some(Err(e)) => {
                     let err: PyErr = FkError(e).into();
                     Ok(err.into_value(py).into_any())
@@ -203,6 +203,8 @@ struct Deferral {
 pub struct PyProducer {
     inner: Mutex<Option<Arc<CoreProducer>>>,
     callbacks: CallbackQueue,
+    /// Holds this object while any of its records is pending.
+    keep: Arc<KeepAlive>,
     buffer_memory: usize,
     /// Started on the first `block=False` call that has to wait.
     deferral: Mutex<Option<Deferral>>,
@@ -457,6 +459,7 @@ impl PyProducer {
         Ok(PyProducer {
             inner: Mutex::new(Some(Arc::new(producer))),
             callbacks: Arc::new(Mutex::new(Vec::new())),
+            keep: Arc::new(KeepAlive::default()),
             buffer_memory: pcfg_buffer_memory,
             deferral: Mutex::new(None),
             defer_state: Arc::new(DeferState::default()),
@@ -484,11 +487,10 @@ impl PyProducer {
         let this = slf.borrow();
         let core = this.core()?;
         let (fut, cell) = DeliveryFuture::new(Some(this.callbacks.clone()));
-        cell.keep_alive(slf.clone().unbind().into_any());
         let fut = Py::new(py, fut)?;
         let completion = PyCompletion::One {
-            fut: fut.clone_ref(py),
-            cell: cell.clone(),
+            cell,
+            keep: this.keep.acquire(slf.as_any()),
         };
         let headers = headers.unwrap_or_default();
         let hs: Vec<(&str, Option<&[u8]>)> =
@@ -749,12 +751,11 @@ impl PyProducer {
         let this = slf.borrow();
         let core = this.core()?;
         let (fut, cell) = DeliveryFuture::new(Some(this.callbacks.clone()));
-        cell.keep_alive(slf.clone().unbind().into_any());
         let fut = Py::new(py, fut)?;
         let state = Arc::new(BatchState {
             slots: Mutex::new(vec![None; n]),
             remaining: AtomicUsize::new(n),
-            done: Mutex::new(Some((fut.clone_ref(py), cell))),
+            done: Mutex::new(Some((cell, this.keep.acquire(slf.as_any())))),
         });
         if n == 0 {
             state.resolve_done();

@@ -47,7 +47,9 @@ use crate::producer::sender::{Delivery, EncodableBatch, ProduceCall};
 /// What a delivered record reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveredRecord {
-    pub topic: String,
+    /// Shared with the partition's `TopicPartition`: one reference count
+    /// per record instead of a copy of the name.
+    pub topic: Arc<str>,
     pub partition: i32,
     pub offset: i64,
     pub timestamp_ms: i64,
@@ -395,7 +397,7 @@ fn complete_deliveries<B, C: Completion>(
             n += 1;
             let r = match &d.result {
                 Ok((base, append_time)) => Ok(DeliveredRecord {
-                    topic: d.tp.topic.to_string(),
+                    topic: d.tp.topic.clone(),
                     partition: d.tp.partition,
                     offset: if *base >= 0 { base + i as i64 } else { -1 },
                     timestamp_ms: if *append_time >= 0 {
