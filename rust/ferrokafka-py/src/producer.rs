@@ -12,10 +12,10 @@ use ferrokafka_net::producer::batch::ProducerRecordBatch;
 use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer, TrySend};
 use ferrokafka_net::producer::partitioner::Partitioner;
 use ferrokafka_net::Error;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict, PyMapping, PyString};
 
 use crate::errors::FkError;
 use crate::future::{
@@ -151,6 +151,44 @@ impl PyBatchResult {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .len()
+    }
+}
+
+/// A record's key or value: `bytes` or `bytearray`. A `str` is refused
+/// with a message saying what to do (pyo3's own would only name the types).
+struct Payload(PyBackedBytes);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Payload {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        // `bytes`, the common case, first: one type check and a reference.
+        if let Ok(b) = obj.cast::<PyBytes>() {
+            return Ok(Payload(PyBackedBytes::from(b.to_owned())));
+        }
+        if obj.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err(
+                "value and key must be bytes (encode str first), not str",
+            ));
+        }
+        Ok(Payload(obj.extract::<PyBackedBytes>()?))
+    }
+}
+
+/// Record headers: a mapping of name to value, or a sequence of
+/// `(name, value)` pairs (values `bytes` or None).
+struct Headers(Vec<(PyBackedStr, Option<PyBackedBytes>)>);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Headers {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        // Any `collections.abc.Mapping` (the `isinstance` check pyo3's
+        // `PyMapping` makes), as producer.py accepted.
+        if let Ok(m) = obj.cast::<PyMapping>() {
+            return Ok(Headers(m.items()?.extract()?));
+        }
+        Ok(Headers(obj.extract()?))
     }
 }
 
@@ -471,19 +509,25 @@ impl PyProducer {
     /// buffer memory; with `block=False` it never waits: a record that
     /// cannot be enqueued at once is enqueued by a helper thread and its
     /// future completes (or fails at the max_block_ms deadline) later.
+    ///
+    /// The argument checks of `Producer.send` are made here, where the
+    /// arguments are converted anyway (`Payload`, `Headers`), so that
+    /// producer.py can bind this method as `send` itself.
     #[pyo3(signature = (topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None, block=true))]
     #[allow(clippy::too_many_arguments)]
     fn send(
         slf: &Bound<'_, Self>,
         topic: PyBackedStr,
-        value: Option<PyBackedBytes>,
-        key: Option<PyBackedBytes>,
+        value: Option<Payload>,
+        key: Option<Payload>,
         partition: Option<i32>,
         timestamp_ms: Option<i64>,
-        headers: Option<Vec<(PyBackedStr, Option<PyBackedBytes>)>>,
+        headers: Option<Headers>,
         block: bool,
     ) -> PyResult<Py<DeliveryFuture>> {
         let py = slf.py();
+        let (value, key) = (value.map(|v| v.0), key.map(|k| k.0));
+        let headers = headers.map(|h| h.0);
         let this = slf.borrow();
         let core = this.core()?;
         let (fut, cell) = DeliveryFuture::new(Some(this.callbacks.clone()));
