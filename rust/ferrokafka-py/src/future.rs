@@ -16,6 +16,7 @@
 //!   its loop with `call_soon_threadsafe` (taking the GIL only for that call,
 //!   with no Rust lock held), so asyncio code waits without an executor thread.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -132,33 +133,43 @@ pub struct FutureCell {
 /// (taken by the first, let go by the last completion) rather than one per
 /// record: a reference let go without the GIL is a deferred decref in
 /// pyo3's pool, a mutex and a push per record on the completing thread.
+///
+/// The count is an atomic, so a `send` and a completion running at the
+/// same time do not contend on a lock; `owner` is locked only when the
+/// count leaves or reaches zero. The rule that keeps the two consistent:
+/// whoever takes the count to zero takes `owner` only if, under its lock,
+/// the count is still zero. A `send` that raised it from zero meanwhile
+/// then either finds `owner` still set (and the completer, seeing a
+/// non-zero count, leaves it) or finds it taken and sets it again; either
+/// way `owner` is set whenever a record is pending, and the last
+/// completion of any busy period finds the count at zero and lets go.
 #[derive(Default)]
 pub struct KeepAlive {
-    /// (pending records, the owner while that count is above zero). One
-    /// lock for both: a completion that counts down to zero and a `send`
-    /// that counts up from it cannot interleave, so the owner is held
-    /// exactly while the count is non-zero.
-    st: Mutex<(usize, Option<Py<PyAny>>)>,
+    pending: AtomicUsize,
+    owner: Mutex<Option<Py<PyAny>>>,
 }
 
 impl KeepAlive {
     /// Count one more pending record of `owner` (called with the GIL held,
     /// before the record's completion is handed to the producer).
     pub fn acquire(self: &Arc<Self>, owner: &Bound<'_, PyAny>) -> KeepToken {
-        let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
-        st.0 += 1;
-        if st.1.is_none() {
-            st.1 = Some(owner.clone().unbind());
+        if self.pending.fetch_add(1, Ordering::AcqRel) == 0 {
+            let mut o = self.owner.lock().unwrap_or_else(|p| p.into_inner());
+            if o.is_none() {
+                *o = Some(owner.clone().unbind());
+            }
         }
         KeepToken(Some(self.clone()))
     }
 
     fn release(&self) {
+        if self.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
         let gone = {
-            let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
-            st.0 = st.0.saturating_sub(1);
-            if st.0 == 0 {
-                st.1.take()
+            let mut o = self.owner.lock().unwrap_or_else(|p| p.into_inner());
+            if self.pending.load(Ordering::Acquire) == 0 {
+                o.take()
             } else {
                 None
             }
