@@ -220,7 +220,13 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
         let batch = ProducerBatch {
             tp: tp.clone(),
             builder,
-            handles: vec![handle],
+            handles: {
+                // Room for as many records of this size as the batch holds,
+                // so the list is not regrown (and copied) as it fills.
+                let mut h = Vec::with_capacity((reserve / record_size.max(1)).clamp(1, 1024));
+                h.push(handle);
+                h
+            },
             created_ms: now_ms,
             last_attempt_ms: now_ms,
             attempts: 0,

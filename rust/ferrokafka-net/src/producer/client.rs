@@ -235,7 +235,12 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         else {
             return TrySend::WouldBlock(completion);
         };
-        let available = cluster.available_partition_ids(topic);
+        // Keyed records and explicit partitions never look at the list.
+        let available = if self.shared.cfg.partitioner.uses_available(partition, key) {
+            cluster.available_partition_ids(topic)
+        } else {
+            Vec::new()
+        };
         let record = RecordRef {
             timestamp_ms: timestamp_ms.unwrap_or(now),
             key,

@@ -147,6 +147,10 @@ pub struct ProducerCore<B, T> {
     partitioner: Partitioners,
     /// Tag of the InitProducerId request in flight, if any: one at a time.
     init_tag: Option<u64>,
+    /// The topic of the last append, shared: most producers send to one
+    /// topic (or a few in turn), so `append` clones this instead of
+    /// allocating the name for every record's `TopicPartition`.
+    last_topic: Option<std::sync::Arc<str>>,
     new_builder: Box<dyn Fn(usize) -> B + Send + Sync>,
 }
 
@@ -182,6 +186,7 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
             cfg,
             sender,
             init_tag: None,
+            last_topic: None,
             new_builder,
         }
     }
@@ -236,7 +241,15 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
             Ok(c) => c,
             Err(e) => return Err(Refused::Failed(e, handle)),
         };
-        let tp = TopicPartition::new(topic, choice.partition);
+        let name = match &self.last_topic {
+            Some(t) if **t == *topic => t.clone(),
+            _ => {
+                let t: std::sync::Arc<str> = topic.into();
+                self.last_topic = Some(t.clone());
+                t
+            }
+        };
+        let tp = TopicPartition::new(name, choice.partition);
         match self
             .sender
             .accumulator

@@ -216,8 +216,14 @@ pub(crate) fn run<B: EncodableBatch + Send + 'static, C: Completion>(
             now,
         };
         let step = shared.lock().step(now, &view);
+        // A step that decided nothing (a batch still lingering, a wake-up
+        // with nothing sendable) has nothing for the network thread: do
+        // not wake it for nothing (a futex wake and a context switch).
+        let acted = !step.actions.is_empty();
         execute(&shared, step.actions, now);
-        shared.net.wakeup();
+        if acted {
+            shared.net.wakeup();
+        }
         wait = Duration::from_millis(step.wake_at_ms.saturating_sub(now).max(1) as u64);
     }
 }
