@@ -216,14 +216,13 @@ pub(crate) fn run<B: EncodableBatch + Send + 'static, C: Completion>(
             now,
         };
         let step = shared.lock().step(now, &view);
-        // A step that decided nothing (a batch still lingering, a wake-up
-        // with nothing sendable) has nothing for the network thread: do
-        // not wake it for nothing (a futex wake and a context switch).
-        let acted = !step.actions.is_empty();
+        // No wake-up of the network driver here: the actions that need it
+        // wake it themselves (metadata requests; a request completed
+        // locally, see `BlockingClient::send_polled`), and the rest it
+        // notices within `DRIVER_POLL` (a connection `node_ready` started,
+        // a request's timeout). Waking it after every step cost a context
+        // switch per step.
         execute(&shared, step.actions, now);
-        if acted {
-            shared.net.wakeup();
-        }
         wait = Duration::from_millis(step.wake_at_ms.saturating_sub(now).max(1) as u64);
     }
 }
@@ -316,7 +315,7 @@ fn send_init_producer_id<B: EncodableBatch + Send + 'static, C: Completion>(
         Some(cb),
         now,
     );
-    if let Err(e) = net.send(req, now) {
+    if let Err(e) = net.send_polled(req, now) {
         let actions = shared.lock().on_send_failed(tag, e, now);
         execute(shared, actions, now);
     }
@@ -378,7 +377,7 @@ fn send_produce<B: EncodableBatch + Send + 'static, C: Completion>(
         Some(cb),
         now,
     );
-    if let Err(e) = net.send(req, now) {
+    if let Err(e) = net.send_polled(req, now) {
         let actions = shared.lock().on_send_failed(tag, e, now);
         execute(shared, actions, now);
     }
