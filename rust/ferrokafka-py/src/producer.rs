@@ -532,6 +532,15 @@ impl PyProducer {
         let core = this.core()?;
         let (fut, cell) = DeliveryFuture::new(Some(this.callbacks.clone()));
         let fut = Py::new(py, fut)?;
+        // pyo3 makes every pyclass a GC type, but a DeliveryFuture's
+        // traverse visits nothing (its references live in the Rust cell), so
+        // the collector can never free a cycle through it. Tracking it only
+        // costs: every collection walks the futures an application keeps
+        // (`send` creates one per record). Untracked, they are freed by
+        // reference counting exactly as before.
+        // SAFETY: a live object of a GC type; untracking an object twice
+        // (its dealloc does it again) is allowed.
+        unsafe { pyo3::ffi::PyObject_GC_UnTrack(fut.as_ptr().cast()) };
         let completion = PyCompletion::One {
             cell,
             keep: this.keep.acquire(slf.as_any()),

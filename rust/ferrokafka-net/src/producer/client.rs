@@ -226,11 +226,9 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         // One clock read: the topic's expiry, the record's timestamp and
         // its batch's creation time (as `send_record`).
         let now = now_ms();
-        let md = &self.shared.metadata;
-        if md.add(topic, now).is_err() {
+        let Ok(cluster) = self.shared.metadata.add_and_fetch(topic, now) else {
             return TrySend::WouldBlock(completion);
-        }
-        let cluster = md.fetch();
+        };
         let Some(num_partitions) = cluster.partition_count_for_topic(topic).filter(|&n| n > 0)
         else {
             return TrySend::WouldBlock(completion);
