@@ -318,7 +318,6 @@ fn records_behind_a_waiting_batch_do_not_wake_the_runner() {
     // A full batch held back (no answer yet frees its partition) is known
     // to the runner; the records appended behind it change nothing it could
     // act on before its wake time, so only the batch boundaries wake it.
-    let view = FakeCluster::new(|_| 1);
     let mut cfg = config(false);
     cfg.linger_ms = 1000;
     cfg.delivery_timeout_ms = 10_000;
