@@ -65,6 +65,13 @@ class Producer:
         self._error_cb = core_cfg.pop("error_cb", None)
         self._p = _core._Producer(core_cfg)
         self._partitioner = _CallablePartitioner(partitioner, self) if callable(partitioner) else None
+        if self._partitioner is None and type(self).send is Producer.send:
+            # The hot path: with no Python partitioner to call, ``send`` has
+            # nothing to do in Python (the core makes the same argument
+            # checks and takes the same arguments), so the core's method is
+            # bound in its place and a record costs no Python frame.
+            # A subclass that overrides ``send`` keeps its override.
+            self.send = self._p.send  # type: ignore[method-assign]
 
     # -- sending -------------------------------------------------------------
     def send(self, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,
@@ -92,11 +99,12 @@ class Producer:
         A pending future keeps its producer alive: ``Producer(bs).send(...)
         .result()`` delivers even with no other reference to the producer.
         """
-        if isinstance(value, str) or isinstance(key, str):
-            raise TypeError("value and key must be bytes (encode str first), not str")
-        if headers is not None and isinstance(headers, Mapping):
-            headers = list(headers.items())
+        # Without a callable partitioner this method is replaced by the
+        # core's ``send`` (see ``__init__``); the core checks the arguments
+        # (str refused, headers as a mapping or a list of pairs).
         if partition is None and self._partitioner is not None:
+            if isinstance(key, str):
+                raise TypeError("value and key must be bytes (encode str first), not str")
             partition = self._partitioner(topic, key)
         return self._p.send(topic, value, key, partition, timestamp_ms, headers, block)
 

@@ -44,6 +44,11 @@ pub fn now_ms() -> i64 {
 
 // ------------------------------------------------------------------ client
 
+/// Longest an `AsyncClient` driver thread sleeps in one poll: what it was
+/// not woken for (a request's timeout, a connection attempt's) it notices
+/// within this.
+pub const DRIVER_POLL: Duration = Duration::from_millis(20);
+
 /// The blocking network client: the pure core plus the tokio transport.
 /// Shared by reference (`Arc<BlockingClient>`) between the Python binding,
 /// the async driver and any thread that wants to send.
@@ -107,6 +112,25 @@ impl BlockingClient {
         // A locally completed request (version mismatch) must not wait for
         // a socket event: nudge any poller sleeping on the channel.
         let _ = self.waker.send(Event::Wakeup);
+        r
+    }
+
+    /// `send` for a client polled by an `AsyncClient` driver thread, which
+    /// comes back at least every `DRIVER_POLL` on its own: the poller is
+    /// nudged only for a request completed locally (version mismatch, acks=0
+    /// written), which no socket event will report. A request on the wire
+    /// is answered through a socket event, which wakes the poller anyway,
+    /// and its timeout is noticed within `DRIVER_POLL`; waking the poller
+    /// for it cost a context switch per request (every Produce).
+    pub fn send_polled(&self, req: ClientRequest, now: i64) -> Result<(), Error> {
+        let (r, local) = {
+            let mut core = self.core();
+            let r = core.send(req, now);
+            (r, core.has_local_completions())
+        };
+        if local {
+            let _ = self.waker.send(Event::Wakeup);
+        }
         r
     }
 

@@ -302,10 +302,16 @@ impl Cluster {
     /// Ids of the partitions with a reachable leader: the partitioner's
     /// `available` list.
     pub fn available_partition_ids(&self, topic: &str) -> Vec<i32> {
-        self.available_partitions_for_topic(topic)
-            .iter()
-            .map(|p| p.partition)
-            .collect()
+        // One allocation, sized once (`send` asks for every unkeyed record).
+        let parts = self.partitions_for_topic(topic);
+        let mut ids = Vec::with_capacity(parts.len());
+        ids.extend(
+            parts
+                .iter()
+                .filter(|p| p.leader_id >= 0 && self.nodes_by_id.contains_key(&p.leader_id))
+                .map(|p| p.partition),
+        );
+        ids
     }
     /// The cached leader epoch, None when unknown (-1) or the partition is unknown.
     pub fn leader_epoch_for(&self, topic: &str, partition: i32) -> Option<i32> {

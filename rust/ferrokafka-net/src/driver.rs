@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use ferrokafka_protocol::kafka_protocol::messages::RequestKind;
 use ferrokafka_protocol::kafka_protocol::messages::ResponseKind;
 
-use crate::blocking::{now_ms, BlockingClient};
+use crate::blocking::{now_ms, BlockingClient, DRIVER_POLL};
 use crate::cluster::Node;
 use crate::error::Error;
 use crate::wait::{self, Waited};
@@ -230,7 +230,7 @@ impl AsyncClient {
                         .filter_map(|p| try_send(&c, p, now))
                         .collect();
                     q.lock().unwrap_or_else(|p| p.into_inner()).extend(keep);
-                    c.poll(Duration::from_millis(20));
+                    c.poll(DRIVER_POLL);
                 }
             })
             .expect("cannot start the network driver thread");

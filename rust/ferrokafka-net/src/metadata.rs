@@ -486,35 +486,15 @@ impl Metadata {
 
     /// docs/semantics.md §3.8. Error::State on base metadata (it keeps every topic).
     pub fn add(&self, topic: &str, now_ms: i64) -> Result<()> {
+        add_topic(&mut self.lock(), topic, now_ms)
+    }
+
+    /// `add` then `fetch`, under one hold of the lock: the producer's `send`
+    /// does both for every record.
+    pub fn add_and_fetch(&self, topic: &str, now_ms: i64) -> Result<Arc<Cluster>> {
         let mut st = self.lock();
-        let is_new = match &mut st.topics {
-            TopicMode::All { .. } => {
-                return Err(Error::State {
-                    detail: "add() needs ProducerMetadata; Metadata keeps every topic".into(),
-                })
-            }
-            TopicMode::Producer {
-                idle_ms,
-                topics,
-                new_topics,
-            } => {
-                let expiry = now_ms.saturating_add(*idle_ms);
-                // Every `send` lands here: refresh a known topic's expiry in
-                // place rather than allocating its name for `insert`.
-                if let Some(e) = topics.get_mut(topic) {
-                    *e = expiry;
-                    false
-                } else {
-                    topics.insert(topic.to_string(), expiry);
-                    new_topics.insert(topic.to_string());
-                    true
-                }
-            }
-        };
-        if is_new {
-            st.request_update_for_new_topics();
-        }
-        Ok(())
+        add_topic(&mut st, topic, now_ms)?;
+        Ok(st.cache.clone())
     }
 
     /// docs/semantics.md §3.9 (base metadata: always true). May forget an expired topic.
@@ -797,6 +777,38 @@ impl Metadata {
     pub fn is_closed(&self) -> bool {
         self.lock().closed
     }
+}
+
+/// `Metadata::add` on the locked state.
+fn add_topic(st: &mut State, topic: &str, now_ms: i64) -> Result<()> {
+    let is_new = match &mut st.topics {
+        TopicMode::All { .. } => {
+            return Err(Error::State {
+                detail: "add() needs ProducerMetadata; Metadata keeps every topic".into(),
+            })
+        }
+        TopicMode::Producer {
+            idle_ms,
+            topics,
+            new_topics,
+        } => {
+            let expiry = now_ms.saturating_add(*idle_ms);
+            // Every `send` lands here: refresh a known topic's expiry in
+            // place rather than allocating its name for `insert`.
+            if let Some(e) = topics.get_mut(topic) {
+                *e = expiry;
+                false
+            } else {
+                topics.insert(topic.to_string(), expiry);
+                new_topics.insert(topic.to_string());
+                true
+            }
+        }
+    };
+    if is_new {
+        st.request_update_for_new_topics();
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,8 +1,12 @@
 //! `DeliveryFuture`: the result of `Producer.send`, completed from Rust.
 //!
 //! Cheap to create (one Arc, one small mutex), completed by the sender task
-//! without the GIL. Python-facing effects of completion are kept off the
-//! sender's thread where possible:
+//! without the GIL. The completing side holds only the `FutureCell`, never
+//! the Python object: a future the caller drops (fire and forget) is freed
+//! at once on the caller's thread, and completion touches no Python
+//! reference count (no per-record decref deferred through pyo3's pool).
+//! Python-facing effects of completion are kept off the sender's thread
+//! where possible:
 //! * `result(timeout)` waits on a Condvar with the GIL released;
 //! * callbacks added with `add_done_callback` are queued on the producer's
 //!   callback queue and run by `poll`/`flush` in the caller's thread (or at
@@ -12,9 +16,11 @@
 //!   its loop with `call_soon_threadsafe` (taking the GIL only for that call,
 //!   with no Rust lock held), so asyncio code waits without an executor thread.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use ferrokafka_net::producer::client::DeliveredRecord;
 use ferrokafka_net::Error;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -73,21 +79,45 @@ impl RecordMetadata {
     }
 }
 
+impl From<&DeliveredRecord> for RecordMetadata {
+    fn from(d: &DeliveredRecord) -> Self {
+        RecordMetadata {
+            topic: d.topic.to_string(),
+            partition: d.partition,
+            offset: d.offset,
+            timestamp_ms: d.timestamp_ms,
+            serialized_key_size: d.key_size,
+            serialized_value_size: d.value_size,
+        }
+    }
+}
+
+/// The delivery result as the completing thread left it: a `RecordMetadata`
+/// is built only when Python asks (`result()`, an awaiter), so a future
+/// nobody looks at costs no string copy of the topic.
 enum Outcome {
     Pending,
-    Done(RecordMetadata),
+    Done(DeliveredRecord),
     Failed(Error),
 }
 
 struct State {
     outcome: Outcome,
     callbacks: Vec<Py<PyAny>>,
+    /// The future's own Python object while `callbacks` wait (they are
+    /// called with it), taken with them at completion. Futures without
+    /// callbacks never hold themselves, so one the caller dropped is freed
+    /// at once; the cycle this makes lasts only until completion.
+    this: Option<Py<DeliveryFuture>>,
     /// (event loop, asyncio future) pairs of `await`ers.
     awaiters: Vec<(Py<PyAny>, Py<PyAny>)>,
+    /// Threads in `result()` waiting on `done`. Completion notifies only
+    /// when there are some: `notify_all` is a futex syscall even with no
+    /// waiter, once per record on the completing thread otherwise. Read and
+    /// written under the state lock, as the outcome is, so a waiter either
+    /// sees the outcome before it waits or is counted before it is set.
+    waiters: usize,
 }
-
-/// asyncio futures awaiting a DeliveryFuture: (event loop, asyncio future).
-type Awaiters = Vec<(Py<PyAny>, Py<PyAny>)>;
 
 /// Shared between the Python object and the Rust side that completes it.
 pub struct FutureCell {
@@ -95,11 +125,81 @@ pub struct FutureCell {
     done: Condvar,
     /// Where callbacks go when the future completes (the producer's queue).
     queue: Option<CallbackQueue>,
-    /// The producer that will complete this future, held while it is
-    /// pending so `Producer(bs).send(...).result()` works with no other
-    /// reference to the producer; let go at completion, so no cycle outlives
-    /// the record.
-    keepalive: Mutex<Option<Py<PyAny>>>,
+}
+
+/// Keeps a producer's Python object alive while any of its records is
+/// pending, so `Producer(bs).send(...).result()` works with no other
+/// reference to the producer. One reference for all pending records
+/// (taken by the first, let go by the last completion) rather than one per
+/// record: a reference let go without the GIL is a deferred decref in
+/// pyo3's pool, a mutex and a push per record on the completing thread.
+///
+/// The count is an atomic, so a `send` and a completion running at the
+/// same time do not contend on a lock; `owner` is locked only when the
+/// count leaves or reaches zero. The rule that keeps the two consistent:
+/// whoever takes the count to zero takes `owner` only if, under its lock,
+/// the count is still zero. A `send` that raised it from zero meanwhile
+/// then either finds `owner` still set (and the completer, seeing a
+/// non-zero count, leaves it) or finds it taken and sets it again; either
+/// way `owner` is set whenever a record is pending, and the last
+/// completion of any busy period finds the count at zero and lets go.
+#[derive(Default)]
+pub struct KeepAlive {
+    pending: AtomicUsize,
+    owner: Mutex<Option<Py<PyAny>>>,
+}
+
+impl KeepAlive {
+    /// Count one more pending record of `owner` (called with the GIL held,
+    /// before the record's completion is handed to the producer).
+    pub fn acquire(self: &Arc<Self>, owner: &Bound<'_, PyAny>) -> KeepToken {
+        if self.pending.fetch_add(1, Ordering::AcqRel) == 0 {
+            let mut o = self.owner.lock().unwrap_or_else(|p| p.into_inner());
+            if o.is_none() {
+                *o = Some(owner.clone().unbind());
+            }
+        }
+        KeepToken(Some(self.clone()))
+    }
+
+    fn release(&self) {
+        if self.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let gone = {
+            let mut o = self.owner.lock().unwrap_or_else(|p| p.into_inner());
+            if self.pending.load(Ordering::Acquire) == 0 {
+                o.take()
+            } else {
+                None
+            }
+        };
+        // After the lock: without the GIL this is a deferred decref, and
+        // when it is the producer's last reference its Drop moves the
+        // shutdown off the producer's own threads (PyProducer's Drop).
+        drop(gone);
+    }
+}
+
+/// One pending record's share of a `KeepAlive`: let go by `release` (at
+/// completion, before the outcome is visible) or, for a record never handed
+/// to the producer, when dropped.
+pub struct KeepToken(Option<Arc<KeepAlive>>);
+
+impl KeepToken {
+    pub fn release(mut self) {
+        if let Some(k) = self.0.take() {
+            k.release();
+        }
+    }
+}
+
+impl Drop for KeepToken {
+    fn drop(&mut self) {
+        if let Some(k) = self.0.take() {
+            k.release();
+        }
+    }
 }
 
 /// Callbacks that became runnable, with the future they are called with, to
@@ -113,24 +213,13 @@ impl FutureCell {
             state: Mutex::new(State {
                 outcome: Outcome::Pending,
                 callbacks: Vec::new(),
+                this: None,
                 awaiters: Vec::new(),
+                waiters: 0,
             }),
             done: Condvar::new(),
             queue,
-            keepalive: Mutex::new(None),
         })
-    }
-
-    /// Keep `owner` alive until this future completes (see `keepalive`).
-    pub fn keep_alive(&self, owner: Py<PyAny>) {
-        // Call before the future can be completed (before its completion is
-        // handed to the producer): `resolve` takes the owner once, just
-        // before it sets the outcome, and would miss one set later.
-        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if matches!(st.outcome, Outcome::Pending) {
-            *self.keepalive.lock().unwrap_or_else(|p| p.into_inner()) = Some(owner);
-        }
-        // Done already: `owner` is dropped when we return, after the lock.
     }
 
     fn queue_callbacks(&self, this: &Arc<Py<DeliveryFuture>>, cbs: Vec<Py<PyAny>>) {
@@ -148,26 +237,9 @@ impl FutureCell {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match &st.outcome {
             Outcome::Pending => None,
-            Outcome::Done(m) => Some(Py::new(py, m.clone()).map(|o| o.into_any())),
+            Outcome::Done(d) => Some(Py::new(py, RecordMetadata::from(d)).map(|o| o.into_any())),
             Outcome::Failed(e) => Some(Err(FkError(e.clone()).into())),
         }
-    }
-
-    /// Complete once; later calls are ignored (a batch may be failed by
-    /// expiry and answered by the broker in the same instant). Returns the
-    /// callbacks and awaiters to notify; the caller runs them without holding
-    /// any lock of its own.
-    fn complete(&self, outcome: Outcome) -> Option<(Vec<Py<PyAny>>, Awaiters)> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if !matches!(st.outcome, Outcome::Pending) {
-            return None;
-        }
-        st.outcome = outcome;
-        let cbs = std::mem::take(&mut st.callbacks);
-        let aws = std::mem::take(&mut st.awaiters);
-        drop(st);
-        self.done.notify_all();
-        Some((cbs, aws))
     }
 }
 
@@ -182,50 +254,59 @@ impl DeliveryFuture {
         (DeliveryFuture { cell: cell.clone() }, cell)
     }
 
-    /// Complete `this` from Rust, on the completing (sender) thread. The GIL
-    /// is taken only when an asyncio task awaits the future; callbacks are
-    /// moved into the owner's queue without it, so a Python thread busy
-    /// holding the GIL can never stall the sender.
+    /// Complete the future of `cell` from Rust, on the completing (sender)
+    /// thread. Complete once; later calls are ignored (a batch may be
+    /// failed by expiry and answered by the broker in the same instant).
+    /// The GIL is taken only when an asyncio task awaits the future;
+    /// callbacks are moved into the owner's queue without it, so a Python
+    /// thread busy holding the GIL can never stall the sender.
     ///
     /// Callbacks are queued *before* the outcome becomes visible, so a thread
     /// that sees `result()` return and then calls the producer's `poll` always
     /// finds them queued.
-    pub fn resolve(
-        this: Py<DeliveryFuture>,
-        cell: &FutureCell,
-        result: Result<RecordMetadata, Error>,
-    ) {
-        let this = Arc::new(this);
-        let early = {
-            let mut st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
+    pub fn resolve(cell: &FutureCell, result: Result<DeliveredRecord, Error>) {
+        let outcome = match result {
+            Ok(d) => Outcome::Done(d),
+            Err(e) => Outcome::Failed(e),
+        };
+        let mut st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
+        if !matches!(st.outcome, Outcome::Pending) {
+            return;
+        }
+        // The future's object, kept for callbacks; the Arc lets the early
+        // and the late callbacks share it.
+        let mut this: Option<Arc<Py<DeliveryFuture>>> = None;
+        if !st.callbacks.is_empty() {
+            // Queue the callbacks first, outside the state lock (the queue
+            // has a lock of its own and `poll` takes them in the other
+            // order), then set the outcome.
+            let early = std::mem::take(&mut st.callbacks);
+            this = st.this.take().map(Arc::new);
+            drop(st);
+            if let Some(t) = &this {
+                cell.queue_callbacks(t, early);
+            }
+            st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
             if !matches!(st.outcome, Outcome::Pending) {
                 return;
             }
-            std::mem::take(&mut st.callbacks)
-        };
-        cell.queue_callbacks(&this, early);
-        let outcome = match result {
-            Ok(m) => Outcome::Done(m),
-            Err(e) => Outcome::Failed(e),
-        };
-        // Let the producer go, before the outcome is visible: without the
-        // GIL pyo3 defers the decref to the next thread that enters it, and
-        // a `result()` waiter re-enters when it sees the outcome, so the
-        // producer is gone by the time `result()` returns if nothing else
-        // holds it. If this was its last reference, `PyProducer`'s Drop moves
-        // the shutdown off the producer's own threads. Only this future's
-        // record is done; the rest of a producer being dropped fail as closed.
-        drop(
-            cell.keepalive
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take(),
-        );
-        let Some((late, aws)) = cell.complete(outcome) else {
-            return;
-        };
+        }
+        st.outcome = outcome;
         // Callbacks added while the first ones were being queued.
-        cell.queue_callbacks(&this, late);
+        let late = std::mem::take(&mut st.callbacks);
+        let late_this = st.this.take();
+        let aws = std::mem::take(&mut st.awaiters);
+        let notify = st.waiters > 0;
+        drop(st);
+        if notify {
+            cell.done.notify_all();
+        }
+        if !late.is_empty() {
+            let t = this.or_else(|| late_this.map(Arc::new));
+            if let Some(t) = &t {
+                cell.queue_callbacks(t, late);
+            }
+        }
         if !aws.is_empty() {
             Python::attach(|py| {
                 for (lp, afut) in aws {
@@ -285,14 +366,18 @@ impl DeliveryFuture {
         };
         let cell = self.cell.clone();
         let finished = wait_detached(py, dur, move |slice| {
-            let st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
             if !matches!(st.outcome, Outcome::Pending) {
                 return Some(());
             }
-            let (st, _) = cell
+            // Counted under the lock the completer sets the outcome under:
+            // it notifies iff a waiter is counted (see `State::waiters`).
+            st.waiters += 1;
+            let (mut st, _) = cell
                 .done
                 .wait_timeout(st, slice)
                 .unwrap_or_else(|p| p.into_inner());
+            st.waiters -= 1;
             (!matches!(st.outcome, Outcome::Pending)).then_some(())
         })?;
         match (finished, self.outcome_to_py(py)) {
@@ -345,6 +430,11 @@ impl DeliveryFuture {
             let mut st = this.cell.state.lock().unwrap_or_else(|p| p.into_inner());
             if matches!(st.outcome, Outcome::Pending) {
                 st.callbacks.push(fn_);
+                if st.this.is_none() {
+                    // The callbacks are called with this object: keep it
+                    // until they are queued (see `State::this`).
+                    st.this = Some(slf.clone().unbind());
+                }
                 return Ok(());
             }
         }
@@ -390,9 +480,9 @@ impl DeliveryFuture {
         let st = self.cell.state.lock().unwrap_or_else(|p| p.into_inner());
         match &st.outcome {
             Outcome::Pending => "<DeliveryFuture pending>".into(),
-            Outcome::Done(m) => format!(
+            Outcome::Done(d) => format!(
                 "<DeliveryFuture done {}-{}@{}>",
-                m.topic, m.partition, m.offset
+                d.topic, d.partition, d.offset
             ),
             Outcome::Failed(e) => format!("<DeliveryFuture failed: {e}>"),
         }
@@ -450,22 +540,21 @@ pub fn _test_future(
 ) -> PyResult<Py<DeliveryFuture>> {
     let (fut, cell) = DeliveryFuture::new(Some(test_queue().clone()));
     let obj = Py::new(py, fut)?;
-    let handle = obj.clone_ref(py);
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(delay_ms));
         let result = match error_code {
-            None => Ok(RecordMetadata {
+            None => Ok(DeliveredRecord {
                 topic: "t".into(),
                 partition: 0,
                 offset: 42,
                 timestamp_ms: 1,
-                serialized_key_size: -1,
-                serialized_value_size: 1,
+                key_size: -1,
+                value_size: 1,
             }),
             Some(code) => Err(Error::broker(code, Some("test".into()))),
         };
-        DeliveryFuture::resolve(handle, &cell, result);
-        // `handle` is a Py<...>: dropping it without the GIL is deferred by pyo3.
+        // Like the producer's completions: the cell only, no Python object.
+        DeliveryFuture::resolve(&cell, result);
     });
     Ok(obj)
 }

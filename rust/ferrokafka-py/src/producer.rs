@@ -9,24 +9,27 @@ use std::time::{Duration, Instant};
 
 use ferrokafka_net::options::Client;
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
-use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer};
+use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer, TrySend};
 use ferrokafka_net::producer::partitioner::Partitioner;
 use ferrokafka_net::Error;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict, PyMapping, PyString};
 
 use crate::errors::FkError;
-use crate::future::{run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, RecordMetadata};
+use crate::future::{
+    run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, KeepAlive, KeepToken, RecordMetadata,
+};
 use crate::gil::{wait_detached, SignalCheck};
 
 /// Completes a Python `DeliveryFuture` from the sender thread, or one
-/// record's slot of a `send_batch` call.
+/// record's slot of a `send_batch` call. Holds no Python object: the
+/// future's cell and the record's share of the producer's keep-alive.
 enum PyCompletion {
     One {
-        fut: Py<DeliveryFuture>,
         cell: Arc<FutureCell>,
+        keep: KeepToken,
     },
     Batch {
         batch: Arc<BatchState>,
@@ -34,22 +37,17 @@ enum PyCompletion {
     },
 }
 
-fn to_metadata(d: DeliveredRecord) -> RecordMetadata {
-    RecordMetadata {
-        topic: d.topic,
-        partition: d.partition,
-        offset: d.offset,
-        timestamp_ms: d.timestamp_ms,
-        serialized_key_size: d.key_size,
-        serialized_value_size: d.value_size,
-    }
-}
-
 impl Completion for PyCompletion {
     fn complete(self, result: Result<DeliveredRecord, Error>) {
         match self {
-            PyCompletion::One { fut, cell } => {
-                DeliveryFuture::resolve(fut, &cell, result.map(to_metadata))
+            PyCompletion::One { cell, keep } => {
+                // Let the producer go before the outcome is visible: a
+                // `result()` waiter re-enters Python when it sees the
+                // outcome, which runs pyo3's deferred decrefs, so a
+                // producer only this record held is gone by the time
+                // `result()` returns.
+                keep.release();
+                DeliveryFuture::resolve(&cell, result)
             }
             PyCompletion::Batch { batch, index } => batch.complete(index, result),
         }
@@ -64,7 +62,7 @@ pub struct BatchState {
     slots: Mutex<Vec<Option<Result<DeliveredRecord, Error>>>>,
     remaining: AtomicUsize,
     /// Taken by whoever fills the last slot.
-    done: Mutex<Option<(Py<DeliveryFuture>, Arc<FutureCell>)>>,
+    done: Mutex<Option<(Arc<FutureCell>, KeepToken)>>,
 }
 
 impl BatchState {
@@ -85,18 +83,20 @@ impl BatchState {
 
     fn resolve_done(&self) {
         let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some((fut, cell)) = done {
+        if let Some((cell, keep)) = done {
+            // As `PyCompletion::One`: the producer first, then the outcome.
+            keep.release();
             // The batch future's own value is a placeholder; results come
             // from the slots (`_BatchResult.outcomes`).
-            let m = RecordMetadata {
-                topic: String::new(),
+            let d = DeliveredRecord {
+                topic: Arc::from(""),
                 partition: -1,
                 offset: -1,
                 timestamp_ms: -1,
-                serialized_key_size: -1,
-                serialized_value_size: -1,
+                key_size: -1,
+                value_size: -1,
             };
-            DeliveryFuture::resolve(fut, &cell, Ok(m));
+            DeliveryFuture::resolve(&cell, Ok(d));
         }
     }
 }
@@ -123,7 +123,7 @@ impl PyBatchResult {
             .into_iter()
             .map(|s| match s {
                 None => Ok(py.None()),
-                Some(Ok(d)) => Ok(Py::new(py, to_metadata(d))?.into_any()),
+                Some(Ok(d)) => Ok(Py::new(py, RecordMetadata::from(&d))?.into_any()),
                 Some(Err(e)) => {
                     let err: PyErr = FkError(e).into();
                     Ok(err.into_value(py).into_any())
@@ -151,6 +151,44 @@ impl PyBatchResult {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .len()
+    }
+}
+
+/// A record's key or value: `bytes` or `bytearray`. A `str` is refused
+/// with a message saying what to do (pyo3's own would only name the types).
+struct Payload(PyBackedBytes);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Payload {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        // `bytes`, the common case, first: one type check and a reference.
+        if let Ok(b) = obj.cast::<PyBytes>() {
+            return Ok(Payload(PyBackedBytes::from(b.to_owned())));
+        }
+        if obj.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err(
+                "value and key must be bytes (encode str first), not str",
+            ));
+        }
+        Ok(Payload(obj.extract::<PyBackedBytes>()?))
+    }
+}
+
+/// Record headers: a mapping of name to value, or a sequence of
+/// `(name, value)` pairs (values `bytes` or None).
+struct Headers(Vec<(PyBackedStr, Option<PyBackedBytes>)>);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Headers {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        // Any `collections.abc.Mapping` (the `isinstance` check pyo3's
+        // `PyMapping` makes), as producer.py accepted.
+        if let Ok(m) = obj.cast::<PyMapping>() {
+            return Ok(Headers(m.items()?.extract()?));
+        }
+        Ok(Headers(obj.extract()?))
     }
 }
 
@@ -206,6 +244,8 @@ struct Deferral {
 pub struct PyProducer {
     inner: Mutex<Option<Arc<CoreProducer>>>,
     callbacks: CallbackQueue,
+    /// Holds this object while any of its records is pending.
+    keep: Arc<KeepAlive>,
     buffer_memory: usize,
     /// Started on the first `block=False` call that has to wait.
     deferral: Mutex<Option<Deferral>>,
@@ -387,6 +427,19 @@ impl PyProducer {
     }
 }
 
+/// A record `send` could not enqueue and will not retry: a configuration
+/// error (a partition out of range) is raised to the caller, anything else
+/// fails the record's own future.
+fn finish_refused(e: Error, completion: PyCompletion) -> PyResult<()> {
+    match e {
+        e @ Error::Config { .. } => Err(FkError(e).into()),
+        e => {
+            completion.complete(Err(e));
+            Ok(())
+        }
+    }
+}
+
 fn fail_deferred(item: Deferred, e: Error) {
     match item {
         Deferred::One { completion, .. } => completion.complete(Err(e)),
@@ -447,6 +500,7 @@ impl PyProducer {
         Ok(PyProducer {
             inner: Mutex::new(Some(Arc::new(producer))),
             callbacks: Arc::new(Mutex::new(Vec::new())),
+            keep: Arc::new(KeepAlive::default()),
             buffer_memory: pcfg_buffer_memory,
             deferral: Mutex::new(None),
             defer_state: Arc::new(DeferState::default()),
@@ -458,33 +512,80 @@ impl PyProducer {
     /// buffer memory; with `block=False` it never waits: a record that
     /// cannot be enqueued at once is enqueued by a helper thread and its
     /// future completes (or fails at the max_block_ms deadline) later.
+    ///
+    /// The argument checks of `Producer.send` are made here, where the
+    /// arguments are converted anyway (`Payload`, `Headers`), so that
+    /// producer.py can bind this method as `send` itself.
     #[pyo3(signature = (topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None, block=true))]
     #[allow(clippy::too_many_arguments)]
     fn send(
         slf: &Bound<'_, Self>,
         topic: PyBackedStr,
-        value: Option<PyBackedBytes>,
-        key: Option<PyBackedBytes>,
+        value: Option<Payload>,
+        key: Option<Payload>,
         partition: Option<i32>,
         timestamp_ms: Option<i64>,
-        headers: Option<Vec<(PyBackedStr, Option<PyBackedBytes>)>>,
+        headers: Option<Headers>,
         block: bool,
     ) -> PyResult<Py<DeliveryFuture>> {
         let py = slf.py();
+        let (value, key) = (value.map(|v| v.0), key.map(|k| k.0));
+        let headers = headers.map(|h| h.0);
         let this = slf.borrow();
         let core = this.core()?;
         let (fut, cell) = DeliveryFuture::new(Some(this.callbacks.clone()));
-        cell.keep_alive(slf.clone().unbind().into_any());
         let fut = Py::new(py, fut)?;
+        // pyo3 makes every pyclass a GC type, but a DeliveryFuture's
+        // traverse visits nothing (its references live in the Rust cell), so
+        // the collector can never free a cycle through it. Tracking it only
+        // costs: every collection walks the futures an application keeps
+        // (`send` creates one per record). Untracked, they are freed by
+        // reference counting exactly as before.
+        // SAFETY: a live object of a GC type; untracking an object twice
+        // (its dealloc does it again) is allowed.
+        unsafe { pyo3::ffi::PyObject_GC_UnTrack(fut.as_ptr().cast()) };
         let completion = PyCompletion::One {
-            fut: fut.clone_ref(py),
-            cell: cell.clone(),
+            cell,
+            keep: this.keep.acquire(slf.as_any()),
         };
         let headers = headers.unwrap_or_default();
-        let start = core.block_deadline();
+        let hs: Vec<(&str, Option<&[u8]>)> =
+            headers.iter().map(|(k, v)| (&**k, v.as_deref())).collect();
         // Keep the order of block=False records: while some wait in the
         // deferral thread, later ones queue behind them.
         let behind = !block && this.defer_state.queued.load(Ordering::Acquire) > 0;
+        // The common case first, with the GIL held: releasing and re-taking
+        // it costs more than the append itself (and wakes any thread that
+        // waits for it). This cannot deadlock and never stalls other Python
+        // threads: `try_send` blocks on nothing. It takes the metadata lock
+        // (held by others only for a few field updates, never while they
+        // wait for the GIL or anything else) and only *tries* the producer's
+        // state lock: its holders (the runner's `step`, answers on the
+        // driver thread) never take the GIL, and completions, which may
+        // (an awaited future), run with no producer lock held (runner.rs).
+        // Anything that would wait (metadata unknown, buffer full, the lock
+        // busy) comes back as `WouldBlock` and goes the detached way below.
+        let first = if behind {
+            TrySend::WouldBlock(completion)
+        } else {
+            core.try_send(
+                &topic,
+                partition,
+                key.as_deref(),
+                value.as_deref(),
+                &hs,
+                timestamp_ms,
+                completion,
+            )
+        };
+        let completion = match first {
+            TrySend::Sent => return Ok(fut),
+            TrySend::Failed(e, completion) => {
+                return finish_refused(e, completion).map(|()| fut);
+            }
+            TrySend::WouldBlock(completion) => completion,
+        };
+        let start = core.block_deadline();
         let signals = SignalCheck::new();
         let result = if behind {
             Err((
@@ -495,9 +596,9 @@ impl PyProducer {
                 completion,
             ))
         } else {
+            // May wait: without the GIL (Ctrl-C is still seen through
+            // `signals` within `SIGNAL_CHECK`).
             py.detach(|| {
-                let hs: Vec<(&str, Option<&[u8]>)> =
-                    headers.iter().map(|(k, v)| (&**k, v.as_deref())).collect();
                 let deadline = if block { start } else { Instant::now() };
                 core.send_until(
                     &topic,
@@ -546,7 +647,7 @@ impl PyProducer {
                 };
                 this.defer(&core, item);
             }
-            Err((e, completion)) => completion.complete(Err(e)),
+            Err((e, completion)) => finish_refused(e, completion)?,
         }
         Ok(fut)
     }
@@ -706,12 +807,11 @@ impl PyProducer {
         let this = slf.borrow();
         let core = this.core()?;
         let (fut, cell) = DeliveryFuture::new(Some(this.callbacks.clone()));
-        cell.keep_alive(slf.clone().unbind().into_any());
         let fut = Py::new(py, fut)?;
         let state = Arc::new(BatchState {
             slots: Mutex::new(vec![None; n]),
             remaining: AtomicUsize::new(n),
-            done: Mutex::new(Some((fut.clone_ref(py), cell))),
+            done: Mutex::new(Some((cell, this.keep.acquire(slf.as_any())))),
         });
         if n == 0 {
             state.resolve_done();

@@ -94,8 +94,14 @@ impl<B: BatchBuilder, T> ProducerBatch<B, T> {
 pub struct Appended {
     /// The record opened a new batch.
     pub new_batch: bool,
-    /// The partition has a batch ready to send (full, or more than one queued).
+    /// The partition has a batch ready to send (full, or more than one
+    /// queued): Java's `batchIsFull`.
     pub batch_is_full: bool,
+    /// This append made a batch sendable before its linger: it filled the
+    /// open batch, or it sealed the previous one by opening a new batch.
+    /// Unlike `batch_is_full` this is true once per batch, not for every
+    /// record appended behind a full batch.
+    pub became_sendable: bool,
     /// Bytes the record added.
     pub bytes: usize,
 }
@@ -178,14 +184,17 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
     ) -> Result<Appended, AppendError<T>> {
         let batch_size = self.cfg.batch_size;
         if let Some(q) = self.queues.get_mut(tp) {
+            let queued = q.len();
             if let Some(last) = q.back_mut() {
                 if !last.sealed {
+                    let was_full = last.is_full(batch_size);
                     if let Some(bytes) = last.builder.try_append(record) {
                         last.handles.push(handle);
                         let full = last.is_full(batch_size);
                         return Ok(Appended {
                             new_batch: false,
-                            batch_is_full: full || q.len() > 1,
+                            batch_is_full: full || queued > 1,
+                            became_sendable: full && !was_full,
                             bytes,
                         });
                     }
@@ -211,7 +220,13 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
         let batch = ProducerBatch {
             tp: tp.clone(),
             builder,
-            handles: vec![handle],
+            handles: {
+                // Room for as many records of this size as the batch holds,
+                // so the list is not regrown (and copied) as it fills.
+                let mut h = Vec::with_capacity((reserve / record_size.max(1)).clamp(1, 1024));
+                h.push(handle);
+                h
+            },
             created_ms: now_ms,
             last_attempt_ms: now_ms,
             attempts: 0,
@@ -225,6 +240,7 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
         Ok(Appended {
             new_batch: true,
             batch_is_full: full || q.len() > 1,
+            became_sendable: full || q.len() > 1,
             bytes,
         })
     }

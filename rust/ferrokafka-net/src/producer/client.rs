@@ -41,6 +41,19 @@ const WAIT_SLICE: Duration = Duration::from_millis(50);
 /// whether to wake the runner, or the record's error and completion.
 type Appending<'g, B, C> = (MutexGuard<'g, Core<B, C>>, Result<bool, (Error, C)>);
 
+/// The answer of `Producer::try_send`.
+#[derive(Debug)]
+pub enum TrySend<C> {
+    /// Appended; the completion will be called.
+    Sent,
+    /// Appending now would have meant waiting: for the topic's metadata,
+    /// for buffer memory, or for the state lock another thread holds.
+    /// Nothing was enqueued; the caller retries with `send_until`.
+    WouldBlock(C),
+    /// The record can never be appended (too large, bad partition, closed).
+    Failed(Error, C),
+}
+
 pub struct Producer<B: EncodableBatch + Send + 'static, C: Completion> {
     shared: Arc<Shared<B, C>>,
     async_client: Option<AsyncClient>,
@@ -183,6 +196,86 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// `now + max_block_ms`: how long `send` may wait by default.
     pub fn block_deadline(&self) -> Instant {
         Instant::now() + Duration::from_millis(self.shared.cfg.max_block_ms.max(0) as u64)
+    }
+
+    /// Append one record only if that needs no waiting at all: the topic's
+    /// partitions are known, buffer memory is free and the state lock is
+    /// free (`try_lock`). Never blocks, so a caller may hold a lock of its
+    /// own that the producer's threads never take: the Python binding
+    /// calls it with the GIL held, and saves releasing and re-taking the
+    /// GIL on every `send` (see ferrokafka-py/src/producer.rs).
+    ///
+    /// Whatever it cannot decide without waiting (metadata unknown or in
+    /// error, memory used up) it leaves to `send_until`, which applies the
+    /// same rules with waits, so the two paths cannot disagree on a record.
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_send(
+        &self,
+        topic: &str,
+        partition: Option<i32>,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, Option<&[u8]>)],
+        timestamp_ms: Option<i64>,
+        completion: C,
+    ) -> TrySend<C> {
+        if self.shared.closing.load(Ordering::Acquire) {
+            // Rare; `send_until` fails it as closed and counts it.
+            return TrySend::WouldBlock(completion);
+        }
+        // One clock read: the topic's expiry, the record's timestamp and
+        // its batch's creation time (as `send_record`).
+        let now = now_ms();
+        let Ok(cluster) = self.shared.metadata.add_and_fetch(topic, now) else {
+            return TrySend::WouldBlock(completion);
+        };
+        let Some(num_partitions) = cluster.partition_count_for_topic(topic).filter(|&n| n > 0)
+        else {
+            return TrySend::WouldBlock(completion);
+        };
+        // Keyed records and explicit partitions never look at the list.
+        let available = if self.shared.cfg.partitioner.uses_available(partition, key) {
+            cluster.available_partition_ids(topic)
+        } else {
+            Vec::new()
+        };
+        let record = RecordRef {
+            timestamp_ms: timestamp_ms.unwrap_or(now),
+            key,
+            value,
+            headers,
+        };
+        let mut st = match self.shared.core.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return TrySend::WouldBlock(completion),
+        };
+        let handle = RecordHandle::new(completion, record.timestamp_ms, key, value);
+        let info = TopicInfo {
+            num_partitions,
+            available: &available,
+        };
+        match st.append(topic, partition, info, &record, handle, now) {
+            Ok(wake) => {
+                // Raised under the lock: a completion (which follows the
+                // lock) can never count the record down first.
+                self.shared.pending.fetch_add(1, Ordering::AcqRel);
+                drop(st);
+                if wake {
+                    self.wake();
+                }
+                TrySend::Sent
+            }
+            Err(Refused::NeedMemory(h)) => TrySend::WouldBlock(h.completion),
+            Err(Refused::Failed(e, h)) => {
+                drop(st);
+                self.shared
+                    .stats
+                    .records_errored
+                    .fetch_add(1, Ordering::Relaxed);
+                TrySend::Failed(e, h.completion)
+            }
+        }
     }
 
     /// `send` with an explicit deadline for its waits (metadata, buffer

@@ -147,6 +147,10 @@ pub struct ProducerCore<B, T> {
     partitioner: Partitioners,
     /// Tag of the InitProducerId request in flight, if any: one at a time.
     init_tag: Option<u64>,
+    /// The topic of the last append, shared: most producers send to one
+    /// topic (or a few in turn), so `append` clones this instead of
+    /// allocating the name for every record's `TopicPartition`.
+    last_topic: Option<std::sync::Arc<str>>,
     new_builder: Box<dyn Fn(usize) -> B + Send + Sync>,
 }
 
@@ -182,6 +186,7 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
             cfg,
             sender,
             init_tag: None,
+            last_topic: None,
             new_builder,
         }
     }
@@ -192,9 +197,18 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
 
     /// The one append path of `send` and `send_many`: size check, partition
     /// choice (`Partitioner::partition`), append to the partition's open
-    /// batch. `Ok(true)` when the runner should step now (the record opened
-    /// a batch or a batch is full: something may be sendable before linger
-    /// would wake it).
+    /// batch. `Ok(true)` when the runner should step now: the record opened
+    /// a batch (its linger timer starts, and a previous batch of the
+    /// partition was sealed) or filled one, so something may be sendable
+    /// before the runner's current wake time.
+    ///
+    /// `Ok(false)` for every other record, including records appended while
+    /// earlier batches of the partition wait (Java wakes its sender for
+    /// those too): the runner already knows about those batches: it either
+    /// sends them, or holds them back for a reason whose end wakes it (an
+    /// answer frees an in-flight slot or unmutes the partition) or that it
+    /// rechecks on its own (`HELD_BACK_RECHECK_MS`). Waking it per record
+    /// cost a futex wake and a context switch per `send`.
     pub fn append(
         &mut self,
         topic: &str,
@@ -227,7 +241,15 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
             Ok(c) => c,
             Err(e) => return Err(Refused::Failed(e, handle)),
         };
-        let tp = TopicPartition::new(topic, choice.partition);
+        let name = match &self.last_topic {
+            Some(t) if **t == *topic => t.clone(),
+            _ => {
+                let t: std::sync::Arc<str> = topic.into();
+                self.last_topic = Some(t.clone());
+                t
+            }
+        };
+        let tp = TopicPartition::new(name, choice.partition);
         match self
             .sender
             .accumulator
@@ -235,7 +257,7 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
         {
             Ok(a) => {
                 self.partitioner.on_append(topic, choice, a.bytes);
-                Ok(a.new_batch || a.batch_is_full)
+                Ok(a.new_batch || a.became_sendable)
             }
             Err(AppendError::NeedMemory { handle, .. }) => Err(Refused::NeedMemory(handle)),
             Err(AppendError::DoesNotFit(h)) => Err(Refused::Failed(

@@ -92,6 +92,15 @@ impl Partitioner {
         }
     }
 
+    /// Whether choosing the partition of a record with this explicit
+    /// `partition` and `key` looks at the available partitions: explicit
+    /// partitions and key hashes do not, so `send` can skip listing them.
+    pub fn uses_available(self, partition: Option<i32>, key: Option<&[u8]>) -> bool {
+        partition.is_none()
+            && (self.is_sticky(key)
+                || matches!(self, Partitioner::RoundRobin | Partitioner::Random))
+    }
+
     /// The partition of a record decided by its key alone, or `None` when the
     /// topic's [`TopicPartitioner`] decides (sticky, round robin).
     /// `available`: partitions with a known leader (may be empty).

@@ -47,7 +47,9 @@ use crate::producer::sender::{Delivery, EncodableBatch, ProduceCall};
 /// What a delivered record reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveredRecord {
-    pub topic: String,
+    /// Shared with the partition's `TopicPartition`: one reference count
+    /// per record instead of a copy of the name.
+    pub topic: Arc<str>,
     pub partition: i32,
     pub offset: i64,
     pub timestamp_ms: i64,
@@ -214,8 +216,13 @@ pub(crate) fn run<B: EncodableBatch + Send + 'static, C: Completion>(
             now,
         };
         let step = shared.lock().step(now, &view);
+        // No wake-up of the network driver here: the actions that need it
+        // wake it themselves (metadata requests; a request completed
+        // locally, see `BlockingClient::send_polled`), and the rest it
+        // notices within `DRIVER_POLL` (a connection `node_ready` started,
+        // a request's timeout). Waking it after every step cost a context
+        // switch per step.
         execute(&shared, step.actions, now);
-        shared.net.wakeup();
         wait = Duration::from_millis(step.wake_at_ms.saturating_sub(now).max(1) as u64);
     }
 }
@@ -308,7 +315,7 @@ fn send_init_producer_id<B: EncodableBatch + Send + 'static, C: Completion>(
         Some(cb),
         now,
     );
-    if let Err(e) = net.send(req, now) {
+    if let Err(e) = net.send_polled(req, now) {
         let actions = shared.lock().on_send_failed(tag, e, now);
         execute(shared, actions, now);
     }
@@ -370,7 +377,7 @@ fn send_produce<B: EncodableBatch + Send + 'static, C: Completion>(
         Some(cb),
         now,
     );
-    if let Err(e) = net.send(req, now) {
+    if let Err(e) = net.send_polled(req, now) {
         let actions = shared.lock().on_send_failed(tag, e, now);
         execute(shared, actions, now);
     }
@@ -395,7 +402,7 @@ fn complete_deliveries<B, C: Completion>(
             n += 1;
             let r = match &d.result {
                 Ok((base, append_time)) => Ok(DeliveredRecord {
-                    topic: d.tp.topic.to_string(),
+                    topic: d.tp.topic.clone(),
                     partition: d.tp.partition,
                     offset: if *base >= 0 { base + i as i64 } else { -1 },
                     timestamp_ms: if *append_time >= 0 {

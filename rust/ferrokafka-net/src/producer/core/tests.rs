@@ -314,6 +314,25 @@ fn full_batch_is_ready_before_linger() {
 }
 
 #[test]
+fn records_behind_a_waiting_batch_do_not_wake_the_runner() {
+    // A full batch held back (no answer yet frees its partition) is known
+    // to the runner; the records appended behind it change nothing it could
+    // act on before its wake time, so only the batch boundaries wake it.
+    let mut cfg = config(false);
+    cfg.linger_ms = 1000;
+    cfg.delivery_timeout_ms = 10_000;
+    let mut c = new_core(cfg);
+    // 11 records of 9 bytes go into a 100-byte batch; the 12th does not fit
+    // and opens the second (sealing the first), the 23rd the third.
+    let wakes: Vec<bool> = (1..=23).map(|h| send(&mut c, 0, h, 0)).collect();
+    let woke: Vec<usize> = (0..wakes.len())
+        .filter(|&i| wakes[i])
+        .map(|i| i + 1)
+        .collect();
+    assert_eq!(woke, vec![1, 12, 23], "{wakes:?}");
+}
+
+#[test]
 fn retriable_error_retries_after_backoff_by_the_clock() {
     let view = FakeCluster::new(|_| 1);
     let mut c = with_producer_id(config(true), &view);
