@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ferrokafka_net::options::Client;
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
-use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Producer, TrySend};
+use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Outgoing, Producer, TrySend};
 use ferrokafka_net::producer::partitioner::Partitioner;
 use ferrokafka_net::Error;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -285,12 +285,14 @@ fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<D
                         .map(|(k, v)| (k.as_str(), v.as_deref()))
                         .collect();
                     core.send_until(
-                        &topic,
-                        partition,
-                        key.as_deref(),
-                        value.as_deref(),
-                        &hs,
-                        timestamp_ms,
+                        Outgoing {
+                            topic: &topic,
+                            partition,
+                            key: key.as_deref(),
+                            value: value.as_deref(),
+                            headers: &hs,
+                            timestamp_ms,
+                        },
                         completion,
                         deadline,
                         &stopped,
@@ -569,12 +571,14 @@ impl PyProducer {
             TrySend::WouldBlock(completion)
         } else {
             core.try_send(
-                &topic,
-                partition,
-                key.as_deref(),
-                value.as_deref(),
-                &hs,
-                timestamp_ms,
+                Outgoing {
+                    topic: &topic,
+                    partition,
+                    key: key.as_deref(),
+                    value: value.as_deref(),
+                    headers: &hs,
+                    timestamp_ms,
+                },
                 completion,
             )
         };
@@ -601,12 +605,14 @@ impl PyProducer {
             py.detach(|| {
                 let deadline = if block { start } else { Instant::now() };
                 core.send_until(
-                    &topic,
-                    partition,
-                    key.as_deref(),
-                    value.as_deref(),
-                    &hs,
-                    timestamp_ms,
+                    Outgoing {
+                        topic: &topic,
+                        partition,
+                        key: key.as_deref(),
+                        value: value.as_deref(),
+                        headers: &hs,
+                        timestamp_ms,
+                    },
                     completion,
                     deadline,
                     &|| block && signals.interrupted(),

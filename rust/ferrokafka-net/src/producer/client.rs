@@ -60,6 +60,19 @@ pub struct Producer<B: EncodableBatch + Send + 'static, C: Completion> {
     sender_thread: Option<JoinHandle<()>>,
 }
 
+/// One record as `send`, `try_send` and `send_until` take it: borrowed from
+/// the caller, copied into a batch by the append.
+#[derive(Debug, Clone, Copy)]
+pub struct Outgoing<'a> {
+    pub topic: &'a str,
+    pub partition: Option<i32>,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub headers: &'a [(&'a str, Option<&'a [u8]>)],
+    /// None: the append's time (CreateTime).
+    pub timestamp_ms: Option<i64>,
+}
+
 impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// `net` must be built with an updater over `metadata` (a ProducerMetadata),
     /// so the network client's polls keep the metadata fresh.
@@ -170,23 +183,24 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// (on the producer's sender thread). On immediate failure the
     /// completion is handed back with the error.
     #[allow(clippy::too_many_arguments)]
-    pub fn send(
-        &self,
-        topic: &str,
-        partition: Option<i32>,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: &[(&str, Option<&[u8]>)],
-        timestamp_ms: Option<i64>,
-        completion: C,
-    ) -> Result<(), (Error, C)> {
-        self.send_until(
+    pub fn send(&self, record: Outgoing<'_>, completion: C) -> Result<(), (Error, C)> {
+        let Outgoing {
             topic,
             partition,
             key,
             value,
             headers,
             timestamp_ms,
+        } = record;
+        self.send_until(
+            Outgoing {
+                topic,
+                partition,
+                key,
+                value,
+                headers,
+                timestamp_ms,
+            },
             completion,
             self.block_deadline(),
             &|| false,
@@ -209,16 +223,15 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// error, memory used up) it leaves to `send_until`, which applies the
     /// same rules with waits, so the two paths cannot disagree on a record.
     #[allow(clippy::too_many_arguments)]
-    pub fn try_send(
-        &self,
-        topic: &str,
-        partition: Option<i32>,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: &[(&str, Option<&[u8]>)],
-        timestamp_ms: Option<i64>,
-        completion: C,
-    ) -> TrySend<C> {
+    pub fn try_send(&self, record: Outgoing<'_>, completion: C) -> TrySend<C> {
+        let Outgoing {
+            topic,
+            partition,
+            key,
+            value,
+            headers,
+            timestamp_ms,
+        } = record;
         if self.shared.closing.load(Ordering::Acquire) {
             // Rare; `send_until` fails it as closed and counts it.
             return TrySend::WouldBlock(completion);
@@ -283,19 +296,21 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// while waiting; `Error::Interrupted` when it said yes. A deadline in
     /// the past makes a non-blocking attempt: `Error::Timeout` then means
     /// "would have had to wait" and nothing was enqueued.
-    #[allow(clippy::too_many_arguments)]
     pub fn send_until(
         &self,
-        topic: &str,
-        partition: Option<i32>,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: &[(&str, Option<&[u8]>)],
-        timestamp_ms: Option<i64>,
+        record: Outgoing<'_>,
         completion: C,
         deadline: Instant,
         interrupted: &dyn Fn() -> bool,
     ) -> Result<(), (Error, C)> {
+        let Outgoing {
+            topic,
+            partition,
+            key,
+            value,
+            headers,
+            timestamp_ms,
+        } = record;
         let r = self.send_record(
             topic,
             partition,
