@@ -428,6 +428,16 @@ impl PyProducer {
         // Keep the order of block=False records: while some wait in the
         // deferral thread, later ones queue behind them.
         let behind = !block && this.defer_state.queued.load(Ordering::Acquire) > 0;
+        // Borrowed from the call's arguments; `Copy`, so the attempt with the
+        // GIL and the detached retry below take the same record.
+        let record = Outgoing {
+            topic: &topic,
+            partition,
+            key: key.as_deref(),
+            value: value.as_deref(),
+            headers: &hs,
+            timestamp_ms,
+        };
         // The common case first, with the GIL held: releasing and re-taking
         // it costs more than the append itself (and wakes any thread that
         // waits for it). This cannot deadlock and never stalls other Python
@@ -442,17 +452,7 @@ impl PyProducer {
         let first = if behind {
             TrySend::WouldBlock(completion)
         } else {
-            core.try_send(
-                Outgoing {
-                    topic: &topic,
-                    partition,
-                    key: key.as_deref(),
-                    value: value.as_deref(),
-                    headers: &hs,
-                    timestamp_ms,
-                },
-                completion,
-            )
+            core.try_send(record, completion)
         };
         let completion = match first {
             TrySend::Sent => return Ok(fut),
@@ -476,19 +476,9 @@ impl PyProducer {
             // `signals` within `SIGNAL_CHECK`).
             py.detach(|| {
                 let deadline = if block { start } else { Instant::now() };
-                core.send_until(
-                    Outgoing {
-                        topic: &topic,
-                        partition,
-                        key: key.as_deref(),
-                        value: value.as_deref(),
-                        headers: &hs,
-                        timestamp_ms,
-                    },
-                    completion,
-                    deadline,
-                    &|| block && signals.interrupted(),
-                )
+                core.send_until(record, completion, deadline, &|| {
+                    block && signals.interrupted()
+                })
             })
         };
         match result {

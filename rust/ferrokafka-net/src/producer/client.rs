@@ -182,29 +182,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// Enqueue one record. The completion is called once with the result
     /// (on the producer's sender thread). On immediate failure the
     /// completion is handed back with the error.
-    #[allow(clippy::too_many_arguments)]
     pub fn send(&self, record: Outgoing<'_>, completion: C) -> Result<(), (Error, C)> {
-        let Outgoing {
-            topic,
-            partition,
-            key,
-            value,
-            headers,
-            timestamp_ms,
-        } = record;
-        self.send_until(
-            Outgoing {
-                topic,
-                partition,
-                key,
-                value,
-                headers,
-                timestamp_ms,
-            },
-            completion,
-            self.block_deadline(),
-            &|| false,
-        )
+        self.send_until(record, completion, self.block_deadline(), &|| false)
     }
 
     /// `now + max_block_ms`: how long `send` may wait by default.
@@ -222,7 +201,6 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// Whatever it cannot decide without waiting (metadata unknown or in
     /// error, memory used up) it leaves to `send_until`, which applies the
     /// same rules with waits, so the two paths cannot disagree on a record.
-    #[allow(clippy::too_many_arguments)]
     pub fn try_send(&self, record: Outgoing<'_>, completion: C) -> TrySend<C> {
         let Outgoing {
             topic,
