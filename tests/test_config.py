@@ -28,7 +28,7 @@ def test_dotted_and_snake_names_are_equivalent():
 
 def test_defaults_match_api_contract():
     p = PRODUCER.resolve(bootstrap_servers="h:1")
-    assert (p["acks"], p["linger_ms"], p["batch_size"], p["enable_idempotence"]) == ("all", 5, 16384, True)
+    assert (p["acks"], p["linger_ms"], p["batch_size"], p["enable_idempotence"]) == ("all", 5, 1_000_000, True)
     assert p["retries"] == 2**31 - 1 and p["partitioner"] == "murmur2"
     c = CONSUMER.resolve(bootstrap_servers="h:1")
     assert c["auto_offset_reset"] == "latest"

@@ -129,6 +129,28 @@ pub struct ReadyCheck {
     pub unknown_leader_topics: HashSet<String>,
 }
 
+/// What a new batch reserves of `buffer_memory` (capped by `batch_size`).
+/// The reservation then doubles as the batch grows (`growth`), as its
+/// buffer does, so the charge follows the memory the batch really holds.
+pub const FIRST_CHUNK: usize = 16 * 1024;
+
+/// Bytes to add to `batch`'s reservation before appending a record of at most
+/// `record_size` bytes: 0 while it fits, else double (up to `batch_size`).
+fn growth<B: BatchBuilder, T>(
+    batch: &ProducerBatch<B, T>,
+    record_size: usize,
+    batch_size: usize,
+) -> usize {
+    let needed = batch.builder.size_bytes() + record_size;
+    if needed <= batch.reserved_bytes {
+        return 0;
+    }
+    let target = needed
+        .max(batch.reserved_bytes * 2)
+        .min(batch_size.max(batch.reserved_bytes));
+    target.saturating_sub(batch.reserved_bytes)
+}
+
 pub struct RecordAccumulator<B, T> {
     cfg: AccumulatorConfig,
     queues: BTreeMap<TopicPartition, VecDeque<ProducerBatch<B, T>>>,
@@ -171,8 +193,9 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
     }
 
     /// Append `record` to `tp`'s open batch, or open a new one with
-    /// `new_builder(capacity)`. `record_size` is the caller's upper estimate
-    /// of the record's encoded size, used to size the new batch's reservation.
+    /// `new_builder(capacity)` (capacity: the most bytes the batch may hold).
+    /// `record_size` is the caller's upper estimate of the record's encoded
+    /// size, used to size the reservations.
     pub fn append(
         &mut self,
         tp: &TopicPartition,
@@ -183,34 +206,48 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
         new_builder: impl FnOnce(usize) -> B,
     ) -> Result<Appended, AppendError<T>> {
         let batch_size = self.cfg.batch_size;
+        let free = self.free_memory();
         if let Some(q) = self.queues.get_mut(tp) {
             let queued = q.len();
             if let Some(last) = q.back_mut() {
                 if !last.sealed {
                     let was_full = last.is_full(batch_size);
-                    if let Some(bytes) = last.builder.try_append(record) {
-                        last.handles.push(handle);
-                        let full = last.is_full(batch_size);
-                        return Ok(Appended {
-                            new_batch: false,
-                            batch_is_full: full || queued > 1,
-                            became_sendable: full && !was_full,
-                            bytes,
-                        });
+                    // Charge the growth before the batch outgrows what it
+                    // holds (docs/semantics.md §5: `buffer_memory` bounds the
+                    // bytes of every batch not yet released).
+                    let grow = growth(last, record_size, batch_size);
+                    if grow <= free {
+                        if let Some(bytes) = last.builder.try_append(record) {
+                            last.reserved_bytes += grow;
+                            self.used_memory += grow;
+                            last.handles.push(handle);
+                            let full = last.is_full(batch_size);
+                            return Ok(Appended {
+                                new_batch: false,
+                                batch_is_full: full || queued > 1,
+                                became_sendable: full && !was_full,
+                                bytes,
+                            });
+                        }
                     }
-                    // The open batch is full: seal it so the sender takes it.
+                    // The open batch is full, or may not grow with the memory
+                    // left: seal it so the sender takes it (and its memory
+                    // comes back).
                     last.sealed = true;
                 }
             }
         }
-        let reserve = batch_size.max(record_size);
+        // A new batch holds a first chunk, not `batch_size`: with a large
+        // batch size (1 MiB by default) many partitions' lingering batches
+        // would otherwise reserve the whole buffer while holding little.
+        let reserve = batch_size.min(FIRST_CHUNK).max(record_size);
         if reserve > self.free_memory() {
             return Err(AppendError::NeedMemory {
                 bytes: reserve,
                 handle,
             });
         }
-        let mut builder = new_builder(reserve);
+        let mut builder = new_builder(batch_size.max(record_size));
         let Some(bytes) = builder.try_append(record) else {
             // A fresh builder must take its first record; refusing is a bug in
             // the builder's sizing, reported to that record only.
@@ -560,6 +597,66 @@ mod tests {
             size: 0,
             n: 0,
         })
+    }
+
+    /// A batch reserves a first chunk and doubles its reservation as it
+    /// grows, so a large batch_size does not reserve memory up front.
+    #[test]
+    fn reservation_grows_with_the_batch() {
+        let mut c = cfg();
+        c.batch_size = 100_000;
+        c.buffer_memory = 200_000;
+        let mut acc = RecordAccumulator::new(c);
+        let tp = TopicPartition::new("t", 0);
+        let v = vec![0u8; 992]; // 1000 bytes a record in the fake builder
+        append(&mut acc, &tp, &v, 0, 0).unwrap();
+        assert_eq!(acc.free_memory(), 200_000 - FIRST_CHUNK);
+        for i in 1..16 {
+            append(&mut acc, &tp, &v, i, 0).unwrap();
+        }
+        assert_eq!(
+            acc.free_memory(),
+            200_000 - FIRST_CHUNK,
+            "16 records fit the first chunk"
+        );
+        append(&mut acc, &tp, &v, 16, 0).unwrap();
+        assert_eq!(acc.free_memory(), 200_000 - 2 * FIRST_CHUNK, "doubled");
+        for i in 17..100 {
+            append(&mut acc, &tp, &v, i, 0).unwrap();
+        }
+        // 100 records of 1000 bytes: the batch is full at batch_size, and its
+        // reservation never exceeds batch_size.
+        let q = &acc.queues[&tp];
+        assert_eq!(q.len(), 1);
+        assert_eq!(q[0].reserved_bytes, 100_000);
+        assert_eq!(acc.free_memory(), 100_000);
+        let b = acc.queues.get_mut(&tp).unwrap().pop_front().unwrap();
+        acc.deallocate(&b);
+        assert_eq!(acc.free_memory(), 200_000);
+    }
+
+    /// Growth that the memory left cannot cover seals the batch (it becomes
+    /// sendable, so memory comes back); the next record needs memory.
+    #[test]
+    fn a_batch_that_cannot_grow_is_sealed() {
+        let mut c = cfg();
+        c.batch_size = 100_000;
+        c.buffer_memory = FIRST_CHUNK + 1000;
+        let mut acc = RecordAccumulator::new(c);
+        let tp = TopicPartition::new("t", 0);
+        let v = vec![0u8; 992];
+        for i in 0..16 {
+            append(&mut acc, &tp, &v, i, 0).unwrap();
+        }
+        match append(&mut acc, &tp, &v, 16, 0) {
+            Err(AppendError::NeedMemory { handle: 16, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        let q = &acc.queues[&tp];
+        assert_eq!(q.len(), 1);
+        assert!(q[0].sealed);
+        assert_eq!(q[0].handles.len(), 16);
+        assert!(acc.used_memory <= FIRST_CHUNK + 1000);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use ferrokafka_protocol::compression::Compression;
 use ferrokafka_protocol::record::{DecodeOptions, Header, RecordBatch, RecordBatchBuilder};
 
 use crate::error::Error;
-use crate::producer::accumulator::{BatchBuilder, RecordRef};
+use crate::producer::accumulator::{BatchBuilder, RecordRef, FIRST_CHUNK};
 use crate::producer::sender::{EncodableBatch, ProducerFields};
 
 /// RecordBatch v2 header layout (Kafka's `DefaultRecordBatch`): the CRC at
@@ -34,7 +34,7 @@ impl ProducerRecordBatch {
     pub fn new(compression: Compression, level: Option<i32>, capacity: usize) -> Self {
         ProducerRecordBatch {
             builder: Some(
-                RecordBatchBuilder::with_capacity(compression, capacity.min(1 << 20))
+                RecordBatchBuilder::with_capacity(compression, capacity.min(FIRST_CHUNK))
                     .compression_level(level),
             ),
             finished: None,

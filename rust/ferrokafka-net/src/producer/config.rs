@@ -33,7 +33,7 @@ impl Default for ProducerConfig {
         ProducerConfig {
             acks: -1,
             linger_ms: 5,
-            batch_size: 16_384,
+            batch_size: 1_000_000,
             buffer_memory: 33_554_432,
             max_block_ms: 60_000,
             enable_idempotence: true,
