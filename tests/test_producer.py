@@ -333,3 +333,14 @@ def test_send_batch_one_completion_reports_each_record(mock_cluster):
         assert p.send_batch("sb", []).result(1) == []
         with pytest.raises(ValueError, match="partition"):
             p.send_batch("sb", [b"v"], partition=7)
+
+
+def test_send_batch_names_a_bad_item_and_appends_nothing(bs):
+    topic = _topic(bs, 1)
+    with fk.Producer(bs) as p:
+        with pytest.raises(TypeError, match="values must hold bytes or None, not str"):
+            p.send_batch(topic, [b"a", "b", b"c"])
+        with pytest.raises(TypeError, match="keys must hold bytes or None, not int"):
+            p.send_batch(topic, [b"a", b"b"], keys=[b"k", 1])
+        assert p.flush(10) == 0
+        assert p.metrics()["records_sent"] == 0

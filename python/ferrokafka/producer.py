@@ -224,11 +224,16 @@ def _as_bytes_list(obj: Any, what: str) -> list:
         if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
             raise ValueError(f"invalid value for {what}: Arrow type {arr.type} is not binary, large_binary, string or large_string")
         return arr.to_pylist()
-    out = list(obj)
-    for v in out:
-        if v is not None and not isinstance(v, (bytes, bytearray, memoryview)):
+    # A list goes as it is: the core checks every item's type while it reads
+    # it (a loop here cost more than the append itself, docs/benchmarks.md).
+    return obj if type(obj) is list else list(obj)
+
+
+def _check_bytes(items: Any, what: str) -> None:
+    """The clear message for a list the core refused."""
+    for v in items or ():
+        if v is not None and not isinstance(v, (bytes, bytearray)):
             raise TypeError(f"{what} must hold bytes or None, not {type(v).__name__}")
-    return out
 
 
 def _arrow_array(obj: Any) -> Any:
@@ -265,7 +270,13 @@ def _send_batch(self: Producer, topic: str, values: Any, keys: Any = None,
         return BatchFuture(*self._p.send_many_arrow(topic, av, ak, partition, block))
     vals = _as_bytes_list(values, "values")
     ks = _as_bytes_list(keys, "keys")
-    return BatchFuture(*self._p.send_many(topic, vals, ks, partition, block))
+    try:
+        return BatchFuture(*self._p.send_many(topic, vals, ks, partition, block))
+    except TypeError:
+        # Refused while reading the arguments: nothing was appended.
+        _check_bytes(vals, "values")
+        _check_bytes(ks, "keys")
+        raise
 
 
 Producer.send_batch = _send_batch  # type: ignore[attr-defined]

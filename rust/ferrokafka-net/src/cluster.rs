@@ -5,6 +5,8 @@
 //! `Node` and the decoded `MetadataResponse`.
 
 use std::collections::{BTreeSet, HashMap};
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// A broker as named in metadata. Bootstrap addresses get negative ids
@@ -147,10 +149,10 @@ pub struct Cluster {
     cluster_id: Option<String>,
     /// In the order of the answer (bootstrap: the shuffled seed order).
     nodes: Vec<Node>,
-    nodes_by_id: HashMap<i32, Node>,
+    nodes_by_id: FxHashMap<i32, Node>,
     /// Per-topic state behind an `Arc`, so a copy that changes one topic
     /// (`with_leader_unknown`) shares every other topic with the original.
-    topics: HashMap<String, Arc<TopicState>>,
+    topics: FxHashMap<String, Arc<TopicState>>,
     internal_topics: BTreeSet<String>,
     invalid_topics: BTreeSet<String>,
     unauthorized_topics: BTreeSet<String>,
@@ -186,7 +188,7 @@ impl Cluster {
         unauthorized_topics: BTreeSet<String>,
         controller: Option<Node>,
     ) -> Self {
-        let nodes_by_id: HashMap<i32, Node> = nodes.iter().map(|n| (n.id, n.clone())).collect();
+        let nodes_by_id: FxHashMap<i32, Node> = nodes.iter().map(|n| (n.id, n.clone())).collect();
         let topics = partitions
             .into_iter()
             .map(|(name, mut parts)| {
@@ -236,7 +238,7 @@ impl Cluster {
     pub fn topic_state(&self, topic: &str) -> Option<&TopicState> {
         self.topics.get(topic).map(|t| &**t)
     }
-    pub(crate) fn topic_states(&self) -> &HashMap<String, Arc<TopicState>> {
+    pub(crate) fn topic_states(&self) -> &FxHashMap<String, Arc<TopicState>> {
         &self.topics
     }
     pub fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {

@@ -111,7 +111,7 @@ enum TopicMode {
     /// each with an expiry time, and those not yet answered for.
     Producer {
         idle_ms: i64,
-        topics: HashMap<String, i64>,
+        topics: rustc_hash::FxHashMap<String, i64>,
         new_topics: BTreeSet<String>,
     },
 }
@@ -185,7 +185,7 @@ impl Metadata {
             cfg,
             TopicMode::Producer {
                 idle_ms: metadata_idle_ms,
-                topics: HashMap::new(),
+                topics: Default::default(),
                 new_topics: BTreeSet::new(),
             },
         )

@@ -19,7 +19,7 @@
 //!   (`fnv1a*`) as librdkafka does; `round_robin` is Java's
 //!   `RoundRobinPartitioner`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -370,7 +370,7 @@ pub struct PartitionChoice {
 pub struct Partitioners {
     kind: Partitioner,
     sticky_batch_size: usize,
-    topics: HashMap<String, TopicPartitioner>,
+    topics: FxHashMap<String, TopicPartitioner>,
     rng: StdRng,
 }
 
@@ -379,7 +379,7 @@ impl Partitioners {
         Partitioners {
             kind,
             sticky_batch_size,
-            topics: HashMap::new(),
+            topics: FxHashMap::default(),
             rng,
         }
     }
