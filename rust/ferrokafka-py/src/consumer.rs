@@ -565,8 +565,28 @@ pub struct ArrowBatch {
 }
 
 impl ArrowBatch {
-    fn gather(slices: Vec<RecordSlice>) -> ArrowBatch {
+    fn gather(mut slices: Vec<RecordSlice>) -> ArrowBatch {
         let n: usize = slices.iter().map(|s| s.to - s.from).sum();
+        // One whole fetched run that nobody else holds (the common case when
+        // the application keeps up): its columns become the batch as they
+        // are, without the copy below.
+        if slices.len() == 1 && slices[0].from == 0 && slices[0].to == slices[0].cols.len() {
+            let s = slices.pop().expect("one slice");
+            match Arc::try_unwrap(s.cols) {
+                Ok(cols) => {
+                    let topics = [(s.tp.topic.clone(), n)];
+                    return ArrowBatch {
+                        parts: Mutex::new(Some(crate::arrow::ExportedBatch::new(
+                            cols,
+                            &topics,
+                            vec![s.tp.partition; n],
+                        ))),
+                        num_rows: n,
+                    };
+                }
+                Err(cols) => slices.push(RecordSlice { cols, ..s }),
+            }
+        }
         let mut cols = RecordColumns::new();
         let bytes: usize = slices
             .iter()
