@@ -1,143 +1,532 @@
-//! A broker that answers from memory, for measuring *client* cost: ApiVersions
-//! (any version, answered v0-v3 format) and Metadata v1-v12 (one broker, no
-//! topics), every request answered as soon as it is parsed, so pipelined
-//! requests are not serialised behind broker work.
+//! A sink broker that answers from memory, for measuring *client* cost (the
+//! ceiling run of docs/benchmarks.md): no storage, no replication, every
+//! request answered as soon as it is parsed, so pipelined requests are not
+//! serialised behind broker work.
 //!
-//!     cargo run --release -p ferrokafka-net --example fake_broker -- PORT
+//! * Produce: acknowledged at once; per partition the base offset counts the
+//!   records received (the batches are read for their record count, not kept).
+//! * Fetch: served from one encoded batch of `FAKE_BATCH_RECORDS` records of
+//!   `FAKE_VALUE_BYTES` bytes (built once), copied with its base offset
+//!   patched (outside the CRC, so no checksum work per answer) up to
+//!   `partition_max_bytes`; every partition's log end is `FAKE_LOG_END`.
+//!   A fetch at the log end waits `max_wait_ms` (at most 500 ms) and answers
+//!   empty, as a broker would.
+//! * Metadata, CreateTopics, DeleteTopics (topics live in a map; Metadata
+//!   for an unknown topic creates it with one partition), ListOffsets
+//!   (earliest 0, latest the log end), InitProducerId, FindCoordinator,
+//!   OffsetCommit (accepted, not kept), OffsetFetch (nothing committed).
+//!
+//! Produce and Fetch stop below v13 (topic ids); the client downgrades.
+//!
+//!     cargo run --release -p ferrokafka-net --example fake_broker -- [PORT]
+//!
+//! prints the port it listens on. `fake_broker --floor N` instead prints the
+//! floor of a record's cost: copying N records of FAKE_VALUE_BYTES and
+//! CRC32C over them, in µs per record.
 
-use bytes::{BufMut, BytesMut};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use ferrokafka_protocol::compression::Compression;
+use ferrokafka_protocol::kafka_protocol::messages::api_versions_response::ApiVersion;
+use ferrokafka_protocol::kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use ferrokafka_protocol::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use ferrokafka_protocol::kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, PartitionData as FetchPartitionData,
+};
+use ferrokafka_protocol::kafka_protocol::messages::find_coordinator_response::Coordinator;
+use ferrokafka_protocol::kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use ferrokafka_protocol::kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use ferrokafka_protocol::kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use ferrokafka_protocol::kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use ferrokafka_protocol::kafka_protocol::messages::produce_response::{
+    PartitionProduceResponse, TopicProduceResponse,
+};
+use ferrokafka_protocol::kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, BrokerId, CreateTopicsResponse, DeleteTopicsResponse,
+    FetchRequest, FetchResponse, FindCoordinatorResponse, InitProducerIdResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    OffsetCommitResponse, OffsetFetchResponse, ProduceRequest, ProduceResponse, ProducerId,
+    RequestHeader, RequestKind, ResponseHeader, ResponseKind, TopicName,
+};
+use ferrokafka_protocol::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use ferrokafka_protocol::record::RecordBatchBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
-fn api_versions(cid: i32, version: i16) -> BytesMut {
-    let flexible = version >= 3;
-    let keys: &[(i16, i16, i16)] = &[(18, 0, 3), (3, 1, 12)];
-    let mut b = BytesMut::new();
-    b.put_i32(cid); // response header v0, always
-    b.put_i16(0);
-    if flexible {
-        b.put_u8(keys.len() as u8 + 1);
-    } else {
-        b.put_i32(keys.len() as i32);
-    }
-    for (k, lo, hi) in keys {
-        b.put_i16(*k);
-        b.put_i16(*lo);
-        b.put_i16(*hi);
-        if flexible {
-            b.put_u8(0);
-        }
-    }
-    if version >= 1 {
-        b.put_i32(0);
-    }
-    if flexible {
-        b.put_u8(0);
-    }
-    b
+/// Highest versions answered, per API key (lowest: 0). Produce and Fetch
+/// stop at 12: v13 names topics by id only.
+const VERSIONS: &[(ApiKey, i16)] = &[
+    (ApiKey::Produce, 12),
+    (ApiKey::Fetch, 12),
+    (ApiKey::ListOffsets, 9),
+    (ApiKey::Metadata, 12),
+    (ApiKey::OffsetCommit, 9),
+    (ApiKey::OffsetFetch, 9),
+    (ApiKey::FindCoordinator, 6),
+    (ApiKey::ApiVersions, 3),
+    (ApiKey::CreateTopics, 7),
+    (ApiKey::DeleteTopics, 6),
+    (ApiKey::InitProducerId, 5),
+];
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
-fn metadata(cid: i32, version: i16, port: u16) -> BytesMut {
-    let flexible = version >= 9;
-    let mut b = BytesMut::new();
-    b.put_i32(cid);
-    if flexible {
-        b.put_u8(0); // header tagged fields
+struct Broker {
+    port: u16,
+    /// Topic -> partition count.
+    topics: Mutex<HashMap<String, i32>>,
+    /// (topic, partition) -> next offset for Produce.
+    produced: Mutex<HashMap<(String, i32), i64>>,
+    /// One encoded batch for Fetch, base offset 0.
+    template: Bytes,
+    batch_records: i64,
+    log_end: i64,
+}
+
+fn template(records: usize, value_bytes: usize) -> Bytes {
+    let value = vec![b'x'; value_bytes];
+    let mut b = RecordBatchBuilder::with_capacity(Compression::None, records * (value_bytes + 16));
+    for _ in 0..records {
+        b.append(0, None, Some(&value), &[]).expect("append");
     }
-    if version >= 3 {
-        b.put_i32(0); // throttle
+    b.finish().expect("finish").freeze()
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+impl Broker {
+    fn partitions(&self, topic: &str) -> i32 {
+        *self
+            .topics
+            .lock()
+            .unwrap()
+            .entry(topic.to_string())
+            .or_insert(1)
     }
-    let host = b"127.0.0.1";
-    if flexible {
-        b.put_u8(2); // 1 broker
-    } else {
-        b.put_i32(1);
+
+    fn metadata(&self, req: MetadataRequest) -> ResponseKind {
+        let wanted: Vec<String> = match req.topics {
+            Some(ts) => ts
+                .into_iter()
+                .filter_map(|t| t.name.map(|n| n.0.to_string()))
+                .collect(),
+            None => self.topics.lock().unwrap().keys().cloned().collect(),
+        };
+        let topics = wanted
+            .iter()
+            .map(|t| {
+                let parts = (0..self.partitions(t))
+                    .map(|p| {
+                        MetadataResponsePartition::default()
+                            .with_partition_index(p)
+                            .with_leader_id(BrokerId(1))
+                            .with_replica_nodes(vec![BrokerId(1)])
+                            .with_isr_nodes(vec![BrokerId(1)])
+                    })
+                    .collect();
+                MetadataResponseTopic::default()
+                    .with_name(Some(name(t)))
+                    .with_partitions(parts)
+            })
+            .collect();
+        ResponseKind::Metadata(
+            MetadataResponse::default()
+                .with_brokers(vec![MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(1))
+                    .with_host(StrBytes::from_static_str("127.0.0.1"))
+                    .with_port(self.port as i32)])
+                .with_cluster_id(Some(StrBytes::from_static_str("sink")))
+                .with_controller_id(BrokerId(1))
+                .with_topics(topics),
+        )
     }
-    b.put_i32(1); // node id
-    if flexible {
-        b.put_u8(host.len() as u8 + 1);
-    } else {
-        b.put_i16(host.len() as i16);
+
+    fn produce(&self, req: ProduceRequest) -> ResponseKind {
+        let mut produced = self.produced.lock().unwrap();
+        let responses = req
+            .topic_data
+            .into_iter()
+            .map(|t| {
+                let topic = t.name.0.to_string();
+                let parts = t
+                    .partition_data
+                    .into_iter()
+                    .map(|p| {
+                        let next = produced.entry((topic.clone(), p.index)).or_insert(0);
+                        let base = *next;
+                        *next += p.records.as_ref().map_or(0, |r| count_records(r));
+                        PartitionProduceResponse::default()
+                            .with_index(p.index)
+                            .with_base_offset(base)
+                            .with_log_append_time_ms(-1)
+                    })
+                    .collect();
+                TopicProduceResponse::default()
+                    .with_name(t.name)
+                    .with_partition_responses(parts)
+            })
+            .collect();
+        ResponseKind::Produce(ProduceResponse::default().with_responses(responses))
     }
-    b.put_slice(host);
-    b.put_i32(port as i32);
-    if version >= 1 {
-        if flexible {
-            b.put_u8(0); // rack null
-        } else {
-            b.put_i16(-1);
+
+    fn fetch(&self, req: &FetchRequest) -> ResponseKind {
+        let tlen = self.template.len();
+        let responses = req
+            .topics
+            .iter()
+            .map(|t| {
+                let parts = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let k = self.batch_records;
+                        let mut base = p.fetch_offset - p.fetch_offset.rem_euclid(k);
+                        let fit = (p.partition_max_bytes.max(0) as usize / tlen).max(1);
+                        let mut out = BytesMut::with_capacity(fit * tlen);
+                        for _ in 0..fit {
+                            if base >= self.log_end {
+                                break;
+                            }
+                            let at = out.len();
+                            out.extend_from_slice(&self.template);
+                            out[at..at + 8].copy_from_slice(&base.to_be_bytes());
+                            base += k;
+                        }
+                        FetchPartitionData::default()
+                            .with_partition_index(p.partition)
+                            .with_high_watermark(self.log_end)
+                            .with_last_stable_offset(self.log_end)
+                            .with_log_start_offset(0)
+                            .with_records(Some(out.freeze()))
+                    })
+                    .collect();
+                FetchableTopicResponse::default()
+                    .with_topic(t.topic.clone())
+                    .with_partitions(parts)
+            })
+            .collect();
+        ResponseKind::Fetch(FetchResponse::default().with_responses(responses))
+    }
+
+    /// Whether a fetch has nothing to answer (every partition at the end).
+    fn fetch_is_empty(&self, req: &FetchRequest) -> bool {
+        req.topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .all(|p| p.fetch_offset >= self.log_end)
+    }
+
+    fn list_offsets(&self, req: ListOffsetsRequest) -> ResponseKind {
+        let topics = req
+            .topics
+            .into_iter()
+            .map(|t| {
+                let parts = t
+                    .partitions
+                    .into_iter()
+                    .map(|p| {
+                        // -1 latest, -2 earliest, -3 max timestamp, else a time.
+                        let offset = if p.timestamp == -1 { self.log_end } else { 0 };
+                        ListOffsetsPartitionResponse::default()
+                            .with_partition_index(p.partition_index)
+                            .with_timestamp(-1)
+                            .with_offset(offset)
+                    })
+                    .collect();
+                ListOffsetsTopicResponse::default()
+                    .with_name(t.name)
+                    .with_partitions(parts)
+            })
+            .collect();
+        ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(topics))
+    }
+
+    fn answer(&self, key: ApiKey, req: RequestKind) -> Option<ResponseKind> {
+        Some(match req {
+            RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(
+                ApiVersionsResponse::default().with_api_keys(
+                    VERSIONS
+                        .iter()
+                        .map(|(k, max)| {
+                            ApiVersion::default()
+                                .with_api_key(*k as i16)
+                                .with_max_version(*max)
+                        })
+                        .collect(),
+                ),
+            ),
+            RequestKind::Metadata(r) => self.metadata(r),
+            RequestKind::Produce(r) => self.produce(r),
+            RequestKind::Fetch(r) => self.fetch(&r),
+            RequestKind::ListOffsets(r) => self.list_offsets(r),
+            RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(
+                InitProducerIdResponse::default()
+                    .with_producer_id(ProducerId(1))
+                    .with_producer_epoch(0),
+            ),
+            RequestKind::CreateTopics(r) => {
+                let mut topics = self.topics.lock().unwrap();
+                let results = r
+                    .topics
+                    .into_iter()
+                    .map(|t| {
+                        let n = if t.num_partitions > 0 { t.num_partitions } else { 1 };
+                        topics.insert(t.name.0.to_string(), n);
+                        CreatableTopicResult::default()
+                            .with_name(t.name)
+                            .with_num_partitions(n)
+                            .with_replication_factor(1)
+                    })
+                    .collect();
+                ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(results))
+            }
+            RequestKind::DeleteTopics(r) => {
+                let mut topics = self.topics.lock().unwrap();
+                let names: Vec<TopicName> = r
+                    .topic_names
+                    .into_iter()
+                    .chain(r.topics.into_iter().filter_map(|t| t.name))
+                    .collect();
+                let results = names
+                    .into_iter()
+                    .map(|n| {
+                        topics.remove(n.0.as_str());
+                        DeletableTopicResult::default().with_name(Some(n))
+                    })
+                    .collect();
+                ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(results))
+            }
+            RequestKind::FindCoordinator(r) => {
+                let host = StrBytes::from_static_str("127.0.0.1");
+                let coordinators = r
+                    .coordinator_keys
+                    .into_iter()
+                    .map(|k| {
+                        Coordinator::default()
+                            .with_key(k)
+                            .with_node_id(BrokerId(1))
+                            .with_host(host.clone())
+                            .with_port(self.port as i32)
+                    })
+                    .collect();
+                ResponseKind::FindCoordinator(
+                    FindCoordinatorResponse::default()
+                        .with_node_id(BrokerId(1))
+                        .with_host(host)
+                        .with_port(self.port as i32)
+                        .with_coordinators(coordinators),
+                )
+            }
+            RequestKind::OffsetCommit(r) => {
+                let topics = r
+                    .topics
+                    .into_iter()
+                    .map(|t| {
+                        let parts = t
+                            .partitions
+                            .iter()
+                            .map(|p| {
+                                OffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                            })
+                            .collect();
+                        OffsetCommitResponseTopic::default()
+                            .with_name(t.name)
+                            .with_partitions(parts)
+                    })
+                    .collect();
+                ResponseKind::OffsetCommit(OffsetCommitResponse::default().with_topics(topics))
+            }
+            RequestKind::OffsetFetch(r) => {
+                // Nothing committed: every asked partition at -1.
+                let topics = r
+                    .topics
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| {
+                        let parts = t
+                            .partition_indexes
+                            .iter()
+                            .map(|&p| {
+                                OffsetFetchResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(-1)
+                            })
+                            .collect();
+                        OffsetFetchResponseTopic::default()
+                            .with_name(t.name)
+                            .with_partitions(parts)
+                    })
+                    .collect();
+                let groups = r
+                    .groups
+                    .into_iter()
+                    .map(|g| {
+                        let topics = g
+                            .topics
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|t| {
+                                let parts = t
+                                    .partition_indexes
+                                    .iter()
+                                    .map(|&p| {
+                                        OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(-1)
+                                    })
+                                    .collect();
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(t.name)
+                                    .with_partitions(parts)
+                            })
+                            .collect();
+                        OffsetFetchResponseGroup::default()
+                            .with_group_id(g.group_id)
+                            .with_topics(topics)
+                    })
+                    .collect();
+                ResponseKind::OffsetFetch(
+                    OffsetFetchResponse::default()
+                        .with_topics(topics)
+                        .with_groups(groups),
+                )
+            }
+            _ => {
+                let _ = key;
+                return None;
+            }
+        })
+    }
+}
+
+/// Records in a Produce partition's record set: the count field of each
+/// v2 batch (offset 57), walking batches by their length field (offset 8).
+fn count_records(mut r: &[u8]) -> i64 {
+    let mut n = 0;
+    while r.len() >= 61 {
+        let len = i32::from_be_bytes([r[8], r[9], r[10], r[11]]).max(0) as usize + 12;
+        n += i32::from_be_bytes([r[57], r[58], r[59], r[60]]) as i64;
+        r = &r[len.min(r.len())..];
+    }
+    n
+}
+
+async fn serve(broker: Arc<Broker>, mut s: TcpStream) {
+    let _ = s.set_nodelay(true);
+    let mut buf = BytesMut::with_capacity(1 << 16);
+    let mut out = BytesMut::new();
+    loop {
+        if s.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+            return;
         }
-    }
-    if flexible {
-        b.put_u8(0);
-    }
-    if version >= 2 {
-        if flexible {
-            b.put_u8(0); // cluster id null
-        } else {
-            b.put_i16(-1);
+        while buf.len() >= 4 {
+            let n = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]).max(0) as usize;
+            if buf.len() < 4 + n {
+                buf.reserve(4 + n - buf.len());
+                break;
+            }
+            let _ = buf.split_to(4);
+            let mut frame = buf.split_to(n).freeze();
+            let key = i16::from_be_bytes([frame[0], frame[1]]);
+            let version = i16::from_be_bytes([frame[2], frame[3]]);
+            let Ok(api) = ApiKey::try_from(key) else {
+                return;
+            };
+            let Ok(header) = RequestHeader::decode(&mut frame, api.request_header_version(version))
+            else {
+                return;
+            };
+            let Ok(req) = RequestKind::decode(api, &mut frame, version) else {
+                return;
+            };
+            if let RequestKind::Fetch(f) = &req {
+                if broker.fetch_is_empty(f) {
+                    // Flush what is queued first: the wait holds this connection.
+                    if !out.is_empty() && s.write_all(&out).await.is_err() {
+                        return;
+                    }
+                    out.clear();
+                    let wait = f.max_wait_ms.clamp(0, 500) as u64;
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                }
+            }
+            let Some(resp) = broker.answer(api, req) else {
+                return;
+            };
+            let mut body = BytesMut::new();
+            ResponseHeader::default()
+                .with_correlation_id(header.correlation_id)
+                .encode(&mut body, api.response_header_version(version))
+                .expect("header");
+            resp.encode(&mut body, version).expect("response");
+            out.put_i32(body.len() as i32);
+            out.extend_from_slice(&body);
         }
+        if !out.is_empty() && s.write_all(&out).await.is_err() {
+            return;
+        }
+        out.clear();
     }
-    if version >= 1 {
-        b.put_i32(1); // controller
+}
+
+/// Copy + CRC32C of `n` records of `size` bytes: the least any client can
+/// spend per record on its way to or from the wire.
+fn floor(n: usize, size: usize) {
+    let src = vec![b'x'; size];
+    let mut dst = Vec::with_capacity(n * size);
+    let t = Instant::now();
+    for _ in 0..n {
+        dst.extend_from_slice(&src);
     }
-    if flexible {
-        b.put_u8(1); // no topics
-    } else {
-        b.put_i32(0);
-    }
-    if (8..=10).contains(&version) {
-        b.put_i32(-2147483648); // cluster authorized operations
-    }
-    if flexible {
-        b.put_u8(0);
-    }
-    b
+    let crc = crc32c::crc32c(&dst);
+    let us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+    println!("{us:.4} {crc}");
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let port: u16 = std::env::args()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
+    let args: Vec<String> = std::env::args().collect();
+    let size = env_num("FAKE_VALUE_BYTES", 100);
+    if args.get(1).map(String::as_str) == Some("--floor") {
+        let n = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+        floor(n, size);
+        return;
+    }
+    let port: u16 = args.get(1).and_then(|p| p.parse().ok()).unwrap_or(0);
     let l = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
     let port = l.local_addr().unwrap().port();
+    let batch_records = env_num("FAKE_BATCH_RECORDS", 1000).max(1);
+    let broker = Arc::new(Broker {
+        port,
+        topics: Mutex::new(HashMap::new()),
+        produced: Mutex::new(HashMap::new()),
+        template: template(batch_records, size),
+        batch_records: batch_records as i64,
+        log_end: env_num("FAKE_LOG_END", 100_000_000) as i64,
+    });
     println!("{port}");
     loop {
-        let (mut s, _) = l.accept().await.unwrap();
-        let _ = s.set_nodelay(true);
-        tokio::spawn(async move {
-            let mut buf = BytesMut::with_capacity(1 << 16);
-            let mut out = BytesMut::new();
-            loop {
-                if s.read_buf(&mut buf).await.unwrap_or(0) == 0 {
-                    return;
-                }
-                while buf.len() >= 4 {
-                    let n = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-                    if buf.len() < 4 + n {
-                        break;
-                    }
-                    let req = buf.split_to(4 + n);
-                    let (key, ver) = (
-                        i16::from_be_bytes([req[4], req[5]]),
-                        i16::from_be_bytes([req[6], req[7]]),
-                    );
-                    let cid = i32::from_be_bytes([req[8], req[9], req[10], req[11]]);
-                    let body = match key {
-                        18 => api_versions(cid, ver.min(3)),
-                        3 => metadata(cid, ver, port),
-                        _ => return,
-                    };
-                    out.put_i32(body.len() as i32);
-                    out.put_slice(&body);
-                }
-                if !out.is_empty() && s.write_all(&out).await.is_err() {
-                    return;
-                }
-                out.clear();
-            }
-        });
+        let (s, _) = l.accept().await.unwrap();
+        tokio::spawn(serve(broker.clone(), s));
     }
 }

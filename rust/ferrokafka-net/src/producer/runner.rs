@@ -61,6 +61,20 @@ pub struct DeliveredRecord {
 /// driver thread, with no producer lock held.
 pub trait Completion: Send + 'static {
     fn complete(self, result: Result<DeliveredRecord, Error>);
+
+    /// Complete the records of one finished batch, in order: `result(i)` is
+    /// record i's. One call per batch lets an implementation share work
+    /// between a batch's records (one lock for a run that shares a state).
+    fn complete_all(
+        completions: Vec<Self>,
+        result: &dyn Fn(usize) -> Result<DeliveredRecord, Error>,
+    ) where
+        Self: Sized,
+    {
+        for (i, c) in completions.into_iter().enumerate() {
+            c.complete(result(i));
+        }
+    }
 }
 
 /// Per-record data kept until its batch is answered.
@@ -398,9 +412,16 @@ fn complete_deliveries<B, C: Completion>(
             &shared.stats.records_errored
         };
         counter.fetch_add(d.handles.len() as u64, Ordering::Relaxed);
-        for (i, h) in d.handles.into_iter().enumerate() {
-            n += 1;
-            let r = match &d.result {
+        n += d.handles.len();
+        let mut completions = Vec::with_capacity(d.handles.len());
+        let mut meta = Vec::with_capacity(d.handles.len());
+        for h in d.handles {
+            completions.push(h.completion);
+            meta.push((h.timestamp_ms, h.key_size, h.value_size));
+        }
+        let result = |i: usize| {
+            let (timestamp_ms, key_size, value_size) = meta[i];
+            match &d.result {
                 Ok((base, append_time)) => Ok(DeliveredRecord {
                     topic: d.tp.topic.clone(),
                     partition: d.tp.partition,
@@ -408,15 +429,15 @@ fn complete_deliveries<B, C: Completion>(
                     timestamp_ms: if *append_time >= 0 {
                         *append_time
                     } else {
-                        h.timestamp_ms
+                        timestamp_ms
                     },
-                    key_size: h.key_size,
-                    value_size: h.value_size,
+                    key_size,
+                    value_size,
                 }),
                 Err(e) => Err(e.clone()),
-            };
-            h.completion.complete(r);
-        }
+            }
+        };
+        C::complete_all(completions, &result);
     }
     if n > 0 {
         let before = shared.pending.fetch_sub(n, Ordering::AcqRel);

@@ -33,6 +33,36 @@ impl Completion for PyCompletion {
             PyCompletion::Batch { batch, index } => batch.complete(index, result),
         }
     }
+
+    /// A `send_batch` call's records usually fill whole wire batches: each
+    /// run of records of one call is stored under one lock of its slots and
+    /// counted down once, instead of a lock and an atomic per record.
+    fn complete_all(
+        completions: Vec<Self>,
+        result: &dyn Fn(usize) -> Result<DeliveredRecord, Error>,
+    ) {
+        let mut it = completions.into_iter().enumerate().peekable();
+        while let Some((i, c)) = it.next() {
+            let (batch, index) = match c {
+                PyCompletion::Batch { batch, index } => (batch, index),
+                one => {
+                    one.complete(result(i));
+                    continue;
+                }
+            };
+            let mut run = vec![(index, result(i))];
+            while let Some((j, PyCompletion::Batch { batch: next, .. })) = it.peek() {
+                if !Arc::ptr_eq(next, &batch) {
+                    break;
+                }
+                let j = *j;
+                if let Some((_, PyCompletion::Batch { index, .. })) = it.next() {
+                    run.push((index, result(j)));
+                }
+            }
+            batch.complete_run(run);
+        }
+    }
 }
 
 /// The outcomes of one `send_batch` call: one slot per record and one
@@ -58,6 +88,23 @@ impl BatchState {
             }
         }
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.resolve_done();
+        }
+    }
+
+    /// `complete` for several records of this call at once.
+    pub(crate) fn complete_run(&self, run: Vec<(usize, Result<DeliveredRecord, Error>)>) {
+        let mut stored = 0;
+        {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            for (index, result) in run {
+                if let Some(slot @ None) = slots.get_mut(index) {
+                    *slot = Some(result);
+                    stored += 1;
+                }
+            }
+        }
+        if stored > 0 && self.remaining.fetch_sub(stored, Ordering::AcqRel) == stored {
             self.resolve_done();
         }
     }
