@@ -109,6 +109,73 @@ def latency_table(summary: dict) -> list:
     return rows
 
 
+def ceiling_table(summary: dict, floor_us: float) -> list:
+    rows = ["| side | variant | records/s | CPU µs/record | CPU vs floor |", "|---|---|---|---|---|"]
+    for kind, variants in (("producer", PRODUCER_VARIANTS), ("consumer", CONSUMER_VARIANTS)):
+        for client, api, label in variants:
+            s = summary.get(f"ceiling/{kind}/{client}.{api}")
+            if s is None:
+                continue
+            if "rate" not in s:
+                rows.append(f"| {kind} | {label} | failed: {'; '.join(s['errors'])[:120]} | | |")
+                continue
+            rows.append(f"| {kind} | {label} | {_fmt_rate(s['rate'])} | {s['cpu_us']:.3f} | "
+                        f"{s['cpu_us'] / floor_us:.1f}x |")
+    return rows
+
+
+def goals_table(summary: dict, floor_us) -> list:
+    """Issue 17's goals, checked against this run's figures (a goal with no figure
+    in this run is left out)."""
+    rows = ["| goal | where | figure | met |", "|---|---|---|---|"]
+
+    def add(goal, where, figure, ok):
+        rows.append(f"| {goal} | {where} | {figure} | {'yes' if ok else '**no**'} |")
+
+    for layout, _, _ in LAYOUTS:
+        for acks in ACKS:
+            for codec in CODECS:
+                pre = f"producer/{layout}/{acks}/{codec}/"
+                base = summary.get(pre + "confluent.produce", {})
+                where = f"{LAYOUT_TEXT[layout]}, {ACKS_TEXT[acks]}, {codec}"
+                if "rate" not in base:
+                    continue
+                s = summary.get(pre + "ferrokafka.send", {})
+                if "rate" in s:
+                    t, c = s["rate"] / base["rate"], s["cpu_us"] / base["cpu_us"]
+                    add("`send()` ≥ 1.0x confluent f&f throughput, ≤ 1.0x its CPU/record", where,
+                        f"{t:.2f}x, {c:.2f}x", t >= 1.0 and c <= 1.0)
+                s = summary.get(pre + "ferrokafka.send_batch_list", {})
+                if "rate" in s:
+                    t, c = s["rate"] / base["rate"], s["cpu_us"] / base["cpu_us"]
+                    add("`send_batch` ≥ 1.5x confluent f&f throughput, ≤ 1/3 its CPU/record", where,
+                        f"{t:.2f}x, {c:.2f}x", t >= 1.5 and c <= 1 / 3)
+    for parts in (1, 6):
+        base = summary.get(f"consumer/{parts}/confluent.consume", {})
+        if "rate" not in base:
+            continue
+        for api, limit in (("poll", 0.7), ("poll_arrow", 0.2)):
+            s = summary.get(f"consumer/{parts}/ferrokafka.{api}", {})
+            if "rate" in s:
+                c = s["cpu_us"] / base["cpu_us"]
+                add(f"`{api}()` ≤ {limit}x confluent `consume` CPU/record", f"{parts} partition(s)", f"{c:.2f}x",
+                    c <= limit)
+    lc, lf = summary.get("latency/confluent", {}), summary.get("latency/ferrokafka", {})
+    if "p50" in lc and "p50" in lf:
+        add("acknowledgement latency p50 and p99 ≤ confluent's", "10k/s, linger 0, acks=all",
+            f"p50 {lf['p50']:.2f} vs {lc['p50']:.2f} ms, p99 {lf['p99']:.2f} vs {lc['p99']:.2f} ms",
+            lf["p50"] <= lc["p50"] and lf["p99"] <= lc["p99"])
+    if floor_us:
+        for api in ("send_batch_list", "send_batch_arrow", "poll_arrow"):
+            kind = "consumer" if api.startswith("poll") else "producer"
+            s = summary.get(f"ceiling/{kind}/ferrokafka.{api}", {})
+            if "rate" in s:
+                x = s["cpu_us"] / floor_us
+                add("batches on the ceiling run: CPU/record within 10x of copy+CRC32C", f"`{api}`",
+                    f"{s['cpu_us']:.3f} µs = {x:.1f}x floor", x <= 10)
+    return rows
+
+
 def make_plots(summary: dict, img_dir: str, smoke: bool) -> list:
     """PNG bar charts and the latency CDF. matplotlib is optional: without it,
     say so and return no images (the tables are the record; plots only help reading)."""
@@ -253,14 +320,29 @@ def render_docs(data: dict, images: list) -> str:
     if "latency" in secs:
         out += ["## Acknowledgement latency", ""] + latency_table(summary) + [""]
         out += [f"![{f}](img/{f})" for f in images if f.startswith("latency")] + [""]
-    missing = [s for s in ("producer", "consumer", "latency") if s not in secs]
+    if "ceiling" in secs:
+        floor = env.get("floor_us")
+        out += ["## Ceiling: the client's own cost", "",
+                "The same clients against a sink broker (`rust/ferrokafka-net/examples/fake_broker.rs`, "
+                "started by `benches/_sink.py`): Produce is acknowledged at once, Fetch is served from one "
+                "batch kept in memory, so nothing waits on storage and what the client process spends is "
+                "its own cost. One partition, `acks=1`, no compression, defaults otherwise; same "
+                "protocol as above (fresh topic and process per run, rotation, lowest CPU). The floor is "
+                f"what copying a {a['size']} B record and CRC32C over it costs on this machine "
+                f"(`fake_broker --floor`): {floor:.3f} µs per record.", ""]
+        out += ceiling_table(summary, floor) + [""]
+    out += ["## Goals of issue 17, checked against this run", ""] + goals_table(summary, env.get("floor_us")) + [""]
+    missing = [s for s in ("producer", "consumer", "latency", "ceiling") if s not in secs]
     if missing:
         out += [f"Not measured in this run: {', '.join(missing)}.", ""]
     return "\n".join(out)
 
 
-def print_tables(summary: dict) -> None:
+def print_tables(summary: dict, floor_us=None) -> None:
     secs = {k.split("/")[0] for k in summary}
     for name, fn in (("producer", producer_table), ("consumer", consumer_table), ("latency", latency_table)):
         if name in secs:
             print(f"\n## {name}\n" + "\n".join(fn(summary)))
+    if "ceiling" in secs and floor_us:
+        print("\n## ceiling\n" + "\n".join(ceiling_table(summary, floor_us)))
+    print("\n## goals\n" + "\n".join(goals_table(summary, floor_us)))

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 import uuid
+from typing import Optional
 
 from _compare_report import (
     ACKS,
@@ -419,12 +420,36 @@ def consumer_cells(args) -> list:
             if api != "poll_arrow" or has_arrow]
 
 
+# The ceiling run: the client's own cost against the sink broker (benches/_sink.py),
+# one partition, acks=1, no compression, defaults otherwise.
+CEILING_PRODUCER = ["produce", "send", "send_batch_list", "send_batch_arrow"]
+CEILING_CONSUMER = ["consume", "poll", "poll_arrow"]
+
+
+def ceiling_cells(args) -> list:
+    import importlib.util
+
+    has_arrow = importlib.util.find_spec("pyarrow") is not None
+    cells = [{"kind": "producer", "client": client, "api": api, "layout": "single", "partitions": 1,
+              "keyed": False, "acks": "1", "codec": "none", "records": args.records, "size": args.size,
+              "ceiling": True}
+             for client, api, _ in PRODUCER_VARIANTS
+             if api in CEILING_PRODUCER and (api != "send_batch_arrow" or has_arrow)]
+    cells += [{"kind": "consumer", "client": client, "api": api, "partitions": 1, "records": args.records,
+               "size": args.size, "ceiling": True}
+              for client, api, _ in CONSUMER_VARIANTS
+              if api in CEILING_CONSUMER and (api != "poll_arrow" or has_arrow)]
+    return cells
+
+
 def latency_cells(args) -> list:
     return [{"kind": "latency", "client": c, "rate": args.latency_rate, "seconds": args.latency_seconds,
              "size": args.size} for c in ("confluent", "ferrokafka")]
 
 
 def cell_key(c: dict) -> str:
+    if c.get("ceiling"):
+        return f"ceiling/{c['kind']}/{c['client']}.{c['api']}"
     if c["kind"] == "producer":
         return f"producer/{c['layout']}/{c['acks']}/{c['codec']}/{c['client']}.{c['api']}"
     if c["kind"] == "consumer":
@@ -433,7 +458,7 @@ def cell_key(c: dict) -> str:
 
 
 def run_one(r: Runner, cell: dict) -> dict:
-    if cell["kind"] == "consumer":
+    if cell["kind"] == "consumer" and not cell.get("ceiling"):
         topic = r.topic(cell["partitions"])
         try:
             fill = r.child({"kind": "fill", "topic": topic, "records": cell["records"],
@@ -458,9 +483,12 @@ def rotated(cells: list, rnd: int, rounds: int) -> list:
     return cells[shift:] + cells[:shift]
 
 
-def run_all(args, bootstrap: str) -> dict:
+def run_all(args, bootstrap: str, sink: Optional[str] = None) -> dict:
     r = Runner(bootstrap)
-    sections = {"producer": producer_cells, "consumer": consumer_cells, "latency": latency_cells}
+    # The sink serves every fetch from memory: its consumer runs need no fill.
+    r_sink = Runner(sink) if sink else None
+    sections = {"producer": producer_cells, "consumer": consumer_cells, "latency": latency_cells,
+                "ceiling": ceiling_cells}
     cells = {s: sections[s](args) for s in args.only}
     runs: dict = {}
     total = sum(len(v) for v in cells.values()) * args.rounds
@@ -469,7 +497,7 @@ def run_all(args, bootstrap: str) -> dict:
         for s in args.only:
             for cell in rotated(cells[s], rnd, args.rounds):
                 done += 1
-                out = run_one(r, cell)
+                out = run_one(r_sink if cell.get("ceiling") else r, cell)
                 out["round"] = rnd
                 runs.setdefault(cell_key(cell), {"cell": cell, "runs": []})["runs"].append(out)
                 print(f"[{done}/{total}] round {rnd + 1} {cell_key(cell)}: {_brief(out)}", flush=True)
@@ -566,7 +594,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=300_000, help="records per producer/consumer run")
     ap.add_argument("--size", type=int, default=100, help="value size in bytes")
     ap.add_argument("--rounds", type=int, default=3, help="rounds, the order rotated in each")
-    ap.add_argument("--only", default="producer,consumer,latency", help="comma-separated sections")
+    ap.add_argument("--only", default="producer,consumer,latency,ceiling", help="comma-separated sections")
     ap.add_argument("--quick", action="store_true", help="smoke test: 20k records, 1 round, 1 s of latency")
     ap.add_argument("--latency-rate", type=int, default=10_000)
     ap.add_argument("--latency-seconds", type=float, default=3.0)
@@ -589,7 +617,7 @@ def main() -> None:
         if args.quick:
             args.records, args.rounds, args.latency_seconds = 20_000, 1, 1.0
         args.only = [s.strip() for s in args.only.split(",") if s.strip()]
-        bad = set(args.only) - {"producer", "consumer", "latency"}
+        bad = set(args.only) - {"producer", "consumer", "latency", "ceiling"}
         if bad:
             ap.error(f"unknown section(s) in --only: {', '.join(sorted(bad))}")
         broker = None
@@ -601,13 +629,21 @@ def main() -> None:
             broker = fkt.EmbeddedBroker()
             bootstrap = broker.bootstrap_servers
             note = "embedded " + (_cmd([broker.binary, "--version"]) or "Tansu") + ", in-memory storage"
+        sink = None
         try:
             env = environment(note)
+            if "ceiling" in args.only:
+                import _sink
+
+                env["floor_us"] = _sink.floor(size=args.size)
+                sink = _sink.Sink(args.size)
             t0 = time.time()
-            runs = run_all(args, bootstrap)
+            runs = run_all(args, bootstrap, sink.bootstrap if sink else None)
         finally:
             if broker is not None:
                 broker.close()
+            if sink is not None:
+                sink.close()
         env["loadavg_end"] = os.getloadavg()
         # ferrokafka is imported from a source tree others may rebuild: a run that
         # straddles a rebuild mixes two builds, and the docs must say so.
@@ -630,7 +666,7 @@ def main() -> None:
         print(f"\nresults: {path}")
     if data["smoke"]:
         print("SMOKE RUN (small N or < 3 rounds): not evidence")
-    print_tables(data["summary"])
+    print_tables(data["summary"], data["environment"].get("floor_us"))
     if args.write_docs:
         images = make_plots(data["summary"], IMG, data["smoke"])
         with open(os.path.join(DOCS, "benchmarks.md"), "w") as f:
