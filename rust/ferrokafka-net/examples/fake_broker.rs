@@ -289,7 +289,11 @@ impl Broker {
                     .topics
                     .into_iter()
                     .map(|t| {
-                        let n = if t.num_partitions > 0 { t.num_partitions } else { 1 };
+                        let n = if t.num_partitions > 0 {
+                            t.num_partitions
+                        } else {
+                            1
+                        };
                         topics.insert(t.name.0.to_string(), n);
                         CreatableTopicResult::default()
                             .with_name(t.name)
@@ -516,7 +520,10 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let size = env_num("FAKE_VALUE_BYTES", 100);
     if args.get(1).map(String::as_str) == Some("--floor") {
-        let n = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+        let n = args
+            .get(2)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000);
         floor(n, size);
         return;
     }

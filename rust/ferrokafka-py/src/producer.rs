@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use ferrokafka_net::options::Client;
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
-use ferrokafka_net::producer::client::{Completion, DeliveredRecord, Outgoing, Producer, TrySend};
+use ferrokafka_net::producer::client::{
+    Completion, DeliveredRecord, Finished, Outgoing, Producer, TrySend,
+};
 use ferrokafka_net::producer::partitioner::Partitioner;
 use ferrokafka_net::Error;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -676,11 +678,7 @@ impl PyProducer {
         let core = this.core()?;
         let (fut, cell) = DeliveryFuture::new(Some(this.callbacks.clone()));
         let fut = Py::new(py, fut)?;
-        let state = Arc::new(BatchState {
-            slots: Mutex::new(vec![None; n]),
-            remaining: AtomicUsize::new(n),
-            done: Mutex::new(Some((cell, this.keep.acquire(slf.as_any())))),
-        });
+        let state = Arc::new(BatchState::new(n, (cell, this.keep.acquire(slf.as_any()))));
         if n == 0 {
             state.resolve_done();
         }

@@ -22,6 +22,11 @@ pub trait BatchBuilder {
     /// Bytes the finished batch will take (before compression).
     fn size_bytes(&self) -> usize;
     fn record_count(&self) -> usize;
+    /// Room for `total` bytes in all, allocated now: a batch that will
+    /// fill is not regrown (and copied) record by record. A hint.
+    fn reserve_total(&mut self, total: usize) {
+        let _ = total;
+    }
 }
 
 /// One record as `send` hands it over.
@@ -207,6 +212,11 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
     ) -> Result<Appended, AppendError<T>> {
         let batch_size = self.cfg.batch_size;
         let free = self.free_memory();
+        // The partition's last batch filled up: this one will likely fill
+        // too, so it takes its whole size now (memory and allocation), as
+        // every batch does in Java; a partition that trickles keeps growing
+        // by chunks.
+        let mut hot = false;
         if let Some(q) = self.queues.get_mut(tp) {
             let queued = q.len();
             if let Some(last) = q.back_mut() {
@@ -233,6 +243,7 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
                     // The open batch is full, or may not grow with the memory
                     // left: seal it so the sender takes it (and its memory
                     // comes back).
+                    hot = last.is_full(batch_size) || grow == 0;
                     last.sealed = true;
                 }
             }
@@ -240,7 +251,12 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
         // A new batch holds a first chunk, not `batch_size`: with a large
         // batch size (1 MiB by default) many partitions' lingering batches
         // would otherwise reserve the whole buffer while holding little.
-        let reserve = batch_size.min(FIRST_CHUNK).max(record_size);
+        let mut reserve = batch_size.min(FIRST_CHUNK).max(record_size);
+        if hot && batch_size.max(record_size) <= free / 2 {
+            // Only while memory is plentiful: a full-size batch per hot
+            // partition must not starve the others.
+            reserve = batch_size.max(record_size);
+        }
         if reserve > self.free_memory() {
             return Err(AppendError::NeedMemory {
                 bytes: reserve,
@@ -248,6 +264,9 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
             });
         }
         let mut builder = new_builder(batch_size.max(record_size));
+        if reserve > FIRST_CHUNK {
+            builder.reserve_total(reserve);
+        }
         let Some(bytes) = builder.try_append(record) else {
             // A fresh builder must take its first record; refusing is a bug in
             // the builder's sizing, reported to that record only.
@@ -633,6 +652,26 @@ mod tests {
         let b = acc.queues.get_mut(&tp).unwrap().pop_front().unwrap();
         acc.deallocate(&b);
         assert_eq!(acc.free_memory(), 200_000);
+    }
+
+    /// After a batch of the partition filled up, the next one takes its
+    /// whole size at once (while memory is plentiful).
+    #[test]
+    fn a_hot_partition_reserves_whole_batches() {
+        let mut c = cfg();
+        c.batch_size = 100_000;
+        c.buffer_memory = 1_000_000;
+        let mut acc = RecordAccumulator::new(c);
+        let tp = TopicPartition::new("t", 0);
+        let v = vec![0u8; 992];
+        for i in 0..101 {
+            append(&mut acc, &tp, &v, i, 0).unwrap();
+        }
+        let q = &acc.queues[&tp];
+        assert_eq!(q.len(), 2);
+        assert!(q[0].sealed);
+        assert_eq!(q[1].reserved_bytes, 100_000);
+        assert_eq!(acc.free_memory(), 800_000);
     }
 
     /// Growth that the memory left cannot cover seals the batch (it becomes

@@ -88,6 +88,12 @@ impl BatchBuilder for ProducerRecordBatch {
     fn record_count(&self) -> usize {
         self.count
     }
+
+    fn reserve_total(&mut self, total: usize) {
+        if let Some(b) = self.builder.as_mut() {
+            b.reserve(total.saturating_sub(b.size_in_bytes()));
+        }
+    }
 }
 
 impl EncodableBatch for ProducerRecordBatch {

@@ -27,7 +27,7 @@ use crate::producer::runner::{self, Core, Shared, Stats};
 use crate::producer::sender::EncodableBatch;
 
 pub use crate::producer::config::ProducerConfig;
-pub use crate::producer::runner::{Completion, DeliveredRecord, RecordHandle};
+pub use crate::producer::runner::{Completion, DeliveredRecord, Finished, RecordHandle};
 
 /// Records `send_many` appends per hold of the core's lock (~100 µs of
 /// appends), so a large batch call cannot stall answers and the runner.

@@ -418,19 +418,17 @@ impl Partitioners {
         {
             return Ok(fixed(p));
         }
-        // Look up before inserting: `entry` would allocate the topic name on
-        // every unkeyed record (this is `send`'s hot path).
-        if !self.topics.contains_key(topic) {
-            self.topics.insert(
-                topic.to_string(),
-                TopicPartitioner::new(self.sticky_batch_size),
-            );
+        let sticky = self.kind.is_sticky(key);
+        // One lookup for a known topic (`send`'s hot path); `entry` would
+        // allocate the topic name on every unkeyed record.
+        if let Some(tp) = self.topics.get_mut(topic) {
+            let partition = tp.partition(self.kind, available, num_partitions, &mut self.rng);
+            return Ok(PartitionChoice { partition, sticky });
         }
-        let tp = self.topics.get_mut(topic).expect("inserted above");
-        Ok(PartitionChoice {
-            partition: tp.partition(self.kind, available, num_partitions, &mut self.rng),
-            sticky: self.kind.is_sticky(key),
-        })
+        let mut tp = TopicPartitioner::new(self.sticky_batch_size);
+        let partition = tp.partition(self.kind, available, num_partitions, &mut self.rng);
+        self.topics.insert(topic.to_string(), tp);
+        Ok(PartitionChoice { partition, sticky })
     }
 
     /// `bytes` were appended where `choice` said: a sticky choice counts

@@ -62,17 +62,47 @@ pub struct DeliveredRecord {
 pub trait Completion: Send + 'static {
     fn complete(self, result: Result<DeliveredRecord, Error>);
 
-    /// Complete the records of one finished batch, in order: `result(i)` is
-    /// record i's. One call per batch lets an implementation share work
-    /// between a batch's records (one lock for a run that shares a state).
-    fn complete_all(
-        completions: Vec<Self>,
-        result: &dyn Fn(usize) -> Result<DeliveredRecord, Error>,
-    ) where
+    /// Complete the records of one finished batch, in order: record i is
+    /// `completions[i]`, its result `finished.record(i)`. One call per batch
+    /// lets an implementation share work between a batch's records (one
+    /// lock and one stored run for records that share a state).
+    fn complete_all(completions: Vec<Self>, finished: &Finished<'_>)
+    where
         Self: Sized,
     {
         for (i, c) in completions.into_iter().enumerate() {
-            c.complete(result(i));
+            c.complete(finished.record(i));
+        }
+    }
+}
+
+/// A finished batch as `Completion::complete_all` sees it.
+pub struct Finished<'a> {
+    pub tp: &'a TopicPartition,
+    /// Ok((base offset, log append time or -1)); record i has offset base + i.
+    pub result: &'a Result<(i64, i64), Error>,
+    /// Per record: (create timestamp, key size, value size).
+    pub records: &'a [(i64, i32, i32)],
+}
+
+impl Finished<'_> {
+    /// Record i's outcome.
+    pub fn record(&self, i: usize) -> Result<DeliveredRecord, Error> {
+        let (timestamp_ms, key_size, value_size) = self.records[i];
+        match self.result {
+            Ok((base, append_time)) => Ok(DeliveredRecord {
+                topic: self.tp.topic.clone(),
+                partition: self.tp.partition,
+                offset: if *base >= 0 { base + i as i64 } else { -1 },
+                timestamp_ms: if *append_time >= 0 {
+                    *append_time
+                } else {
+                    timestamp_ms
+                },
+                key_size,
+                value_size,
+            }),
+            Err(e) => Err(e.clone()),
         }
     }
 }
@@ -414,30 +444,17 @@ fn complete_deliveries<B, C: Completion>(
         counter.fetch_add(d.handles.len() as u64, Ordering::Relaxed);
         n += d.handles.len();
         let mut completions = Vec::with_capacity(d.handles.len());
-        let mut meta = Vec::with_capacity(d.handles.len());
+        let mut records = Vec::with_capacity(d.handles.len());
         for h in d.handles {
             completions.push(h.completion);
-            meta.push((h.timestamp_ms, h.key_size, h.value_size));
+            records.push((h.timestamp_ms, h.key_size, h.value_size));
         }
-        let result = |i: usize| {
-            let (timestamp_ms, key_size, value_size) = meta[i];
-            match &d.result {
-                Ok((base, append_time)) => Ok(DeliveredRecord {
-                    topic: d.tp.topic.clone(),
-                    partition: d.tp.partition,
-                    offset: if *base >= 0 { base + i as i64 } else { -1 },
-                    timestamp_ms: if *append_time >= 0 {
-                        *append_time
-                    } else {
-                        timestamp_ms
-                    },
-                    key_size,
-                    value_size,
-                }),
-                Err(e) => Err(e.clone()),
-            }
+        let finished = Finished {
+            tp: &d.tp,
+            result: &d.result,
+            records: &records,
         };
-        C::complete_all(completions, &result);
+        C::complete_all(completions, &finished);
     }
     if n > 0 {
         let before = shared.pending.fetch_sub(n, Ordering::AcqRel);

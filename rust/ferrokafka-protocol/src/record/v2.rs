@@ -461,6 +461,12 @@ impl RecordBatchBuilder {
         }
     }
 
+    /// Room for `additional` more bytes without regrowing (and copying) the
+    /// buffer as records arrive.
+    pub fn reserve(&mut self, additional: usize) {
+        self.buf.reserve(additional);
+    }
+
     pub fn compression_level(mut self, level: Option<i32>) -> Self {
         self.level = level;
         self

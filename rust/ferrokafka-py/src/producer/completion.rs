@@ -35,87 +35,149 @@ impl Completion for PyCompletion {
     }
 
     /// A `send_batch` call's records usually fill whole wire batches: each
-    /// run of records of one call is stored under one lock of its slots and
-    /// counted down once, instead of a lock and an atomic per record.
-    fn complete_all(
-        completions: Vec<Self>,
-        result: &dyn Fn(usize) -> Result<DeliveredRecord, Error>,
-    ) {
+    /// run of consecutive records of one call is stored as one entry under
+    /// one lock and counted down once, instead of a record-sized result, a
+    /// lock and an atomic per record.
+    fn complete_all(completions: Vec<Self>, finished: &Finished<'_>) {
         let mut it = completions.into_iter().enumerate().peekable();
         while let Some((i, c)) = it.next() {
-            let (batch, index) = match c {
+            let (batch, first) = match c {
                 PyCompletion::Batch { batch, index } => (batch, index),
                 one => {
-                    one.complete(result(i));
+                    one.complete(finished.record(i));
                     continue;
                 }
             };
-            let mut run = vec![(index, result(i))];
-            while let Some((j, PyCompletion::Batch { batch: next, .. })) = it.peek() {
-                if !Arc::ptr_eq(next, &batch) {
+            let mut count = 1;
+            while let Some((_, PyCompletion::Batch { batch: next, index })) = it.peek() {
+                if !Arc::ptr_eq(next, &batch) || *index != first + count {
                     break;
                 }
-                let j = *j;
-                if let Some((_, PyCompletion::Batch { index, .. })) = it.next() {
-                    run.push((index, result(j)));
-                }
+                it.next();
+                count += 1;
             }
-            batch.complete_run(run);
+            let outcome = match finished.result {
+                Ok((base, append_time)) => {
+                    Ok((if *base >= 0 { base + i as i64 } else { -1 }, *append_time))
+                }
+                Err(e) => Err(e.clone()),
+            };
+            batch.store(Run {
+                first,
+                topic: finished.tp.topic.clone(),
+                partition: finished.tp.partition,
+                outcome,
+                records: finished.records[i..i + count].to_vec(),
+            });
         }
     }
 }
 
-/// The outcomes of one `send_batch` call: one slot per record and one
-/// future (`done`) resolved when the last slot is filled, instead of a
-/// Python future per record. Slots are filled on the sender thread without
-/// the GIL; Python objects are made only when the caller asks for results.
+/// The outcome of consecutive records `first..first + records.len()` of one
+/// `send_batch` call, all in one wire batch.
+pub(crate) struct Run {
+    first: usize,
+    topic: Arc<str>,
+    partition: i32,
+    /// Ok((offset of the first record or -1, log append time or -1)).
+    outcome: Result<(i64, i64), Error>,
+    /// Per record: (create timestamp, key size, value size).
+    records: Vec<(i64, i32, i32)>,
+}
+
+impl Run {
+    fn record(&self, k: usize) -> Result<DeliveredRecord, Error> {
+        let (timestamp_ms, key_size, value_size) = self.records[k];
+        match &self.outcome {
+            Ok((offset, append_time)) => Ok(DeliveredRecord {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                offset: if *offset >= 0 { offset + k as i64 } else { -1 },
+                timestamp_ms: if *append_time >= 0 {
+                    *append_time
+                } else {
+                    timestamp_ms
+                },
+                key_size,
+                value_size,
+            }),
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
+
+/// The shared state of one `send_batch` call: the runs completed so far, a
+/// countdown, and the call's future, resolved when the last record is done.
 pub struct BatchState {
-    pub(super) slots: Mutex<Vec<Option<Result<DeliveredRecord, Error>>>>,
+    pub(super) len: usize,
+    pub(super) runs: Mutex<Vec<Run>>,
     pub(super) remaining: AtomicUsize,
-    /// Taken by whoever fills the last slot.
     pub(super) done: Mutex<Option<(Arc<FutureCell>, KeepToken)>>,
 }
 
 impl BatchState {
-    pub(crate) fn complete(&self, index: usize, result: Result<DeliveredRecord, Error>) {
-        {
-            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            match slots.get_mut(index) {
-                // Complete once: a record may be expired and answered in the
-                // same instant; the first outcome stands.
-                Some(slot @ None) => *slot = Some(result),
-                _ => return,
-            }
+    pub(crate) fn new(len: usize, done: (Arc<FutureCell>, KeepToken)) -> Self {
+        BatchState {
+            len,
+            runs: Mutex::new(Vec::new()),
+            remaining: AtomicUsize::new(len),
+            done: Mutex::new(Some(done)),
         }
-        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+    }
+
+    /// One record, completed on its own (a record that failed before it
+    /// was appended, or the single-record path).
+    pub(crate) fn complete(&self, index: usize, result: Result<DeliveredRecord, Error>) {
+        let run = match result {
+            Ok(d) => Run {
+                first: index,
+                topic: d.topic,
+                partition: d.partition,
+                outcome: Ok((d.offset, -1)),
+                records: vec![(d.timestamp_ms, d.key_size, d.value_size)],
+            },
+            Err(e) => Run {
+                first: index,
+                topic: Arc::from(""),
+                partition: -1,
+                outcome: Err(e),
+                records: vec![(-1, -1, -1)],
+            },
+        };
+        self.store(run);
+    }
+
+    /// Each record completes exactly once (its completion is consumed), so
+    /// the countdown reaches zero exactly when every record has a result.
+    fn store(&self, run: Run) {
+        let n = run.records.len();
+        if n == 0 || run.first + n > self.len {
+            return;
+        }
+        self.runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(run);
+        if self.remaining.fetch_sub(n, Ordering::AcqRel) == n {
             self.resolve_done();
         }
     }
 
-    /// `complete` for several records of this call at once.
-    pub(crate) fn complete_run(&self, run: Vec<(usize, Result<DeliveredRecord, Error>)>) {
-        let mut stored = 0;
-        {
-            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            for (index, result) in run {
-                if let Some(slot @ None) = slots.get_mut(index) {
-                    *slot = Some(result);
-                    stored += 1;
-                }
+    /// Per record, in input order: its outcome, `None` while pending.
+    fn outcomes(&self) -> Vec<Option<Result<DeliveredRecord, Error>>> {
+        let mut out = vec![None; self.len];
+        for run in self.runs.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            for k in 0..run.records.len() {
+                out[run.first + k] = Some(run.record(k));
             }
         }
-        if stored > 0 && self.remaining.fetch_sub(stored, Ordering::AcqRel) == stored {
-            self.resolve_done();
-        }
+        out
     }
 
     pub(crate) fn resolve_done(&self) {
         let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some((cell, keep)) = done {
-            // As `PyCompletion::One`: the producer first, then the outcome.
             keep.release();
-            // The batch future's own value is a placeholder; results come
-            // from the slots (`_BatchResult.outcomes`).
             let d = DeliveredRecord {
                 topic: Arc::from(""),
                 partition: -1,
@@ -129,8 +191,6 @@ impl BatchState {
     }
 }
 
-/// Per-record outcomes of a `send_batch` call (python/ferrokafka/producer.py
-/// `BatchFuture` reads them once its `done` future has resolved).
 #[pyclass(module = "ferrokafka._core", name = "_BatchResult", frozen)]
 pub struct PyBatchResult {
     pub(super) state: Arc<BatchState>,
@@ -141,13 +201,8 @@ impl PyBatchResult {
     /// One entry per record, in input order: RecordMetadata, the KafkaError
     /// instance it failed with, or None while still pending.
     pub(crate) fn outcomes(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
-        let slots = self
-            .state
-            .slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        slots
+        self.state
+            .outcomes()
             .into_iter()
             .map(|s| match s {
                 None => Ok(py.None()),
@@ -160,24 +215,18 @@ impl PyBatchResult {
             .collect()
     }
 
-    /// (index, error) of the first failed record, None when none failed:
-    /// a check of a big batch without an object per record (Spark sink).
     pub(crate) fn first_error(&self, py: Python<'_>) -> Option<(usize, Py<PyAny>)> {
-        let slots = self.state.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots.iter().enumerate().find_map(|(i, s)| match s {
-            Some(Err(e)) => {
+        let runs = self.state.runs.lock().unwrap_or_else(|p| p.into_inner());
+        runs.iter()
+            .filter_map(|r| r.outcome.as_ref().err().map(|e| (r.first, e)))
+            .min_by_key(|(first, _)| *first)
+            .map(|(first, e)| {
                 let err: PyErr = FkError(e.clone()).into();
-                Some((i, err.into_value(py).into_any()))
-            }
-            _ => None,
-        })
+                (first, err.into_value(py).into_any())
+            })
     }
 
     pub(crate) fn __len__(&self) -> usize {
-        self.state
-            .slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.state.len
     }
 }
