@@ -39,10 +39,38 @@ impl Node {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Hash)]
 pub struct TopicPartition {
     pub topic: Arc<str>,
     pub partition: i32,
+}
+
+// Equality and order by (topic name, partition), as derived, but two values
+// sharing one name allocation (the producer hands the same `Arc` to every
+// record of a topic) compare without reading the names: `send` looks its
+// partition up per record.
+impl PartialEq for TopicPartition {
+    fn eq(&self, other: &Self) -> bool {
+        self.partition == other.partition
+            && (Arc::ptr_eq(&self.topic, &other.topic) || self.topic == other.topic)
+    }
+}
+
+impl Eq for TopicPartition {}
+
+impl Ord for TopicPartition {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        if Arc::ptr_eq(&self.topic, &other.topic) {
+            return self.partition.cmp(&other.partition);
+        }
+        (&*self.topic, self.partition).cmp(&(&*other.topic, other.partition))
+    }
+}
+
+impl PartialOrd for TopicPartition {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl TopicPartition {
