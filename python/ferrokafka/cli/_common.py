@@ -82,6 +82,9 @@ class Options:
         for name, value in parse_pairs(raw, "-X option"):
             if name in ("bootstrap.servers", "bootstrap_servers"):
                 raise UsageError(f"invalid -X option {name!r}: use --bootstrap")
+            if name in ("group.id", "group_id"):
+                # the commands decide how they use a group (subscribe, commit)
+                raise UsageError(f"invalid -X option {name!r}: use --group where a command takes one")
             taken = False
             last_error: ValueError | None = None
             for client in clients:

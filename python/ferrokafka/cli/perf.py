@@ -109,17 +109,26 @@ class _Stats:
         return out
 
 
-def _pacer(rate: float) -> Callable[[int], None]:
-    """Sleep so that record i is sent no sooner than i / rate seconds after the start."""
+def _pacer(rate: float, idle: Callable[[float], Any]) -> Callable[[int], None]:
+    """Wait so that record i is sent no sooner than i / rate seconds after the
+    start; ``idle(seconds)`` waits while running delivery callbacks, so acks are
+    timed when they arrive, not when the pacing sleep ends."""
     if rate <= 0:
         return lambda i: None
     start = time.monotonic()
 
     def wait(i: int) -> None:
-        ahead = start + i / rate - time.monotonic()
-        if ahead > 0:
-            time.sleep(ahead)
+        while True:
+            ahead = start + i / rate - time.monotonic()
+            if ahead <= 0:
+                return
+            idle(ahead)
     return wait
+
+
+# Delivery callbacks run in poll(); an ack is timed when its callback runs, so
+# both clients are polled at least this often (seconds) while sending.
+_POLL_EVERY = 0.002
 
 
 def _ferrokafka_produce(bs: str, topic: str, args: argparse.Namespace, cfg: dict) -> dict:
@@ -128,20 +137,22 @@ def _ferrokafka_produce(bs: str, topic: str, args: argparse.Namespace, cfg: dict
     value = os.urandom(args.record_size)
     stats = _Stats("ferrokafka", args.num_records, args.record_size)
     p = fk.Producer(cfg)
-    pace = _pacer(args.throughput)
+    pace = _pacer(args.throughput, p.poll)
 
     def done(f: Any, sent_at: float) -> None:
         stats.ack(sent_at, f.exception(0))
 
     try:
+        last_poll = time.monotonic()
         for i in range(args.num_records):
             pace(i)
             t = time.monotonic()
             fut = p.send(topic, value)
             fut.add_done_callback(lambda f, t=t: done(f, t))
-            if i % 1000 == 0:
-                if i == 0 and fut.done() and fut.exception(0) is not None:
-                    raise fut.exception(0)  # no metadata in --timeout: a dead or wrong broker
+            if i == 0 and fut.done() and fut.exception(0) is not None:
+                raise fut.exception(0)  # no metadata within --timeout: a dead or wrong broker
+            if t - last_poll > _POLL_EVERY:
+                last_poll = t
                 p.poll(0)
                 stats.tick()
         p.flush()
@@ -162,7 +173,8 @@ def _confluent_produce(bs: str, topic: str, args: argparse.Namespace) -> dict:
     if args.compression is not None:
         conf["compression.type"] = args.compression
     p = confluent_kafka.Producer(conf)
-    pace = _pacer(args.throughput)
+    pace = _pacer(args.throughput, p.poll)
+    last_poll = time.monotonic()
     for i in range(args.num_records):
         pace(i)
         t = time.monotonic()
@@ -172,7 +184,8 @@ def _confluent_produce(bs: str, topic: str, args: argparse.Namespace) -> dict:
                 break
             except BufferError:
                 p.poll(0.01)
-        if i % 1000 == 0:
+        if t - last_poll > _POLL_EVERY:
+            last_poll = t
             p.poll(0)
             stats.tick()
     left = p.flush(args.timeout)
@@ -195,7 +208,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def _fresh_topic(fk: Any, bs: str, opts: Any, name: str) -> str:
     with fk.Admin(opts.config("Admin", bs)) as a:
-        a.create_topics([fk.NewTopic(name, 1, 1)])
+        a.create_topics([fk.NewTopic(name, 1, 1)], timeout_ms=opts.timeout_ms)
     return name
 
 

@@ -131,7 +131,7 @@ def run_create(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     options_of(args, ("Admin",))
     with cluster(args) as bs, _admin(args, bs) as a:
-        err = a.create_topics([spec], raise_on_error=False)[args.name]
+        err = a.create_topics([spec], timeout_ms=int(args.timeout * 1000), raise_on_error=False)[args.name]
     if err is not None:
         if args.if_not_exists and isinstance(err, fk.errors.for_name("TOPIC_ALREADY_EXISTS")):
             note(f"topic {args.name!r} already exists")
@@ -146,7 +146,7 @@ def run_delete(args: argparse.Namespace) -> int:
 
     options_of(args, ("Admin",))
     with cluster(args) as bs, _admin(args, bs) as a:
-        err = a.delete_topics([args.name], raise_on_error=False)[args.name]
+        err = a.delete_topics([args.name], timeout_ms=int(args.timeout * 1000), raise_on_error=False)[args.name]
     if err is not None:
         if args.if_exists and isinstance(err, fk.errors.for_name("UNKNOWN_TOPIC_OR_PARTITION")):
             note(f"topic {args.name!r} does not exist")
