@@ -194,20 +194,30 @@ class _Consume:
         total = got = 0
         limit = args.count
         progress = Progress(f"consume {args.topic}", total=limit, enabled=limit is not None)
-        last_progress = time.monotonic()
+        started = last_progress = time.monotonic()
         try:
             while limit is None or total < limit:
                 if not args.follow and self._at_end(ask=got == 0):
                     break
                 want = 10_000 if limit is None else min(10_000, limit - total)
                 got = self._poll(want)
+                now = time.monotonic()
                 if got:
                     total += got
-                    last_progress = time.monotonic()
+                    last_progress = now
                     progress.update(total)
-                elif not args.follow and time.monotonic() - last_progress > self.timeout_s:
-                    raise Failure(f"no records for {self.timeout_s:g} s before the end offsets read at the start "
-                                  f"({total} records printed)")
+                elif args.follow:
+                    continue
+                elif not c.assignment():
+                    # A group member waiting for its first assignment: not a
+                    # stall yet, but not forever either.
+                    last_progress = now
+                    if now - started > self.timeout_s:
+                        raise Failure(f"no partitions assigned to this member of group {args.group!r} "
+                                      f"within {self.timeout_s:g} s")
+                elif now - last_progress > self.timeout_s:
+                    raise Failure(f"no records for {self.timeout_s:g} s before the end offsets read at the "
+                                  f"start ({total} records printed)")
         finally:
             progress.close()
         return total

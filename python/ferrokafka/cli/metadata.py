@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import EXIT_OK, add_common, cluster, options_of, print_json, table
+from ._common import EXIT_FAILURE, EXIT_OK, add_common, cluster, note, options_of, print_json, table
 
 
 def register(sub: Any) -> None:
@@ -21,7 +21,7 @@ def collect(c: Any, only: list[str] | None) -> dict:
     topics = c.list_topics()  # a fresh Metadata request; KafkaTimeoutError if no broker answers
     cl = c.metadata.fetch()
     controller = cl.controller
-    names = sorted(topics) if not only else [t for t in only]
+    names = sorted(topics) if not only else list(dict.fromkeys(only))
     out: dict[str, Any] = {
         "cluster_id": cl.cluster_id,
         "controller": None if controller is None else controller.id,
@@ -48,9 +48,13 @@ def run(args: argparse.Namespace) -> int:
 
         with fk.Consumer(opts.config("Consumer", bs)) as c:
             md = collect(c, args.topic)
+    missing = [t["name"] for t in md["topics"] if "error" in t]
+    status = EXIT_FAILURE if missing else EXIT_OK
+    if missing:
+        note(f"topic(s) not in the cluster: {', '.join(missing)}")
     if args.json:
         print_json(md)
-        return EXIT_OK
+        return status
     print(f"Cluster: {md['cluster_id']}  Controller: {md['controller']}")
     print(table([[b["id"], f"{b['host']}:{b['port']}", b["rack"] or "-"] for b in md["brokers"]],
                 ["BROKER", "ADDRESS", "RACK"]))
@@ -63,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                          "" if not p["error_code"] else f"error {p['error_code']}"])
     print()
     print(table(rows, ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", ""]))
-    return EXIT_OK
+    return status
 
 
 def _ids(ids: list[int]) -> str:

@@ -7,6 +7,7 @@ same parameters (a fresh topic for each client) and puts both in the table.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 import uuid
@@ -99,7 +100,8 @@ class _Stats:
         secs = max(time.monotonic() - self.start, 1e-9)
         lat = sorted(self.lat)
         ok = len(lat)
-        out = {"client": client, "records": ok, "failed": self.errors + (n - ok - self.errors),
+        # a record neither acknowledged nor failed by the end counts as failed
+        out = {"client": client, "records": ok, "failed": n - ok,
                "seconds": round(secs, 3), "records_per_second": round(ok / secs, 1),
                "mb_per_second": round(ok * self.size / secs / 1e6, 2),
                "avg_latency_ms": round(sum(lat) / ok, 2) if ok else None,
@@ -139,7 +141,7 @@ def _ferrokafka_produce(bs: str, topic: str, args: argparse.Namespace, cfg: dict
     p = fk.Producer(cfg)
     pace = _pacer(args.throughput, p.poll)
 
-    def done(f: Any, sent_at: float) -> None:
+    def done(sent_at: float, f: Any) -> None:
         stats.ack(sent_at, f.exception(0))
 
     try:
@@ -148,9 +150,11 @@ def _ferrokafka_produce(bs: str, topic: str, args: argparse.Namespace, cfg: dict
             pace(i)
             t = time.monotonic()
             fut = p.send(topic, value)
-            fut.add_done_callback(lambda f, t=t: done(f, t))
-            if i == 0 and fut.done() and fut.exception(0) is not None:
-                raise fut.exception(0)  # no metadata within --timeout: a dead or wrong broker
+            fut.add_done_callback(functools.partial(done, t))
+            if i == 0 and fut.done():
+                err = fut.exception(0)
+                if err is not None:
+                    raise err  # no metadata within --timeout: a dead or wrong broker
             if t - last_poll > _POLL_EVERY:
                 last_poll = t
                 p.poll(0)
@@ -162,16 +166,23 @@ def _ferrokafka_produce(bs: str, topic: str, args: argparse.Namespace, cfg: dict
     return stats.result("ferrokafka", args.num_records)
 
 
-def _confluent_produce(bs: str, topic: str, args: argparse.Namespace) -> dict:
+def _confluent_produce(bs: str, topic: str, args: argparse.Namespace, cfg: dict) -> dict:
     import confluent_kafka
+
+    from .._config import PRODUCER
 
     value = os.urandom(args.record_size)
     stats = _Stats("confluent-kafka", args.num_records, args.record_size)
-    conf: dict[str, Any] = {"bootstrap.servers": bs}
-    if args.acks is not None:
-        conf["acks"] = args.acks
-    if args.compression is not None:
-        conf["compression.type"] = args.compression
+    # The settings that shape a perf run, as ferrokafka resolved them (its
+    # defaults are Java's: idempotence on, acks=all), so both clients do the same work.
+    mine = PRODUCER.resolve(cfg)
+    conf: dict[str, Any] = {"bootstrap.servers": bs, "acks": str(mine["acks"]),
+                            "compression.type": mine["compression_type"], "linger.ms": mine["linger_ms"],
+                            "enable.idempotence": bool(mine["enable_idempotence"])}
+
+    def ack(sent_at: float, err: Any, _msg: Any) -> None:
+        stats.ack(sent_at, err)
+
     p = confluent_kafka.Producer(conf)
     pace = _pacer(args.throughput, p.poll)
     last_poll = time.monotonic()
@@ -180,7 +191,7 @@ def _confluent_produce(bs: str, topic: str, args: argparse.Namespace) -> dict:
         t = time.monotonic()
         while True:
             try:
-                p.produce(topic, value, on_delivery=lambda err, _m, t=t: stats.ack(t, err))
+                p.produce(topic, value, on_delivery=functools.partial(ack, t))
                 break
             except BufferError:
                 p.poll(0.01)
@@ -229,7 +240,7 @@ def run_produce(args: argparse.Namespace) -> int:
         topic = args.topic or _fresh_topic(fk, bs, opts, base)
         results.append(_ferrokafka_produce(bs, topic, args, cfg))
         if args.compare:
-            results.append(_confluent_produce(bs, _fresh_topic(fk, bs, opts, f"{base}-confluent"), args))
+            results.append(_confluent_produce(bs, _fresh_topic(fk, bs, opts, f"{base}-confluent"), args, cfg))
     return _report(args, results, "produce")
 
 

@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
             p.close(args.timeout)
             tally.drain(all_=True)
         if failure is not None:
-            _summary(args, tally.delivered + tally.failed, tally, time.monotonic() - t0)
+            _summary(args, tally.delivered + tally.failed, tally, time.monotonic() - t0, quiet_error=True)
             raise failure
         secs = time.monotonic() - t0
     return _summary(args, sent, tally, secs)
@@ -275,14 +275,14 @@ def _produce_tabular(p: Any, args: argparse.Namespace, src: Any, tally: _Tally, 
     return sent
 
 
-def _summary(args: argparse.Namespace, sent: int, tally: _Tally, secs: float) -> int:
+def _summary(args: argparse.Namespace, sent: int, tally: _Tally, secs: float, quiet_error: bool = False) -> int:
     delivered, failed = tally.delivered, tally.failed
     rate = delivered / secs if secs > 0 else 0.0
     summary = {"topic": args.topic, "records": delivered, "failed": failed,
                "bytes": tally.delivered_bytes, "seconds": round(secs, 3), "records_per_second": round(rate, 1)}
     note(f"produced {delivered:,} records ({human_bytes(tally.delivered_bytes)}) to {args.topic} "
          f"in {secs:.2f} s ({rate:,.0f} records/s)" + (f"; {failed:,} FAILED" if failed else ""))
-    if tally.first_error is not None:
+    if tally.first_error is not None and not quiet_error:
         note(f"first error: {tally.first_error}")
     if args.json:
         print_json(summary)
