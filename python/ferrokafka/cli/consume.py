@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if writer is not None:
             writer.close()
-    note(f"consumed {n:,} records from {args.topic}" + (f" to {out_path}" if out_path else ""))
+    note(f"consumed {n:,} record{'' if n == 1 else 's'} from {args.topic}" + (f" to {out_path}" if out_path else ""))
     return EXIT_OK
 
 

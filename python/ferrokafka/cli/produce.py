@@ -280,7 +280,7 @@ def _summary(args: argparse.Namespace, sent: int, tally: _Tally, secs: float, qu
     rate = delivered / secs if secs > 0 else 0.0
     summary = {"topic": args.topic, "records": delivered, "failed": failed,
                "bytes": tally.delivered_bytes, "seconds": round(secs, 3), "records_per_second": round(rate, 1)}
-    note(f"produced {delivered:,} records ({human_bytes(tally.delivered_bytes)}) to {args.topic} "
+    note(f"produced {delivered:,} record{'' if delivered == 1 else 's'} ({human_bytes(tally.delivered_bytes)}) to {args.topic} "
          f"in {secs:.2f} s ({rate:,.0f} records/s)" + (f"; {failed:,} FAILED" if failed else ""))
     if tally.first_error is not None and not quiet_error:
         note(f"first error: {tally.first_error}")
