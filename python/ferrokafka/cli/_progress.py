@@ -27,9 +27,12 @@ class Progress:
     nothing for work shorter than that."""
 
     def __init__(self, label: str, total: Optional[int] = None, stream: Optional[TextIO] = None,
-                 interval: float = 1.0, enabled: bool = True) -> None:
+                 interval: float = 1.0, enabled: bool = True, total_input: Optional[int] = None) -> None:
         self.label = label
         self.total = total
+        # Bytes of input to read (files of known size): the bar's measure when
+        # the number of records is not known in advance.
+        self.total_input = total_input
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.enabled = enabled
@@ -38,7 +41,7 @@ class Progress:
         self._next = self.start + self.interval
         self._drawn = False
 
-    def update(self, records: int, nbytes: int = 0, force: bool = False) -> None:
+    def update(self, records: int, nbytes: int = 0, force: bool = False, input_done: int = 0) -> None:
         if not self.enabled:
             return
         now = time.monotonic()
@@ -48,20 +51,25 @@ class Progress:
         secs = max(now - self.start, 1e-9)
         rate = f"{records / secs:,.0f} rec/s, {human_bytes(nbytes / secs)}/s"
         if self.tty:
-            self.stream.write(_ERASE + self._bar(records) + f" {rate}")
+            self.stream.write(_ERASE + self._bar(records, input_done) + f" {rate}")
             self._drawn = True
         else:
             done = f"{records:,}" + (f"/{self.total:,}" if self.total else "")
             self.stream.write(f"{self.label}: {done} records, {secs:,.1f} s, {rate}\n")
         self.stream.flush()
 
-    def _bar(self, records: int) -> str:
-        if not self.total:
+    def _bar(self, records: int, input_done: int = 0) -> str:
+        if self.total:
+            frac = min(1.0, records / self.total)
+            count = f"{records:,}/{self.total:,}"
+        elif self.total_input:
+            frac = min(1.0, input_done / self.total_input)
+            count = f"{records:,} records"
+        else:
             return f"{self.label}: {records:,} records"
-        frac = min(1.0, records / self.total)
         width = 30
         full = int(frac * width)
-        return f"{self.label} [{'#' * full}{'.' * (width - full)}] {frac * 100:5.1f}% {records:,}/{self.total:,}"
+        return f"{self.label} [{'#' * full}{'.' * (width - full)}] {frac * 100:5.1f}% {count}"
 
     def close(self) -> None:
         if self._drawn:

@@ -7,6 +7,7 @@ import argparse
 import base64
 import collections
 import json
+import os
 import sys
 import time
 from typing import Any, BinaryIO, Iterator
@@ -76,8 +77,8 @@ def _check_usage(args: argparse.Namespace) -> None:
         raise UsageError(f"invalid --partition {args.partition}: must be >= 0")
 
 
-def _lines(paths: list[str] | None) -> Iterator[tuple[str, int, bytes]]:
-    """(source, line number, line without its end-of-line) for every input line."""
+def _lines(paths: list[str] | None) -> Iterator[tuple[str, int, bytes, int]]:
+    """(source, line number, line without its end-of-line, bytes read) for every input line."""
     for path in paths or ["-"]:
         if path == "-":
             yield from _read(sys.stdin.buffer, "<stdin>")
@@ -90,13 +91,24 @@ def _lines(paths: list[str] | None) -> Iterator[tuple[str, int, bytes]]:
             yield from _read(f, path)
 
 
-def _read(f: BinaryIO, name: str) -> Iterator[tuple[str, int, bytes]]:
-    for n, line in enumerate(f, 1):
+def _read(f: BinaryIO, name: str) -> Iterator[tuple[str, int, bytes, int]]:
+    for n, raw in enumerate(f, 1):
+        line = raw
         if line.endswith(b"\n"):
             line = line[:-1]
             if line.endswith(b"\r"):
                 line = line[:-1]
-        yield name, n, line
+        yield name, n, line, len(raw)
+
+
+def _input_size(paths: list[str] | None) -> int | None:
+    """The bytes the files hold, for the progress bar; None when one is a pipe."""
+    if not paths or "-" in paths:
+        return None
+    try:
+        return sum(os.path.getsize(p) for p in paths) or None
+    except OSError:
+        return None  # unreadable: reported when the file is opened
 
 
 def _bytes_of(obj: dict, name: str, where: str) -> bytes | None:
@@ -205,7 +217,8 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.monotonic()
         tally = _Tally()
         progress = Progress(f"produce {args.topic}", total=tabular.num_rows if tabular else None,
-                            enabled=bool(args.file or tabular) or sys.stderr.isatty())
+                            total_input=None if tabular else _input_size(args.file),
+                            enabled=bool(args.file or tabular) or (sys.stderr.isatty() and not sys.stdin.isatty()))
         p = fk.Producer(cfg)
         sent = 0
         failure: Failure | None = None
@@ -234,7 +247,9 @@ def _produce_lines(p: Any, args: argparse.Namespace, header_pairs: list, tally: 
                    progress: Progress) -> int:
     sent = sent_bytes = 0
     delim = args.key_delimiter.encode() if args.key_delimiter is not None else None
-    for source, n, line in _lines(args.file):
+    read = 0
+    for source, n, line, raw_len in _lines(args.file):
+        read += raw_len
         where = f"{source}:{n}"
         key, value, hdrs, part, ts = None, line, list(header_pairs), args.partition, None
         if args.format == "jsonl":
@@ -260,7 +275,7 @@ def _produce_lines(p: Any, args: argparse.Namespace, header_pairs: list, tally: 
         if sent % 1024 == 0:
             tally.drain()
             p.poll(0)
-            progress.update(sent, sent_bytes)
+            progress.update(sent, sent_bytes, input_done=read)
     return sent
 
 
