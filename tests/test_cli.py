@@ -185,8 +185,10 @@ def test_groups_lag_and_reset_offsets(bs, topic):
     assert describe()["committed_offset"] == 2  # a dry run changes nothing
     ok(cli("groups", "reset-offsets", "--group", group, "--topic", topic, "--to-offset", "4", bootstrap=bs))
     assert describe() == {"topic": topic, "partition": 0, "committed_offset": 4, "end_offset": 5, "lag": 1}
-    # The group resumes from the new offset.
+    # The group resumes from the new offset; --from overrides it.
     assert ok(cli("consume", topic, "--group", group, bootstrap=bs)).stdout == b"e\n"
+    assert ok(cli("consume", topic, "--group", group, "--from", "offset:1", "--count", "2",
+                  bootstrap=bs)).stdout == b"b\nc\n"
     missing = cli("groups", "describe", f"no-such-{group}", bootstrap=bs)
     assert missing.returncode == 1 and b"does not exist" in missing.stderr
 
@@ -210,6 +212,13 @@ def test_perf_consume(bs, topic):
     assert res[0]["records"] == 1000 and res[0]["bytes"] == 1000
     short = cli("perf", "consume", "--topic", topic, "--num-records", "5000", bootstrap=bs)
     assert short.returncode == 1 and b"fewer than --num-records" in short.stderr
+    # Without --topic it fills a fresh topic first (an embedded broker starts empty).
+    r = ok(cli("perf", "consume", "--num-records", "800", "--record-size", "10", "--json", bootstrap=bs))
+    assert b"filling" in r.stderr
+    assert json.loads(r.stdout)[0]["records"] == 800 and json.loads(r.stdout)[0]["bytes"] == 8000
+    # A producer option is refused when no producer runs (--topic given): never ignored.
+    r = cli("perf", "consume", "--topic", topic, "--num-records", "1", "-X", "linger.ms=5", bootstrap=bs)
+    assert r.returncode == 2 and b"linger.ms" in r.stderr
 
 
 # ----- failures and exit codes ---------------------------------------------------------------

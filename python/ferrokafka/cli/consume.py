@@ -149,6 +149,7 @@ class _Consume:
         self.printer = None if writer is not None else _Printer(fmt)
         self.timeout_s = args.timeout
         self.next: dict[Any, int] = {}
+        self.placed: set = set()
 
     def _partitions(self) -> list:
         topics = self.c.list_topics()  # KafkaTimeoutError when no broker answers
@@ -181,13 +182,22 @@ class _Consume:
                     c.seek(tp, hit[0])
         # "default" with a group: the committed offsets (earliest where none)
 
+    def _on_assign(self, parts: list) -> None:
+        # --from places a partition the first time this member gets it; after a
+        # rebalance gives it back, the consumer resumes from what it committed
+        # instead of reading the partition again from the start.
+        fresh = [tp for tp in parts if tp not in self.placed]
+        self.placed.update(fresh)
+        if fresh:
+            self._seek(fresh)
+
     def run(self) -> int:
         c, args = self.c, self.args
         tps = self._partitions()
         # The stop line for a run without --follow (docs/cli.md "consume").
         self.ends = {} if args.follow else c.end_offsets(tps)
         if args.group:
-            c.subscribe([args.topic], on_assign=lambda parts: self._seek(list(parts)))
+            c.subscribe([args.topic], on_assign=self._on_assign)
         else:
             c.assign(tps)
             self._seek(tps)

@@ -44,13 +44,14 @@ def register(sub: Any) -> None:
 
     pc = acts.add_parser("consume", help="consume N records from the beginning of a topic")
     _common(pc)
+    pc.add_argument("--record-size", type=int, default=100, metavar="B",
+                    help="without --topic: the size of the records it first produces (default 100)")
     pc.set_defaults(run=run_consume)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     add_common(p)
-    p.add_argument("--topic", "-t", help="default: a fresh topic (perf produce) / required (perf consume "
-                   "with --bootstrap)")
+    p.add_argument("--topic", "-t", help="default: a fresh topic (perf consume fills it first)")
     p.add_argument("--num-records", type=int, required=True, metavar="N")
     p.add_argument("--compare", choices=("confluent",), help="also run confluent-kafka, same parameters")
     p.add_argument("--json", action="store_true", help="the final results as JSON on stdout")
@@ -225,7 +226,9 @@ def _fresh_topic(fk: Any, bs: str, opts: Any, name: str) -> str:
 
 def run_produce(args: argparse.Namespace) -> int:
     _check(args)
-    opts = options_of(args, ("Producer", "Admin"))
+    # The admin creates the fresh topics: its options only count without --topic
+    # or with --compare.
+    opts = options_of(args, ("Producer",) if args.topic and not args.compare else ("Producer", "Admin"))
     extra: dict[str, Any] = {}
     if args.acks is not None:
         extra["acks"] = args.acks
@@ -315,19 +318,34 @@ def _consume_result(stats: _Stats, client: str, got: int, nbytes: int, args: arg
             "bytes": nbytes}
 
 
+def _fill(fk: Any, bs: str, opts: Any, args: argparse.Namespace) -> str:
+    """A fresh topic with --num-records records of --record-size bytes, for a
+    consume test without --topic (an embedded broker starts empty)."""
+    topic = _fresh_topic(fk, bs, opts, f"ferrokafka-perf-{uuid.uuid4().hex[:8]}")
+    note(f"perf consume: filling {topic} with {args.num_records:,} records of {args.record_size} bytes")
+    value = os.urandom(args.record_size)
+    with fk.Producer(opts.config("Producer", bs)) as p:
+        left = args.num_records
+        while left:
+            n = min(left, 10_000)
+            p.send_batch(topic, [value] * n).result(args.timeout)
+            left -= n
+    return topic
+
+
 def run_consume(args: argparse.Namespace) -> int:
     _check(args)
-    opts = options_of(args, ("Consumer", "Admin", "Producer"))
+    # The producer and admin options only mean something when the command fills a topic.
+    opts = options_of(args, ("Consumer",) if args.topic else ("Consumer", "Producer", "Admin"))
     with cluster(args) as bs:
         import ferrokafka as fk
 
         cfg = opts.config("Consumer", bs)
-        topic = args.topic
+        topic = args.topic or _fill(fk, bs, opts, args)
         with fk.Consumer(cfg) as c:
             topics = c.list_topics()
-            if topic is None or topic not in topics:
-                raise Failure(f"perf consume needs an existing --topic with at least {args.num_records} records"
-                              + (f" ({topic!r} does not exist)" if topic else ""))
+            if topic not in topics:
+                raise Failure(f"topic {topic!r} does not exist")
             parts = topics[topic]
             tps = [fk.TopicPartition(topic, p) for p in range(parts)]
             first, end = c.beginning_offsets(tps), c.end_offsets(tps)
