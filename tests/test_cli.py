@@ -246,7 +246,19 @@ def test_unknown_option_exits_2_naming_it(bs):
     r = cli("consume", "t", "--from", "yesterday", bootstrap=bs)
     assert r.returncode == 2 and b"--from" in r.stderr
     assert cli("produce").returncode == 2  # argparse: the topic is missing
+    r = cli("topics", "--timeout", "0", bootstrap=bs)
+    assert r.returncode == 2 and b"--timeout" in r.stderr
     assert b"Traceback" not in r.stderr
+
+
+def test_parquet_without_pyarrow_is_a_clear_usage_error(bs, tmp_path):
+    fake = tmp_path / "site" / "pyarrow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no pyarrow here')\n")
+    env = {"PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{PYTHON_DIR}"}
+    for args in (("produce", "t", "--parquet", "x.parquet"), ("consume", "t", "--output", "parquet:x.parquet")):
+        r = cli(*args, bootstrap=bs, env_extra=env)
+        assert r.returncode == 2 and b"ferrokafka[arrow]" in r.stderr, r.stderr
 
 
 def test_without_bootstrap_an_embedded_broker_is_used(embedded_broker):

@@ -77,7 +77,9 @@ class Options:
     of the command takes is a usage error naming it, never dropped."""
 
     def __init__(self, raw: list[str] | None, clients: tuple[str, ...], timeout_s: float) -> None:
-        self.timeout_ms = max(1, int(timeout_s * 1000))
+        if not timeout_s >= 1:  # also NaN
+            raise UsageError(f"invalid --timeout {timeout_s:g}: at least 1 second")
+        self.timeout_ms = int(timeout_s * 1000)
         self._per_client: dict[str, dict[str, Any]] = {c: {} for c in clients}
         for name, value in parse_pairs(raw, "-X option"):
             if name in ("bootstrap.servers", "bootstrap_servers"):
