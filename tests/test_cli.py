@@ -104,6 +104,19 @@ def test_jsonl_input_keeps_every_byte(bs, topic):
     assert r.returncode == 1 and b"vaule" in r.stderr
 
 
+def test_bad_record_input_is_reported_not_a_traceback(bs, topic):
+    r = cli("produce", topic, "--partition", "5", stdin=b"x\n", bootstrap=bs)
+    assert r.returncode == 1 and b"<stdin>:1" in r.stderr and b"partition" in r.stderr
+    assert b"Traceback" not in r.stderr
+    # A record too large fails alone; the next line is still produced.
+    big = b"x" * 1_100_000
+    r = cli("produce", topic, stdin=big + b"\nsmall\n", bootstrap=bs)
+    assert r.returncode == 1 and b"1 FAILED" in r.stderr and b"produced 1 record " in r.stderr
+    assert ok(cli("consume", topic, "--from", "beginning", bootstrap=bs)).stdout == b"small\n"
+    r = cli("produce", topic, "--key-delimiter", ":", stdin=b"k:v\nno-delimiter\n", bootstrap=bs)
+    assert r.returncode == 1 and b"<stdin>:2: no key delimiter" in r.stderr
+
+
 def test_consume_from_timestamp(bs, topic):
     stdin = b"\n".join(json.dumps({"value": v, "timestamp": ts}).encode()
                        for v, ts in (("a", 1000), ("b", 2000), ("c", 3000))) + b"\n"

@@ -263,14 +263,19 @@ def _produce_lines(p: Any, args: argparse.Namespace, header_pairs: list, tally: 
             if not sep:
                 raise Failure(f"{where}: no key delimiter {args.key_delimiter!r} in the line")
         nbytes = len(value or b"") + len(key or b"")
-        fut = p.send(args.topic, value=value, key=key, partition=part, timestamp_ms=ts, headers=hdrs or None)
+        try:
+            fut = p.send(args.topic, value=value, key=key, partition=part, timestamp_ms=ts, headers=hdrs or None)
+        except (ValueError, TypeError) as e:  # e.g. a partition the topic does not have
+            raise Failure(f"{where}: {e}") from None
         tally.add(fut, nbytes)
         sent += 1
         sent_bytes += nbytes
-        if fut.done() and fut.exception(0) is not None and tally.delivered == 0:
-            # Failed before leaving the client (no metadata within --timeout, a
-            # partition that does not exist): the next lines would wait and fail
-            # the same way, so stop reading here.
+        if fut.done() and isinstance(fut.exception(0), TimeoutError):
+            # Failed before leaving the client: no metadata for the topic within
+            # --timeout (a dead or wrong broker). Every later line would wait as
+            # long and fail the same way, so stop reading here. Other failures
+            # (a record too large...) are the record's own: counted, and the
+            # input goes on.
             raise Failure(f"{where}: {fut.exception(0)}")
         if sent % 1024 == 0:
             tally.drain()
@@ -282,7 +287,11 @@ def _produce_lines(p: Any, args: argparse.Namespace, header_pairs: list, tally: 
 def _produce_tabular(p: Any, args: argparse.Namespace, src: Any, tally: _Tally, progress: Progress) -> int:
     sent = sent_bytes = 0
     for keys, values, sizes in src.batches():
-        tally.add_batch(p.send_batch(args.topic, values, keys, partition=args.partition), sizes)
+        try:
+            fut = p.send_batch(args.topic, values, keys, partition=args.partition)
+        except (ValueError, TypeError) as e:
+            raise Failure(f"{src.path}: {e}") from None
+        tally.add_batch(fut, sizes)
         sent += len(sizes)
         sent_bytes += sum(sizes)
         tally.drain()
