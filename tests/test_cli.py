@@ -143,7 +143,10 @@ def test_parquet_out_and_in(bs, topic, tmp_path):
 # ----- topics, metadata, groups -------------------------------------------------------------
 
 def test_topics_create_list_describe_delete(bs, topic_name):
-    ok(cli("topics", "create", topic_name, "--partitions", "3", "--replication-factor", "1", bootstrap=bs))
+    typo = cli("topics", "create", topic_name, "--config", "retention.msx=1", bootstrap=bs)
+    assert typo.returncode == 2 and b"'retention.msx'" in typo.stderr and b"'retention.ms'" in typo.stderr
+    ok(cli("topics", "create", topic_name, "--partitions", "3", "--replication-factor", "1",
+           "--config", "retention.ms=600000", bootstrap=bs))
     listed = json.loads(ok(cli("topics", "--json", bootstrap=bs)).stdout)
     assert {"name": topic_name, "partitions": 3} in listed
     assert topic_name in ok(cli("topics", bootstrap=bs)).stdout.decode()

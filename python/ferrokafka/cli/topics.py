@@ -7,6 +7,7 @@ no CreatePartitions call yet, and a CLI that said "done" without it would lie.
 from __future__ import annotations
 
 import argparse
+import difflib
 from typing import Any
 
 from ._common import (
@@ -22,6 +23,36 @@ from ._common import (
     print_json,
     table,
 )
+
+# Kafka's topic-level configs (TopicConfig, Kafka 4.x). Tansu, the embedded broker,
+# accepts any name and ignores the ones it does not know, so a misspelt config would
+# be silently dropped: names are checked here, values by the broker.
+TOPIC_CONFIGS = frozenset("""
+cleanup.policy compression.type compression.gzip.level compression.lz4.level
+compression.zstd.level delete.retention.ms file.delete.delay.ms flush.messages flush.ms
+follower.replication.throttled.replicas index.interval.bytes
+leader.replication.throttled.replicas local.retention.bytes local.retention.ms
+max.compaction.lag.ms max.message.bytes message.downconversion.enable
+message.format.version message.timestamp.after.max.ms message.timestamp.before.max.ms
+message.timestamp.difference.max.ms message.timestamp.type min.cleanable.dirty.ratio
+min.compaction.lag.ms min.insync.replicas preallocate remote.log.copy.disable
+remote.log.delete.on.disable remote.storage.enable retention.bytes retention.ms
+segment.bytes segment.index.bytes segment.jitter.ms segment.ms
+unclean.leader.election.enable
+""".split())
+
+
+def check_topic_config(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in pairs:
+        if name not in TOPIC_CONFIGS:
+            close = difflib.get_close_matches(name, sorted(TOPIC_CONFIGS), n=2)
+            hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+            raise UsageError(f"unknown topic config {name!r}.{hint} Known: {', '.join(sorted(TOPIC_CONFIGS))}")
+        if name in out:
+            raise UsageError(f"topic config {name!r} given twice")
+        out[name] = value
+    return out
 
 
 def register(sub: Any) -> None:
@@ -46,7 +77,7 @@ def register(sub: Any) -> None:
     c.add_argument("name")
     c.add_argument("--partitions", type=int, default=-1, metavar="N", help="default: the broker's")
     c.add_argument("--replication-factor", type=int, default=-1, metavar="R", help="default: the broker's")
-    c.add_argument("--config", action="append", metavar="K=V", help="topic config, checked by the broker (repeatable)")
+    c.add_argument("--config", action="append", metavar="K=V", help="a Kafka topic config, e.g. retention.ms=60000 (repeatable)")
     c.add_argument("--if-not-exists", action="store_true", help="an existing topic is not an error")
     c.set_defaults(run=run_create)
 
@@ -124,7 +155,7 @@ def _ids(ids: list[int]) -> str:
 def run_create(args: argparse.Namespace) -> int:
     import ferrokafka as fk
 
-    config = dict(parse_pairs(args.config, "--config"))
+    config = check_topic_config(parse_pairs(args.config, "--config"))
     try:
         spec = fk.NewTopic(args.name, args.partitions, args.replication_factor, config or None)
     except ValueError as e:
