@@ -119,7 +119,12 @@ class Options:
         elif client == "Producer":
             cfg.update(max_block_ms=t)
         cfg.update(defaults)
-        cfg.update(self._per_client[client])
+        mine = self._per_client[client]
+        cfg.update(mine)
+        if "default_api_timeout_ms" in cfg and "default_api_timeout_ms" not in mine:
+            # A longer -X request.timeout.ms stretches the --timeout default to
+            # fit (the Admin refuses an API timeout below the request timeout).
+            cfg["default_api_timeout_ms"] = max(cfg["default_api_timeout_ms"], cfg["request_timeout_ms"])
         try:
             _table(client).resolve(cfg)
         except ValueError as e:
