@@ -58,6 +58,15 @@ class Progress:
             self.stream.write(f"{self.label}: {done} records, {secs:,.1f} s, {rate}\n")
         self.stream.flush()
 
+    def message(self, line: str) -> None:
+        """A line of its own (always shown, even when the bar is off), above the bar."""
+        if self._drawn:
+            self.stream.write(_ERASE)
+            self._drawn = False
+        self.stream.write(line + "\n")
+        self.stream.flush()
+        # the bar comes back at the next update
+
     def _bar(self, records: int, input_done: int = 0) -> str:
         if self.total:
             frac = min(1.0, records / self.total)

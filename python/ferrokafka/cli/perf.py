@@ -86,12 +86,15 @@ class _Stats:
         if not force and now - self._win_start < 1.0:
             return
         secs = max(now - self._win_start, 1e-9)
-        if self._win_n and not self.progress.tty:
+        if self._win_n:
+            # Kafka's perf-test line for the last second; on a terminal it is
+            # printed above the progress bar.
             avg = self._win_lat / self._win_n
-            note(f"{self.label}: {self._win_n:,} records, {self._win_n / secs:,.1f} records/s "
-                 f"({self._win_n * self.size / secs / 1e6:.2f} MB/s), {avg:.1f} ms avg latency, "
-                 f"{self._win_max:.1f} ms max latency")
-        elif self.progress.tty:
+            self.progress.message(
+                f"{self.label}: {self._win_n:,} records, {self._win_n / secs:,.1f} records/s "
+                f"({self._win_n * self.size / secs / 1e6:.2f} MB/s), {avg:.1f} ms avg latency, "
+                f"{self._win_max:.1f} ms max latency")
+        if self.progress.tty:
             self.progress.update(len(self.lat), len(self.lat) * self.size, force=True)
         self._win_n, self._win_lat, self._win_max = 0, 0.0, 0.0
         self._win_start = now
