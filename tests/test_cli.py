@@ -302,6 +302,12 @@ def test_progress_bar_on_a_terminal_and_lines_on_a_pipe():
     out = tty.getvalue()
     assert out.startswith("\r\x1b[K") and "[#######" in out and "25.0% 50/200" in out
     assert out.endswith("\r\x1b[K")  # erased when done
+    tty.seek(0)
+    tty.truncate()
+    p = Progress("perf", total=10, stream=tty)
+    p.update(5, force=True)
+    p.message("a line of its own")
+    assert tty.getvalue().endswith("\r\x1b[Ka line of its own\n")  # the bar erased first
 
     pipe = io.StringIO()
     p = Progress("produce t", total=200, stream=pipe)
