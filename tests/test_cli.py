@@ -330,7 +330,11 @@ def test_from_spec_parsing():
 
 
 def test_console_script_entry_point(capsys, monkeypatch):
-    # pyproject.toml: [project.scripts] ferrokafka = "ferrokafka.cli:entry_point"
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")
+    with open(pyproject, "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+    assert scripts["ferrokafka"] == "ferrokafka.cli:entry_point"
     from ferrokafka.cli import entry_point
 
     monkeypatch.setattr(sys, "argv", ["ferrokafka", "version"])

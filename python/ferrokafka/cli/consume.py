@@ -150,6 +150,7 @@ class _Consume:
         self.timeout_s = args.timeout
         self.next: dict[Any, int] = {}
         self.placed: set = set()
+        self.nbytes = 0  # of values, for the progress line
 
     def _partitions(self) -> list:
         topics = self.c.list_topics()  # KafkaTimeoutError when no broker answers
@@ -215,7 +216,7 @@ class _Consume:
                 if got:
                     total += got
                     last_progress = now
-                    progress.update(total)
+                    progress.update(total, self.nbytes)
                 elif args.follow:
                     continue
                 elif not c.assignment():
@@ -237,6 +238,7 @@ class _Consume:
             batch = self.c.poll_arrow(timeout_ms=200, max_records=want)
             if batch.num_rows:
                 self.writer.write(batch)
+                self.nbytes += batch.column("value").nbytes  # with its offsets: near enough for a rate
                 parts = batch.column("partition").to_pylist()
                 offs = batch.column("offset").to_pylist()
                 for p, o in zip(parts, offs):
@@ -247,6 +249,7 @@ class _Consume:
             self.printer.write(msgs)  # type: ignore[union-attr]
             for m in msgs:
                 self.next[self.fk.TopicPartition(m.topic, m.partition)] = m.offset + 1
+                self.nbytes += len(m.value or b"")
         return len(msgs)
 
     def _at_end(self, ask: bool) -> bool:
