@@ -153,6 +153,8 @@ def run_reset(args: argparse.Namespace) -> int:
                 else:
                     new[tp] = min(max(args.to_offset, first[tp]), end[tp])
             if not args.dry_run:
+                # Committed through the group's coordinator; an unreachable one is
+                # looked up again until --timeout, then a timeout error (docs/semantics.md §2.3).
                 with fk.Consumer(opts.config("Consumer", bs, group_id=args.group, enable_auto_commit=False)) as g:
                     g.commit(new)
     rows = [{"topic": tp.topic, "partition": tp.partition, "current_offset": current.get(tp),

@@ -18,7 +18,9 @@ def register(sub: Any) -> None:
 
 
 def collect(c: Any, only: list[str] | None) -> dict:
-    topics = c.list_topics()  # a fresh Metadata request; KafkaTimeoutError if no broker answers
+    # What a client knows of the cluster (docs/semantics.md §1.1): the brokers, and per
+    # partition its leader, epoch, replicas and ISR, from a fresh full Metadata answer.
+    topics = c.list_topics()  # KafkaTimeoutError if no broker answers
     cl = c.metadata.fetch()
     controller = cl.controller
     names = sorted(topics) if not only else list(dict.fromkeys(only))
