@@ -62,9 +62,6 @@ def parse_pairs(items: list[str] | None, what: str) -> list[tuple[str, str]]:
     return out
 
 
-_CLIENT_TABLES = ("Producer", "Consumer", "Admin")
-
-
 def _table(client: str) -> Any:
     from .. import _config
 
@@ -104,17 +101,13 @@ class Options:
             if not taken:
                 raise UsageError(f"-X {name}: {last_error}")
 
-    def given(self, client: str) -> dict[str, Any]:
-        return dict(self._per_client[client])
-
     def config(self, client: str, bootstrap: str, **defaults: Any) -> dict[str, Any]:
         """The client's options: ``defaults`` (what the command needs, the timeout)
         under the user's ``-X`` options, which win."""
         cfg: dict[str, Any] = {"bootstrap_servers": bootstrap}
         t = self.timeout_ms
-        if client == "Admin":
-            cfg.update(request_timeout_ms=min(t, 30_000), default_api_timeout_ms=t)
-        elif client == "Consumer":
+        if client in ("Admin", "Consumer"):
+            # 30 s is the clients' own request timeout; a shorter --timeout bounds it too
             cfg.update(request_timeout_ms=min(t, 30_000), default_api_timeout_ms=t)
         elif client == "Producer":
             cfg.update(max_block_ms=t)
