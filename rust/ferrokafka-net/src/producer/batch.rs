@@ -20,7 +20,9 @@ const PRODUCER_ID_OFFSET: usize = 43;
 pub struct ProducerRecordBatch {
     builder: Option<RecordBatchBuilder>,
     /// Set at first encode; later encodes only patch the producer fields.
-    finished: Option<BytesMut>,
+    /// The encoded batch, shared with the requests that carry it (a retry
+    /// sends the same bytes): handing it out is a reference count, not a copy.
+    finished: Option<Bytes>,
     finished_fields: ProducerFields,
     capacity: usize,
     count: usize,
@@ -104,15 +106,18 @@ impl EncodableBatch for ProducerRecordBatch {
     fn encode(&mut self, p: ProducerFields) -> Result<Bytes, Error> {
         if let Some(b) = self.builder.take() {
             let b = b.producer(p.producer_id, p.producer_epoch, p.base_sequence);
-            self.finished = Some(b.finish()?);
+            self.finished = Some(b.finish()?.freeze());
             self.finished_fields = p;
         }
-        let buf = self.finished.as_mut().ok_or_else(|| Error::State {
+        let bytes = self.finished.as_ref().ok_or_else(|| Error::State {
             detail: "batch was never built".into(),
         })?;
         if self.finished_fields != p {
             // Retry after an epoch bump: same records, new producer fields;
-            // rewrite them and the CRC in place instead of re-encoding.
+            // rewrite them and the CRC in a copy (rare) instead of
+            // re-encoding. The copy leaves requests still holding the old
+            // bytes untouched.
+            let mut buf = BytesMut::from(&bytes[..]);
             buf[PRODUCER_ID_OFFSET..PRODUCER_ID_OFFSET + 8]
                 .copy_from_slice(&p.producer_id.to_be_bytes());
             buf[PRODUCER_ID_OFFSET + 8..PRODUCER_ID_OFFSET + 10]
@@ -121,11 +126,10 @@ impl EncodableBatch for ProducerRecordBatch {
                 .copy_from_slice(&p.base_sequence.to_be_bytes());
             let crc = crc32c_of(&buf[CRC_START..]);
             buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+            self.finished = Some(buf.freeze());
             self.finished_fields = p;
         }
-        // Bytes::copy_from_slice keeps the original for a later re-patch;
-        // batches are small next to the cost of a request.
-        Ok(Bytes::copy_from_slice(buf))
+        Ok(self.finished.clone().expect("set above"))
     }
 }
 
