@@ -39,7 +39,7 @@ impl Node {
     }
 }
 
-#[derive(Debug, Clone, Hash)]
+#[derive(Debug, Clone)]
 pub struct TopicPartition {
     pub topic: Arc<str>,
     pub partition: i32,
@@ -57,6 +57,14 @@ impl PartialEq for TopicPartition {
 }
 
 impl Eq for TopicPartition {}
+
+// By content, as equality is (pointer-equal names have equal content).
+impl std::hash::Hash for TopicPartition {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.topic.hash(state);
+        self.partition.hash(state);
+    }
+}
 
 impl Ord for TopicPartition {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {

@@ -8,7 +8,9 @@ use ferrokafka_protocol::record::{DecodeOptions, Header, RecordBatch, RecordBatc
 
 use crate::error::Error;
 use crate::producer::accumulator::{BatchBuilder, RecordRef, FIRST_CHUNK};
-use crate::producer::sender::{EncodableBatch, ProducerFields};
+use std::sync::{Arc, OnceLock};
+
+use crate::producer::sender::{EncodableBatch, EncodeJob, ProducerFields};
 
 /// RecordBatch v2 header layout (Kafka's `DefaultRecordBatch`): the CRC at
 /// 17..21 covers everything from the attributes (21) to the end, including
@@ -23,6 +25,9 @@ pub struct ProducerRecordBatch {
     /// The encoded batch, shared with the requests that carry it (a retry
     /// sends the same bytes): handing it out is a reference count, not a copy.
     finished: Option<Bytes>,
+    /// Filled by the job `encode_later` handed out; read into `finished` by
+    /// the next `encode` (a retry or a split, after the request went out).
+    pending: Option<Arc<OnceLock<Result<Bytes, Error>>>>,
     finished_fields: ProducerFields,
     capacity: usize,
     count: usize,
@@ -40,6 +45,7 @@ impl ProducerRecordBatch {
                     .compression_level(level),
             ),
             finished: None,
+            pending: None,
             finished_fields: ProducerFields::NONE,
             capacity,
             count: 0,
@@ -103,7 +109,34 @@ impl EncodableBatch for ProducerRecordBatch {
         self.split_records(target_bytes)
     }
 
+    fn encode_later(&mut self, p: ProducerFields) -> Option<EncodeJob> {
+        let b = self.builder.take()?;
+        let b = b.producer(p.producer_id, p.producer_epoch, p.base_sequence);
+        let slot = Arc::new(OnceLock::new());
+        self.pending = Some(slot.clone());
+        self.finished_fields = p;
+        Some(EncodeJob {
+            tp: crate::cluster::TopicPartition::new("", -1),
+            run: Box::new(move || {
+                let r = b.finish().map(|m| m.freeze()).map_err(Error::from);
+                let _ = slot.set(r.clone());
+                r
+            }),
+        })
+    }
+
     fn encode(&mut self, p: ProducerFields) -> Result<Bytes, Error> {
+        if let Some(slot) = self.pending.take() {
+            match slot.get() {
+                Some(Ok(b)) => self.finished = Some(b.clone()),
+                Some(Err(e)) => return Err(e.clone()),
+                None => {
+                    return Err(Error::State {
+                        detail: "batch encoding has not run".into(),
+                    })
+                }
+            }
+        }
         if let Some(b) = self.builder.take() {
             let b = b.producer(p.producer_id, p.producer_epoch, p.base_sequence);
             self.finished = Some(b.finish()?.freeze());
@@ -143,7 +176,7 @@ impl ProducerRecordBatch {
     /// builder no longer holds them.
     pub fn split_records(&mut self, max_bytes: usize) -> Result<Vec<ProducerRecordBatch>, Error> {
         if self.finished.is_none() {
-            self.encode(ProducerFields::NONE)?;
+            self.encode(self.finished_fields)?;
         }
         let buf = self.finished.as_ref().ok_or_else(|| Error::State {
             detail: "batch was never built".into(),
@@ -231,6 +264,53 @@ fn crc32c_of(data: &[u8]) -> u32 {
 mod tests {
     use super::*;
     use ferrokafka_protocol::record::RecordBatch;
+
+    /// The deferred first encode (run by the runner without the producer
+    /// lock) gives the bytes a direct encode would, and later encodes (a
+    /// retry) reuse them.
+    #[test]
+    fn deferred_encode_matches_a_direct_one() {
+        let fields = ProducerFields {
+            producer_id: 7,
+            producer_epoch: 1,
+            base_sequence: 3,
+        };
+        let r = RecordRef {
+            timestamp_ms: 1000,
+            key: Some(b"k"),
+            value: Some(b"value"),
+            headers: &[],
+        };
+        let mut direct = ProducerRecordBatch::new(Compression::Lz4, None, 16_384);
+        let mut later = ProducerRecordBatch::new(Compression::Lz4, None, 16_384);
+        for _ in 0..50 {
+            direct.try_append(&r).unwrap();
+            later.try_append(&r).unwrap();
+        }
+        let want = direct.encode(fields).unwrap();
+        let job = later.encode_later(fields).expect("a job for a fresh batch");
+        assert!(later.encode_later(fields).is_none(), "one job per batch");
+        let got = (job.run)().unwrap();
+        assert_eq!(got, want);
+        assert_eq!(later.encode(fields).unwrap(), want);
+        // A split after a deferred encode reads the records back.
+        assert!(later.split_records(200).unwrap().len() >= 2);
+    }
+
+    /// Until the job ran, an encode is an error, not a silent re-encode.
+    #[test]
+    fn encode_before_the_job_ran_is_an_error() {
+        let mut b = ProducerRecordBatch::new(Compression::None, None, 16_384);
+        let r = RecordRef {
+            timestamp_ms: 1,
+            key: None,
+            value: Some(b"v"),
+            headers: &[],
+        };
+        b.try_append(&r).unwrap();
+        let _job = b.encode_later(ProducerFields::NONE).unwrap();
+        assert!(b.encode(ProducerFields::NONE).is_err());
+    }
 
     #[test]
     fn encode_then_repatch_producer_fields_keeps_crc_valid() {

@@ -367,10 +367,18 @@ fn send_init_producer_id<B: EncodableBatch + Send + 'static, C: Completion>(
 
 fn send_produce<B: EncodableBatch + Send + 'static, C: Completion>(
     shared: &Arc<Shared<B, C>>,
-    call: ProduceCall,
+    mut call: ProduceCall,
     now: i64,
 ) {
     let tag = call.token;
+    // Compression and CRC of the new batches, here with no producer lock
+    // held (`step` only took their builders out), so `send` never waits
+    // for them.
+    if let Err(e) = call.fill_encoded() {
+        let actions = shared.lock().on_send_failed(tag, e, now);
+        execute(shared, actions, now);
+        return;
+    }
     let (nbatches, nbytes) = call
         .request
         .topic_data

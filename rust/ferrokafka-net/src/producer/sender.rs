@@ -41,6 +41,15 @@ impl ProducerFields {
 /// send because the producer fields (covered by the CRC) may change on retry.
 pub trait EncodableBatch: BatchBuilder + Sized {
     fn encode(&mut self, producer: ProducerFields) -> Result<Bytes, Error>;
+    /// The first encode's costly part (compression, CRC) as work that the
+    /// runner does after it lets go of the producer lock, so `send` is not
+    /// held up by it (docs/architecture.md). `None`: `encode` is cheap now
+    /// (already encoded once, or a test batch). After a job, `encode`
+    /// returns its bytes (or its error).
+    fn encode_later(&mut self, producer: ProducerFields) -> Option<EncodeJob> {
+        let _ = producer;
+        None
+    }
     /// The same records, in order, re-cut into new batches of at most
     /// `max_bytes` and at most about half the records each (a record larger
     /// than that alone in its batch): two or more pieces whenever there are
@@ -61,14 +70,73 @@ pub struct SenderConfig {
     pub max_in_flight_per_partition: usize,
 }
 
+/// One batch's deferred encoding (`EncodableBatch::encode_later`).
+pub struct EncodeJob {
+    pub tp: TopicPartition,
+    pub run: Box<dyn FnOnce() -> Result<Bytes, Error> + Send>,
+}
+
+impl std::fmt::Debug for EncodeJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EncodeJob").field("tp", &self.tp).finish()
+    }
+}
+
 /// A Produce request to send.
 #[derive(Debug)]
 pub struct ProduceCall {
     pub node_id: i32,
     pub token: u64,
+    /// The records of partitions with a job in `encode` are empty until the
+    /// job has run: `fill_encoded` puts them in.
     pub request: ProduceRequest,
     /// acks=0: the request completes when written (docs/semantics.md §4.8).
     pub expect_response: bool,
+    pub encode: Vec<EncodeJob>,
+}
+
+impl ProduceCall {
+    /// Run the encode jobs (in parallel when there are several: one thread
+    /// per partition's batch, scoped to this call) and put their bytes into
+    /// the request. The first error fails the whole call.
+    pub fn fill_encoded(&mut self) -> Result<(), Error> {
+        let jobs = std::mem::take(&mut self.encode);
+        let results: Vec<(TopicPartition, Result<Bytes, Error>)> = if jobs.len() > 1 {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = jobs
+                    .into_iter()
+                    .map(|j| (j.tp, scope.spawn(j.run)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|(tp, h)| {
+                        let r = h.join().unwrap_or_else(|_| {
+                            Err(Error::State {
+                                detail: "batch encoding panicked".into(),
+                            })
+                        });
+                        (tp, r)
+                    })
+                    .collect()
+            })
+        } else {
+            jobs.into_iter().map(|j| (j.tp, (j.run)())).collect()
+        };
+        for (tp, r) in results {
+            let bytes = r?;
+            for t in self.request.topic_data.iter_mut() {
+                if *t.name.0 != *tp.topic {
+                    continue;
+                }
+                for p in t.partition_data.iter_mut() {
+                    if p.index == tp.partition {
+                        p.records = Some(bytes.clone());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The outcome of one batch for its records' futures.
@@ -256,6 +324,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             }
             let mut to_send = Vec::with_capacity(batches.len());
             let mut kept = Vec::with_capacity(batches.len());
+            let mut jobs = Vec::new();
             for mut b in batches.drain(..) {
                 let fields = match self.idempotence.as_mut() {
                     Some(idem) => {
@@ -283,6 +352,17 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                     }
                     None => ProducerFields::NONE,
                 };
+                if let Some(mut job) = b.builder.encode_later(fields) {
+                    job.tp = b.tp.clone();
+                    to_send.push(BatchToSend {
+                        tp: b.tp.clone(),
+                        topic_id: topic_id(&b.tp.topic),
+                        records: Bytes::new(),
+                    });
+                    jobs.push(job);
+                    kept.push(b);
+                    continue;
+                }
                 match b.builder.encode(fields) {
                     Ok(records) => {
                         to_send.push(BatchToSend {
@@ -316,6 +396,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                     &to_send,
                 ),
                 expect_response: self.cfg.acks != 0,
+                encode: jobs,
             });
             self.in_flight.insert(
                 token,
