@@ -5,6 +5,15 @@ docs/asyncio.md for how completions reach the loop and what cancellation
 does.
 """
 
+from ._admin import AIOAdmin
+from ._consumer import AIOConsumer, AIOKafkaConsumer, ConsumerRebalanceListener
 from ._producer import AIOKafkaProducer, AIOProducer
 
-__all__ = ["AIOProducer", "AIOKafkaProducer"]
+__all__ = [
+    "AIOProducer",
+    "AIOConsumer",
+    "AIOAdmin",
+    "AIOKafkaProducer",
+    "AIOKafkaConsumer",
+    "ConsumerRebalanceListener",
+]
