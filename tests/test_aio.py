@@ -100,7 +100,8 @@ def test_send_send_nowait_and_batch_round_trip_in_order(bs, topic_name):
         assert first.offset == 0 and first.topic == topic_name
         assert [r.offset for r in rms] == list(range(1, 501))
         assert [r.offset for r in batch] == [501, 502, 503]
-        assert p._waker.posted >= 501  # every completion came through the waker
+        # A watched record per burst, not one per record (_producer.py).
+        assert 1 <= p._waker.posted < 100, p._waker.posted
 
         async with AIOConsumer(bs, auto_offset_reset="earliest") as c:
             c.assign([TP(topic_name, 0)])
@@ -448,8 +449,8 @@ def test_event_loop_lag_while_flooding_and_consuming(bs, topic_name):
             async def produce():
                 for i in range(n):
                     p.send_nowait(topic_name, b"x" * 100, partition=0)
-                    if i % 1000 == 999:
-                        await asyncio.sleep(0)  # a real producer yields too
+                    if i % 100 == 99:
+                        await asyncio.sleep(0)  # an application yields now and then
                 await p.flush()
 
             async def consume():
