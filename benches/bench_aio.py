@@ -2,14 +2,16 @@
 
     python benches/bench_aio.py [--records 200000] [--rounds 3] [--size 100]
                                 [--bootstrap HOST:PORT] [--clients ferrokafka,aiokafka]
-                                [--uvloop]
+                                [--window N] [--uvloop]
 
 One run: a producer floods ``--records`` records of ``--size`` bytes to a
 fresh single-partition topic (yielding to the loop every 100 sends, as an
 application would) while a consumer in the same loop reads them with
 ``getmany``; a 1 ms ticker task records how late each tick ran (the loop's
 lag). Prints p50/p99/max lag and the end-to-end rate (records consumed per
-second of the run). Each round runs every client once, the order rotated
+second of the run). ``--window N`` keeps at most N records' futures
+pending (the application awaits the oldest beyond that, as one bounding
+its memory would); 0, the default, never awaits them. Each round runs every client once, the order rotated
 from round to round so neither always runs on a warmer broker. Without
 ``--bootstrap`` an embedded broker (Tansu) is started. aiokafka is skipped
 (with a note) when it is not installed.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import statistics
 import sys
 import time
@@ -39,13 +42,18 @@ class Ticker:
             self.lags.append(max(0.0, loop.time() - t - 0.001))
 
 
-async def _flood_and_read(send, flush, getmany, topic: str, n: int, size: int) -> tuple:
+async def _flood_and_read(send, flush, getmany, topic: str, n: int, size: int, window: int) -> tuple:
     value = b"x" * size
     ticker = Ticker()
 
     async def produce() -> None:
+        inflight: collections.deque = collections.deque()
         for i in range(n):
-            await send(topic, value)
+            fut = await send(topic, value)
+            if window:
+                inflight.append(fut)
+                if len(inflight) > window:
+                    await inflight.popleft()
             if i % YIELD_EVERY == YIELD_EVERY - 1:
                 await asyncio.sleep(0)
         await flush()
@@ -63,7 +71,7 @@ async def _flood_and_read(send, flush, getmany, topic: str, n: int, size: int) -
     return ticker.lags, elapsed
 
 
-async def run_ferrokafka(bs: str, topic: str, n: int, size: int) -> tuple:
+async def run_ferrokafka(bs: str, topic: str, n: int, size: int, window: int) -> tuple:
     import ferrokafka as fk
     from ferrokafka.aio import AIOConsumer, AIOProducer
 
@@ -73,12 +81,13 @@ async def run_ferrokafka(bs: str, topic: str, n: int, size: int) -> tuple:
         await c.getmany(timeout_ms=5000)
 
         async def send(t, v):
-            p.send_nowait(t, v, partition=0)
+            return p.send_nowait(t, v, partition=0)
 
-        return await _flood_and_read(send, p.flush, lambda: c.getmany(timeout_ms=1000), topic, n, size)
+        return await _flood_and_read(send, p.flush, lambda: c.getmany(timeout_ms=1000), topic, n, size,
+                                     window)
 
 
-async def run_aiokafka(bs: str, topic: str, n: int, size: int) -> tuple:
+async def run_aiokafka(bs: str, topic: str, n: int, size: int, window: int) -> tuple:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     p = AIOKafkaProducer(bootstrap_servers=bs, linger_ms=5)
@@ -91,9 +100,10 @@ async def run_aiokafka(bs: str, topic: str, n: int, size: int) -> tuple:
         await c.getmany(timeout_ms=5000)
 
         async def send(t, v):
-            await p.send(t, v, partition=0)
+            return await p.send(t, v, partition=0)  # waits while its buffer is full
 
-        return await _flood_and_read(send, p.flush, lambda: c.getmany(timeout_ms=1000), topic, n, size)
+        return await _flood_and_read(send, p.flush, lambda: c.getmany(timeout_ms=1000), topic, n, size,
+                                     window)
     finally:
         await c.stop()
         await p.stop()
@@ -114,6 +124,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--bootstrap")
     ap.add_argument("--clients", default="ferrokafka,aiokafka")
+    ap.add_argument("--window", type=int, default=0)
     ap.add_argument("--uvloop", action="store_true", help="run each loop with uvloop")
     args = ap.parse_args()
     clients = [c for c in args.clients.split(",") if c]
@@ -145,7 +156,7 @@ def main() -> None:
             order = clients[r % len(clients):] + clients[:r % len(clients)]
             for client in order:
                 topic = f"bench-aio-{client}-{uuid.uuid4().hex[:8]}"
-                lags, elapsed = runner(RUNNERS[client](bs, topic, args.records, args.size))
+                lags, elapsed = runner(RUNNERS[client](bs, topic, args.records, args.size, args.window))
                 rate = args.records / elapsed
                 results[client].append((lags, rate))
                 print(f"round {r + 1} {client:<10} lag p50 {statistics.median(lags) * 1e3:6.2f} ms  "
@@ -154,8 +165,8 @@ def main() -> None:
     finally:
         if broker is not None:
             broker.close()
-    print(f"\n{args.records:,} records of {args.size} B, {args.rounds} rounds "
-          f"({'uvloop' if args.uvloop else 'asyncio'}); median over rounds:")
+    print(f"\n{args.records:,} records of {args.size} B, {args.rounds} rounds, window "
+          f"{args.window or 'none'} ({'uvloop' if args.uvloop else 'asyncio'}); median over rounds:")
     print(f"{'client':<11} {'lag p50':>9} {'lag p99':>9} {'lag max':>9} {'records/s':>11}")
     for client, runs in results.items():
         if not runs:

@@ -9,6 +9,7 @@ Each test runs its own loop with ``asyncio.run`` (no pytest plugin needed);
 from __future__ import annotations
 
 import asyncio
+import collections
 import statistics
 import time
 
@@ -76,9 +77,13 @@ def test_completions_queued_together_cost_one_loop_wake_up():
 
     async def main():
         waker = Waker(asyncio.get_running_loop())
-        futs = [watch(waker, _core._test_future(20)) for _ in range(300)]
-        futs.append(watch(waker, _core._test_future(20, 6)))
-        time.sleep(0.5)  # the loop is busy while all 301 complete on other threads
+        dfuts = [_core._test_future(300) for _ in range(300)] + [_core._test_future(300, 6)]
+        futs = [watch(waker, d) for d in dfuts]
+        # The loop is kept busy (a blocking wait) while all 301 complete on
+        # other threads.
+        deadline = time.monotonic() + 10
+        while len(waker._items) < len(dfuts) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert waker.drains == 0
         results = await asyncio.gather(*futs, return_exceptions=True)
         assert waker.posted == 301 and waker.drains == 1
@@ -447,8 +452,15 @@ def test_event_loop_lag_while_flooding_and_consuming(bs, topic_name):
             await p.send(topic_name, b"warm-up", partition=0)
 
             async def produce():
+                # At most 10k records pending, as an application bounding its
+                # memory keeps them: each pending future is an object for
+                # Python's cyclic GC, whose full collections with 60k of
+                # them pending take ~45 ms (docs/asyncio.md).
+                inflight = collections.deque()
                 for i in range(n):
-                    p.send_nowait(topic_name, b"x" * 100, partition=0)
+                    inflight.append(p.send_nowait(topic_name, b"x" * 100, partition=0))
+                    if len(inflight) > 10_000:
+                        await inflight.popleft()
                     if i % 100 == 99:
                         await asyncio.sleep(0)  # an application yields now and then
                 await p.flush()

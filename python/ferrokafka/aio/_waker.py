@@ -37,7 +37,8 @@ class Waker:
         self._items: Deque[_Item] = collections.deque()
         self._scheduled = False
         # Counters for tests and the docs' figures: how many completions
-        # were posted and in how many loop wake-ups they arrived.
+        # arrived and in how many loop wake-ups (both counted on the loop's
+        # thread, so exact).
         self.drains = 0
         self.posted = 0
         self.closed = False
@@ -45,7 +46,6 @@ class Waker:
     def post(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the loop's thread soon. Any thread may call."""
         self._items.append((fn, args))
-        self.posted += 1
         if not self._scheduled:
             self._scheduled = True
             try:
@@ -65,6 +65,7 @@ class Waker:
         items = self._items
         while items:
             fn, args = items.popleft()
+            self.posted += 1
             try:
                 fn(*args)
             except Exception as e:  # a callback's error must not lose the rest
