@@ -50,11 +50,10 @@ class Ticker:
         self._task = None
 
     async def _run(self):
-        loop = asyncio.get_running_loop()
         while True:
-            t = loop.time()
+            t = time.perf_counter()
             await asyncio.sleep(0.001)
-            self.lags.append(max(0.0, loop.time() - t - 0.001))
+            self.lags.append(max(0.0, time.perf_counter() - t - 0.001))
 
     def __enter__(self):
         self._task = asyncio.ensure_future(self._run())
