@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import statistics
 import time
 
@@ -120,6 +121,8 @@ def test_send_send_nowait_and_batch_round_trip_in_order(bs, topic_name):
 
 def test_send_nowait_while_metadata_is_unknown_does_not_block_the_loop():
     async def main():
+        unhandled = []
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: unhandled.append(ctx))
         async with AIOProducer(DEAD, max_block_ms=1500) as p:
             with Ticker() as tick:
                 t0 = time.monotonic()
@@ -134,6 +137,9 @@ def test_send_nowait_while_metadata_is_unknown_does_not_block_the_loop():
         assert 1.0 < waited < 10, waited
         # The loop ticked on throughout (the sync Producer stalls it 1.5 s).
         assert len(tick.lags) > 200 and max(tick.lags) < 0.1, (len(tick.lags), max(tick.lags))
+        del futs, p
+        gc.collect()
+        assert unhandled == []  # no "exception was never retrieved" of our own futures
 
     _run(main())
 

@@ -490,6 +490,8 @@ class AIOConsumer:
             self._drop(lambda t: t in tps)
         if note:
             self._note_error(fut)
+        elif not fut.cancelled():
+            fut.exception()  # raised to the awaiting caller, if it still waits
 
     async def _seek_to(self, partitions: Sequence[Any], to_end: bool) -> None:
         tps = _flatten(partitions) if partitions else None

@@ -136,7 +136,9 @@ class AIOProducer:
         self._sentinel = dfut
         watch(waker, dfut).add_done_callback(self._sentinel_done)
 
-    def _sentinel_done(self, _f: Any = None) -> None:
+    def _sentinel_done(self, f: "asyncio.Future[Any]") -> None:
+        if not f.cancelled():
+            f.exception()  # the record's own future reports it; mark it seen
         self._sentinel = None
         self._collect()
 
