@@ -488,3 +488,65 @@ def test_event_loop_lag_while_flooding_and_consuming(bs, topic_name):
     print(f"lag p50={statistics.median(tick.lags) * 1e3:.2f} ms p99={p99 * 1e3:.2f} ms "
           f"max={max(tick.lags) * 1e3:.2f} ms; {n / elapsed:,.0f} records/s")
     assert p99 <= 0.020, p99
+
+
+def test_admin_calls_are_awaited_off_the_loop(bs, topic_name):
+    async def main():
+        async with AIOAdmin(bs) as a:
+            with Ticker() as tick:
+                assert await a.create_topics([fk.NewTopic(topic_name, 2, 1)]) == {topic_name: None}
+                assert (await a.list_topics())[topic_name] == 2
+                desc = await a.describe_cluster()
+                assert desc.nodes
+                with pytest.raises(fk.errors.TopicAlreadyExistsError):
+                    await a.create_topics([fk.NewTopic(topic_name, 2, 1)])
+                assert await a.delete_topics([topic_name]) == {topic_name: None}
+            assert max(tick.lags) < 0.1
+        with pytest.raises(KafkaClosedError):
+            await a.list_topics()
+
+    _run(main())
+
+
+def test_coroutine_revoke_listener_finishes_before_another_member_is_assigned(bs, topic_name):
+    log = []
+
+    class Slow(fk.aio.ConsumerRebalanceListener):
+        def __init__(self, name, consumer=None):
+            self.name, self.c = name, consumer
+
+        async def on_partitions_revoked(self, revoked):
+            if revoked:
+                log.append((self.name, "revoke-start"))
+                await asyncio.sleep(0.5)
+                await self.c.commit()  # still the old generation: accepted
+                log.append((self.name, "revoke-end"))
+
+        async def on_partitions_assigned(self, assigned):
+            log.append((self.name, "assigned", len(assigned)))
+
+    async def member(c, stop):
+        while not stop.is_set():
+            await c.getmany(timeout_ms=100)
+
+    async def main():
+        async with AIOAdmin(bs) as a:
+            await a.create_topics([fk.NewTopic(topic_name, 2, 1)])
+        group = "g-" + topic_name
+        stop = asyncio.Event()
+        async with AIOConsumer(bs, group_id=group, **FAST) as c1:
+            c1.subscribe([topic_name], listener=Slow("a", c1))
+            t1 = asyncio.ensure_future(member(c1, stop))
+            while ("a", "assigned", 2) not in log:
+                await asyncio.sleep(0.05)
+            async with AIOConsumer(bs, group_id=group, **FAST) as c2:
+                c2.subscribe([topic_name], listener=Slow("b", c2))
+                t2 = asyncio.ensure_future(member(c2, stop))
+                while not any(e[0] == "b" and e[1] == "assigned" and e[2] > 0 for e in log):
+                    await asyncio.sleep(0.05)
+                stop.set()
+                await asyncio.gather(t1, t2)
+
+    _run(main(), limit=60)
+    b_assigned = next(i for i, e in enumerate(log) if e[0] == "b" and e[1] == "assigned" and e[2] > 0)
+    assert ("a", "revoke-end") in log[:b_assigned], log
