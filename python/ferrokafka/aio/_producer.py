@@ -119,7 +119,7 @@ class AIOProducer:
         if self._worker is not None and self._worker.busy:
             # Records wait on the worker for a partitioner: keep call order.
             return self._worker_send(topic, value, key, partition, timestamp_ms, headers)
-        dfut = self._producer._p.send(topic, value, key, partition, timestamp_ms, headers, False)
+        dfut = self._producer._p.send(topic, value, key, partition, timestamp_ms, headers, False)  # type: ignore[arg-type]  # the core takes a mapping too
         return self._track(waker, dfut)
 
     def _track(self, waker: Waker, dfut: Any) -> "asyncio.Future[Any]":
