@@ -274,7 +274,11 @@ def test_coroutine_rebalance_listener_is_awaited_before_records(bs, topic_name):
     assert log[1:3] == [("assign-end",), ("record", 0)], log
 
 
-def test_cancelled_getmany_loses_no_records(bs, topic_name):
+def test_cancelled_getmany_loses_no_records(bs, topic_name, monkeypatch):
+    # Long slices: the round the cancelled calls started is still waiting in
+    # the core when the records arrive, so it brings them in with no caller.
+    monkeypatch.setattr(fk.aio._consumer, "SLICE_MS", 5000)
+
     async def main():
         async with AIOConsumer(bs, auto_offset_reset="earliest") as c:
             c.assign([TP(topic_name, 0)])
@@ -290,14 +294,46 @@ def test_cancelled_getmany_loses_no_records(bs, topic_name):
             t.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await t
+            assert c._round is not None and c._waiters == 0
             await _produce(bs, topic_name, 100)
-            await asyncio.sleep(0.5)  # let a round bring them in with no caller
+            while c._round is not None:
+                await asyncio.sleep(0.01)
+            assert sum(map(len, c._buf.values())) > 0  # kept for the next call
             got = []
             while len(got) < 100:
                 for recs in (await c.getmany(timeout_ms=3000)).values():
                     got.extend(m.offset for m in recs)
             assert got == list(range(100))
             assert await c.getmany(timeout_ms=200) == {}
+
+    _run(main())
+
+
+def test_calls_cancelled_at_random_moments_lose_and_repeat_nothing(bs, topic_name):
+    n = 3000
+
+    async def main():
+        async with AIOConsumer(bs, auto_offset_reset="earliest", max_poll_records=37) as c:
+            c.assign([TP(topic_name, 0)])
+            producing = asyncio.ensure_future(_produce(bs, topic_name, n))
+            got, cancelled, i = [], 0, 0
+            while len(got) < n:
+                i += 1
+                call = c.getone() if i % 3 == 0 else c.getmany(timeout_ms=50, max_records=20)
+                try:
+                    # wait_for cancels the call at 1-7 ms: before, during or
+                    # after its round brings records in.
+                    r = await asyncio.wait_for(call, 0.001 * (1 + i % 7))
+                except asyncio.TimeoutError:
+                    cancelled += 1
+                    continue
+                if isinstance(r, dict):
+                    got.extend(m.offset for recs in r.values() for m in recs)
+                else:
+                    got.append(r.offset)
+            await producing
+            assert cancelled > 10
+            assert got == list(range(n))
 
     _run(main())
 
