@@ -419,6 +419,13 @@ def test_close_is_idempotent_and_ends_waiting_calls(bs, topic_name):
         with pytest.raises(KafkaClosedError):
             p.send_nowait(topic_name, b"v")
 
+        # Records still waiting for metadata when the producer closes fail, no hang.
+        dead = AIOProducer(DEAD, max_block_ms=60_000)
+        waiting = [dead.send_nowait("t", b"v") for _ in range(10)]
+        await dead.close(0)
+        outcomes = await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 5)
+        assert all(isinstance(o, KafkaClosedError) for o in outcomes), outcomes
+
         c = AIOConsumer(bs, auto_offset_reset="earliest")
         await c.start()
         c.assign([TP(topic_name, 0)])
