@@ -136,7 +136,7 @@ def test_send_nowait_while_metadata_is_unknown_does_not_block_the_loop():
         assert all(isinstance(r, KafkaTimeoutError) for r in results), results[:3]
         assert 1.0 < waited < 10, waited
         # The loop ticked on throughout (the sync Producer stalls it 1.5 s).
-        assert len(tick.lags) > 200 and max(tick.lags) < 0.1, (len(tick.lags), max(tick.lags))
+        assert len(tick.lags) > 200 and max(tick.lags) < 0.25, (len(tick.lags), max(tick.lags))
         del futs, p
         gc.collect()
         assert unhandled == []  # no "exception was never retrieved" of our own futures
@@ -157,7 +157,7 @@ def test_python_partitioner_waits_off_the_loop_and_keeps_order(bs, topic_name):
                 rms = await asyncio.gather(*futs)
         assert {r.partition for r in rms} == {2}
         assert [r.offset for r in rms] == list(range(200))
-        assert max(tick.lags) < 0.1
+        assert max(tick.lags) < 0.25
 
     _run(main())
 
@@ -544,7 +544,7 @@ def test_admin_calls_are_awaited_off_the_loop(bs, topic_name):
                 with pytest.raises(fk.errors.TopicAlreadyExistsError):
                     await a.create_topics([fk.NewTopic(topic_name, 2, 1)])
                 assert await a.delete_topics([topic_name]) == {topic_name: None}
-            assert max(tick.lags) < 0.1
+            assert max(tick.lags) < 0.25
         with pytest.raises(KafkaClosedError):
             await a.list_topics()
 
