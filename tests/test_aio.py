@@ -392,6 +392,14 @@ def test_dead_broker_gives_kafka_errors_not_hangs():
         async with AIOProducer(DEAD, max_block_ms=300) as p:
             with pytest.raises(KafkaTimeoutError):
                 await p.send("t", b"v")
+            # A flush waiting on the worker does not hold up new records.
+            flushing = asyncio.ensure_future(p.flush(0.5))
+            await asyncio.sleep(0.05)
+            later = p.send_nowait("t", b"v")
+            assert len(p._pending) == 1  # in the core already, not queued behind the flush
+            with pytest.raises(KafkaTimeoutError):
+                await later
+            await flushing
             with pytest.raises(KafkaTimeoutError):
                 await p.partitions_for("t")
         async with AIOConsumer(DEAD, group_id="g", default_api_timeout_ms=500) as c:

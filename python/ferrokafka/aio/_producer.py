@@ -60,6 +60,7 @@ class AIOProducer:
         # count in the calling thread (see _send_partitioned).
         self._worker: Optional[Worker] = None
         self._known: Set[str] = set()
+        self._queued_sends = 0  # records waiting on the worker (flush does not count)
         self._closed = False
         self._close_fut: Optional["asyncio.Future[None]"] = None
         # Records sent and not settled, oldest first (DeliveryFuture ->
@@ -116,7 +117,7 @@ class AIOProducer:
         waker = self._bind()
         if self._producer._partitioner is not None and partition is None:
             return self._send_partitioned(waker, topic, value, key, timestamp_ms, headers)
-        if self._worker is not None and self._worker.busy:
+        if self._queued_sends:
             # Records wait on the worker for a partitioner: keep call order.
             return self._worker_send(topic, value, key, partition, timestamp_ms, headers)
         dfut = self._producer._p.send(topic, value, key, partition, timestamp_ms, headers, False)  # type: ignore[arg-type]  # the core takes a mapping too
@@ -198,7 +199,7 @@ class AIOProducer:
         waiting for metadata: known topics are partitioned here (the count
         is cached, no wait), unknown ones on the worker thread, and every
         record after them too while any wait, so their order holds."""
-        if topic in self._known and not (self._worker is not None and self._worker.busy):
+        if topic in self._known and not self._queued_sends:
             dfut = self._producer.send(topic, value, key, None, timestamp_ms, headers, False)
             return self._track(waker, dfut)
         if isinstance(key, str):
@@ -219,6 +220,7 @@ class AIOProducer:
             return producer.send(topic, value, key, partition, timestamp_ms, headers, False)
 
         def appended(f: "asyncio.Future[Any]") -> None:
+            self._queued_sends -= 1
             if f.cancelled():
                 return
             exc = f.exception()
@@ -231,6 +233,7 @@ class AIOProducer:
             inner.add_done_callback(lambda i: _chain(i, out))
 
         self._worker.submit(append).add_done_callback(appended)
+        self._queued_sends += 1
         return out
 
     async def send_batch(self, topic: str, values: Any, keys: Any = None,
