@@ -603,3 +603,28 @@ def test_coroutine_revoke_listener_finishes_before_another_member_is_assigned(bs
     _run(main(), limit=60)
     b_assigned = next(i for i, e in enumerate(log) if e[0] == "b" and e[1] == "assigned" and e[2] > 0)
     assert ("a", "revoke-end") in log[:b_assigned], log
+
+
+def test_error_cb_runs_on_the_loops_thread():
+    import threading
+
+    seen = []
+
+    async def main():
+        loop_thread = threading.get_ident()
+
+        def cb(err):
+            seen.append((threading.get_ident() == loop_thread, type(err)))
+
+        async with AIOProducer(DEAD, max_block_ms=1500, error_cb=cb) as p:
+            fut = p.send_nowait("t", b"v")
+            assert await p.flush(0.8) == 1  # connection errors meanwhile
+            with pytest.raises(KafkaTimeoutError):
+                await fut
+        async with AIOConsumer(DEAD, error_cb=cb) as c:
+            c.assign([TP("t", 0)])
+            await c.getmany(timeout_ms=500)
+            await c.close(timeout_ms=0)
+
+    _run(main())
+    assert seen and all(on_loop and issubclass(kind, KafkaError) for on_loop, kind in seen), seen

@@ -33,6 +33,7 @@ import asyncio
 import collections
 from typing import Any, Dict, Mapping, Optional, Sequence, Set, Union
 
+from .. import _events
 from ..errors import KafkaClosedError
 from ..producer import BatchFuture, HeaderList, Producer
 from ._waker import Waker, watch
@@ -249,7 +250,12 @@ class AIOProducer:
         """Send everything buffered and wait for it (off the loop); the
         number of records still not delivered when ``timeout`` s passed."""
         self._bind()
-        return await self._off_loop(self._producer.flush, timeout)
+        try:
+            # The core's flush, not Producer.flush: that one would run
+            # error_cb on the worker thread; here it runs on the loop's.
+            return await self._off_loop(self._producer._p.flush, timeout)
+        finally:
+            _events.dispatch(self._producer._p, self._producer._error_cb)
 
     async def _off_loop(self, fn: Any, *args: Any) -> Any:
         w = self._bind()
