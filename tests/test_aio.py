@@ -625,6 +625,9 @@ def test_error_cb_runs_on_the_loops_thread():
             c.assign([TP("t", 0)])
             await c.getmany(timeout_ms=500)
             await c.close(timeout_ms=0)
+        async with AIOAdmin(DEAD, request_timeout_ms=500, default_api_timeout_ms=500, error_cb=cb) as a:
+            with pytest.raises(KafkaTimeoutError):
+                await a.list_topics()
 
     _run(main())
     assert seen and all(on_loop and issubclass(kind, KafkaError) for on_loop, kind in seen), seen

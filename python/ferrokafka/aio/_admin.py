@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
+from .. import _events
 from ..admin import Admin, ClusterDescription, GroupListing, NewTopic
 from ..errors import KafkaClosedError
 from ._waker import Waker
@@ -43,10 +44,19 @@ class AIOAdmin:
             raise RuntimeError("AIOAdmin is bound to another event loop")
         return self._worker
 
-    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def _call(self, name: str, *args: Any) -> Any:
         # A cancelled call's request still completes on the worker (a
         # request on the wire cannot be taken back); its result is dropped.
-        return await self._work().submit(lambda: fn(*args, **kwargs))
+        # Admin's methods run error_cb after each call (in the calling
+        # thread): the undecorated method runs on the worker and error_cb
+        # here, on the loop's thread.
+        method = getattr(Admin, name)
+        raw = getattr(method, "__wrapped__", method)
+        admin = self._admin
+        try:
+            return await self._work().submit(lambda: raw(admin, *args))
+        finally:
+            _events.dispatch(admin._core, admin._error_cb)
 
     async def start(self) -> None:
         """Bind to the running loop (contacts no broker)."""
@@ -62,25 +72,25 @@ class AIOAdmin:
     async def create_topics(self, topics: Iterable[NewTopic], timeout_ms: int = 30_000,
                             validate_only: bool = False, raise_on_error: bool = True,
                             ) -> Dict[str, Optional[BaseException]]:
-        return await self._call(self._admin.create_topics, list(topics), timeout_ms, validate_only,
+        return await self._call("create_topics", list(topics), timeout_ms, validate_only,
                                 raise_on_error)
 
     async def delete_topics(self, names: Iterable[str], timeout_ms: int = 30_000,
                             raise_on_error: bool = True) -> Dict[str, Optional[BaseException]]:
         names = [names] if isinstance(names, str) else list(names)
-        return await self._call(self._admin.delete_topics, names, timeout_ms, raise_on_error)
+        return await self._call("delete_topics", names, timeout_ms, raise_on_error)
 
     async def list_topics(self, timeout_ms: Optional[int] = None) -> Dict[str, int]:
-        return await self._call(self._admin.list_topics, timeout_ms)
+        return await self._call("list_topics", timeout_ms)
 
     async def describe_cluster(self, timeout_ms: Optional[int] = None) -> ClusterDescription:
-        return await self._call(self._admin.describe_cluster, timeout_ms)
+        return await self._call("describe_cluster", timeout_ms)
 
     async def list_consumer_groups(self, timeout_ms: Optional[int] = None) -> List[GroupListing]:
-        return await self._call(self._admin.list_consumer_groups, timeout_ms)
+        return await self._call("list_consumer_groups", timeout_ms)
 
     async def list_consumer_group_offsets(self, group_id: str, timeout_ms: Optional[int] = None) -> Dict[Any, int]:
-        return await self._call(self._admin.list_consumer_group_offsets, group_id, timeout_ms)
+        return await self._call("list_consumer_group_offsets", group_id, timeout_ms)
 
     async def close(self) -> None:
         """Idempotent; waits for calls already made, then stops."""
