@@ -383,7 +383,7 @@ class KafkaConsumer:
             got = self._c.committed([to_native(partition)], timeout_ms).get(to_native(partition))
         if got is None:
             return None
-        return OffsetAndMetadata(got.offset, got.metadata or "", -1) if metadata else got.offset
+        return OffsetAndMetadata(got.offset, got.metadata, -1) if metadata else got.offset
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         if self._group_id is None:

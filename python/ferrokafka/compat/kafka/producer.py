@@ -66,6 +66,24 @@ def start_bootstrap(native: Any, timeout_ms: int, servers: Any) -> None:
         raise NoBrokersAvailable(f"Unable to bootstrap from {servers}") from e
 
 
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def check_topic(topic: Any) -> None:
+    """kafka-python refuses an illegal topic name in send() (ValueError)."""
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+    if not topic:
+        raise ValueError("Topic name is illegal, it can't be empty")
+    if topic in (".", ".."):
+        raise ValueError('Topic name cannot be "." or ".."')
+    if len(topic) > 249:
+        raise ValueError(f'Topic name is illegal, it can\'t be longer than 249 characters, topic: "{topic}"')
+    if not set(topic) <= _LEGAL_TOPIC_CHARS:
+        raise ValueError(f'Topic name "{topic}" is illegal, it contains a character other than '
+                         'ASCII alphanumerics, ".", "_" and "-"')
+
+
 class KafkaProducer:
     """``KafkaProducer(**configs)``, kafka-python's producer."""
 
@@ -106,6 +124,7 @@ class KafkaProducer:
             raise IllegalStateError("KafkaProducer already closed!")
         if value is None and key is None:
             raise ValueError("Need at least one: key or value")
+        check_topic(topic)
         if headers is None:
             headers = []
         if not isinstance(headers, list):
@@ -123,6 +142,13 @@ class KafkaProducer:
                 if partition not in self._p.partitions_for(topic):
                     raise ValueError(f"Unrecognized partition {partition} for topic {topic}")
             fut = self._p.send(topic, value_bytes, key_bytes, partition, timestamp_ms, headers or None)
+            # kafka-python raises from send() when the metadata or the buffer
+            # space did not come within max_block_ms; the native send hands
+            # back a future that failed while it waited.
+            if fut.done():
+                exc = fut.exception(0)
+                if isinstance(exc, _native_errors.KafkaTimeoutError):
+                    raise exc
         header_size = sum(len(k.encode("utf-8")) + len(v) for k, v in headers) if headers else -1
         return FutureRecordMetadata(fut, self,
                                     -1 if key_bytes is None else len(key_bytes),
