@@ -376,7 +376,7 @@ def _oam(offset):
 
 
 @pytest.mark.parametrize("key, value, why", [
-    ("api_version", (2, 5), "negotiates API versions"),
+    ("api_version", (0, 10), "message format v2"),
     ("ssl_context", object(), "SSLContext"),
     ("sasl_mechanism", "GSSAPI", "Kerberos"),
     ("proxy_url", "http://proxy:1", "proxy"),

@@ -52,6 +52,7 @@ class Entry:
     convert: Optional[Callable[[Any], Any]] = None
     note: str = ""                  # what it does / why refused
     allowed: Tuple[Any, ...] = ()   # "only": accepted values
+    accepts: Optional[Callable[[Any], bool]] = None  # "only": or a test of the value
 
 
 def _bad(key: str, value: Any, why: str) -> KafkaConfigurationError:
@@ -155,6 +156,19 @@ def _partitioner(v: Any) -> Any:
     raise _bad("partitioner", v, "expected a callable fn(key_bytes, all_partitions, available_partitions)")
 
 
+def _modern_broker(v: Any) -> bool:
+    """api_version naming a broker of 0.11 or later: what ferrokafka's
+    ApiVersions negotiation finds on such a broker. Older versions ask for
+    the pre-0.11 message formats, which ferrokafka does not write."""
+    if v is None:
+        return True
+    try:
+        t = tuple(int(x) for x in (v.split(".") if isinstance(v, str) else v))
+    except (TypeError, ValueError):
+        return False
+    return t >= (0, 11)
+
+
 _NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
@@ -208,8 +222,10 @@ _ROWS = [
     _r("ssl_password", "PCA", None, "encrypted private keys are not supported: decrypt the key file"),
     _r("ssl_crlfile", "PCA", None, "certificate revocation lists are not supported"),
     _r("ssl_ciphers", "PC", None, "the cipher suites are those of ferrokafka's TLS stack (rustls)"),
-    _r("api_version", "PCA", None, "ferrokafka always negotiates API versions with ApiVersions "
-       "per connection; pinning a broker version is not supported (remove the option)"),
+    Entry("api_version", "PCA", None, "only", note="ferrokafka negotiates API versions with "
+          "ApiVersions on every connection and writes message format v2 only: a broker version "
+          "of 0.11 or later is accepted (the negotiation finds what it names), an older one is refused",
+          allowed=(None,), accepts=_modern_broker),
     _f("bootstrap_timeout_ms", "PCA", 30000, "the constructor waits this long for a broker "
        "and raises NoBrokersAvailable (a KafkaTimeoutError) if none answers"),
     _only("selector", "PCA", selectors.DefaultSelector, (selectors.DefaultSelector,),
@@ -320,7 +336,8 @@ def split_config(client: str, configs: Dict[str, Any]) -> Tuple[Dict[str, Any], 
         if e.how == "facade":
             facade[name] = value
         elif e.how in ("only", "refused"):
-            if given and not any(_same(value, a) for a in e.allowed):
+            ok = any(_same(value, a) for a in e.allowed) or (e.accepts is not None and e.accepts(value))
+            if given and not ok:
                 raise KafkaConfigurationError(
                     f"option {name!r} = {value!r} is not supported by ferrokafka: {e.note}")
         else:

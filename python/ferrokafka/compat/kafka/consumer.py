@@ -395,14 +395,19 @@ class KafkaConsumer:
                                      self.config.get("group_instance_id"), st)
 
     # -- offsets lookup --------------------------------------------------------------
+    def _api_timeout(self, timeout_ms: Optional[int]) -> int:
+        # kafka-python bounds offset lookups by request_timeout_ms by default
+        # (ferrokafka's native default is default_api_timeout_ms).
+        return int(self.config["request_timeout_ms"] if timeout_ms is None else timeout_ms)
+
     def beginning_offsets(self, partitions, timeout_ms: Optional[int] = None) -> Dict[TopicPartition, int]:
         with translated():
-            got = self._c.beginning_offsets([to_native(p) for p in partitions], timeout_ms)
+            got = self._c.beginning_offsets([to_native(p) for p in partitions], self._api_timeout(timeout_ms))
         return {from_native(tp): o for tp, o in got.items()}
 
     def end_offsets(self, partitions, timeout_ms: Optional[int] = None) -> Dict[TopicPartition, int]:
         with translated():
-            got = self._c.end_offsets([to_native(p) for p in partitions], timeout_ms)
+            got = self._c.end_offsets([to_native(p) for p in partitions], self._api_timeout(timeout_ms))
         return {from_native(tp): o for tp, o in got.items()}
 
     def offsets_for_times(self, timestamps: Dict[TopicPartition, int],
@@ -411,7 +416,8 @@ class KafkaConsumer:
             if ts < 0:
                 raise ValueError(f"The target time for partition {tp} is {ts}. The target time cannot be negative.")
         with translated():
-            got = self._c.offsets_for_times({to_native(tp): int(ts) for tp, ts in timestamps.items()}, timeout_ms)
+            got = self._c.offsets_for_times({to_native(tp): int(ts) for tp, ts in timestamps.items()},
+                                            self._api_timeout(timeout_ms))
         return {from_native(tp): (None if r is None else OffsetAndTimestamp(r[0], r[1], -1))
                 for tp, r in got.items()}
 

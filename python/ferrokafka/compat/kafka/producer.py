@@ -111,6 +111,12 @@ class KafkaProducer:
             self._p.close(0)
             raise
 
+    @classmethod
+    def max_usable_produce_magic(cls, api_version: Any = None) -> int:
+        """The record format version sent: always 2 (record batches, Kafka
+        0.11+); ferrokafka writes no older format."""
+        return 2
+
     def bootstrap_connected(self) -> bool:
         return any(n.id >= 0 for n in self._p.metadata.fetch().nodes)
 
