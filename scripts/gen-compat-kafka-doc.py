@@ -8,6 +8,7 @@ is written by hand. ``--check`` exits 1 when the page is out of date
 """
 
 import pathlib
+import selectors
 import sys
 
 from ferrokafka.compat.kafka import _config
@@ -24,6 +25,8 @@ def _cell(v: object) -> str:
 
 
 def _default(v: object) -> str:
+    if v is selectors.DefaultSelector:  # an alias whose target depends on the platform
+        return "`selectors.DefaultSelector`"
     if isinstance(v, type):
         return f"`{v.__module__}.{v.__qualname__}`"
     return f"`{v!r}`"

@@ -491,3 +491,11 @@ def test_doc_is_current():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen-compat-kafka-doc.py"), "--check"],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_migration_example_runs(bs):
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "migrate_kafka_python.py"), "--bootstrap", bs],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "quantity ordered: 15" in out.stdout
+    assert "partition 0 again: ['order-1'" in out.stdout
