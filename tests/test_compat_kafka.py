@@ -213,6 +213,7 @@ def test_seek_to_beginning_end_and_position(lib, bs, topic_name):
             recs += consumer.poll(timeout_ms=500).get(tp, [])
         assert [r.value for r in recs] == [b"c", b"d"]
         assert consumer.position(tp) == 4
+        assert consumer.highwater(tp) == 4  # from the last fetch
         assert consumer.beginning_offsets([tp]) == {tp: 0}
         assert consumer.end_offsets([tp]) == {tp: 4}
         found = consumer.offsets_for_times({tp: 0})[tp]
@@ -309,6 +310,37 @@ def test_subscribe_with_listener_in_a_group(lib, bs, topic_name):
         assert consumer.partitions_for_topic(topic_name) == {0}
     finally:
         consumer.close()
+
+
+def test_subscribe_pattern_without_group_takes_every_partition(lib, bs, topic_name):
+    """No group_id: kafka-python assigns all partitions of the matching topics
+    to the consumer itself (re.match: anchored at the start only)."""
+    _produce(bs, topic_name + "-a", [b"1"], partitions=2)
+    _produce(bs, topic_name + "-b", [b"2"])
+    consumer = lib.KafkaConsumer(bootstrap_servers=bs, auto_offset_reset="earliest")
+    try:
+        consumer.subscribe(pattern=topic_name.replace("-", "[-]"))
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < 2 and time.monotonic() < deadline:
+            got += [r.value for v in consumer.poll(timeout_ms=500).values() for r in v]
+        assert sorted(got) == [b"1", b"2"]
+        assert consumer.assignment() == {lib.TopicPartition(topic_name + "-a", 0),
+                                         lib.TopicPartition(topic_name + "-a", 1),
+                                         lib.TopicPartition(topic_name + "-b", 0)}
+        assert consumer.subscription() == {topic_name + "-a", topic_name + "-b"}
+        with pytest.raises(lib.errors.IllegalStateError):
+            consumer.subscribe(topics=[topic_name], pattern="x")
+    finally:
+        consumer.close()
+
+
+def test_metrics_enabled_false_gives_none(lib, bs):
+    producer = lib.KafkaProducer(bootstrap_servers=bs, metrics_enabled=False)
+    try:
+        assert producer.metrics() is None
+    finally:
+        producer.close()
 
 
 def test_no_broker_fails_fast_with_a_timeout_error(lib):
@@ -426,6 +458,44 @@ def test_error_classes_match_kafka_python():
     for name in ("CommitFailedError", "IllegalStateError", "KafkaTimeoutError", "KafkaConnectionError",
                  "UnsupportedVersionError", "NoError", "BrokerResponseError", "RetriableError"):
         assert hasattr(E, name)
+
+
+def test_poll_update_offsets_false_and_close_refusal(bs, topic_name):
+    from ferrokafka.compat.kafka import KafkaConsumer, TopicPartition
+
+    _produce(bs, topic_name, [b"a", b"b"])
+    tp = TopicPartition(topic_name, 0)
+    c = KafkaConsumer(bootstrap_servers=bs, group_id=f"g-{topic_name}", auto_offset_reset="earliest")
+    try:
+        c.assign([tp])
+        first = {}
+        deadline = time.monotonic() + 10
+        while not first and time.monotonic() < deadline:
+            first = c.poll(timeout_ms=500, update_offsets=False)
+        assert [r.offset for r in first[tp]] == [0, 1]
+        assert c.position(tp) == 0  # not moved: the records come again
+        if hasattr(fk.Consumer, "metrics"):
+            assert set(c.metrics()) == {"consumer-metrics"}
+        else:  # a native Consumer without metrics(): said, not faked
+            with pytest.raises(NotImplementedError, match="metrics"):
+                c.metrics()
+        with pytest.raises(NotImplementedError, match="autocommit=False"):
+            c.close(autocommit=False)  # auto-commit is on: the native close commits
+    finally:
+        c.close()
+
+
+def test_producer_metrics_shape(bs):
+    from ferrokafka.compat.kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bs)
+    try:
+        m = p.metrics()
+        assert set(m) == {"producer-metrics"} and "records_sent" in m["producer-metrics"]
+        with pytest.raises(NotImplementedError):
+            p.metrics(raw=True)
+    finally:
+        p.close()
 
 
 def test_native_errors_are_translated():
