@@ -343,10 +343,12 @@ def test_metrics_enabled_false_gives_none(lib, bs):
         producer.close()
 
 
-def test_no_broker_fails_fast_with_a_timeout_error(lib):
+@pytest.mark.parametrize("client", ["KafkaProducer", "KafkaConsumer", "KafkaAdminClient"])
+def test_no_broker_fails_fast_with_a_timeout_error(lib, client):
+    """Both bootstrap in the constructor and give up after bootstrap_timeout_ms."""
     t0 = time.monotonic()
     with pytest.raises(lib.errors.KafkaTimeoutError):
-        lib.KafkaProducer(bootstrap_servers="127.0.0.1:1", bootstrap_timeout_ms=1000)
+        getattr(lib, client)(bootstrap_servers="127.0.0.1:1", bootstrap_timeout_ms=1000)
     assert time.monotonic() - t0 < 10
 
 

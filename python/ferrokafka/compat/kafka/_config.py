@@ -344,11 +344,12 @@ def split_config(client: str, configs: Dict[str, Any]) -> Tuple[Dict[str, Any], 
             out = e.convert(value) if e.convert else value
             if out is OMIT:
                 continue
-            native_opt = NATIVE_OPTIONS[e.target]
+            target = str(e.target)
+            native_opt = NATIVE_OPTIONS[target]
             # kafka-python's own defaults where they differ from ferrokafka's,
             # so a program behaves as it did (linger_ms 0, reconnect backoff up to 30 s).
             if given or not _same(out, native_opt.default):
-                native[e.target] = out
+                native[target] = out
     if facade.get("client_id") is None:
         facade["client_id"] = (f"kafka-python-producer-{next(_SEQ['P'])}" if client == "P"
                                else f"kafka-python-{KAFKA_PYTHON_VERSION}")

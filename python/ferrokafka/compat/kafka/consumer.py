@@ -333,7 +333,7 @@ class KafkaConsumer:
     def _native_offsets(offsets: Optional[Dict[Any, Any]]) -> Optional[Dict[Any, Any]]:
         if offsets is None:
             return None
-        out = {}
+        out: Dict[Any, Any] = {}
         for tp, o in offsets.items():
             if isinstance(o, tuple):  # OffsetAndMetadata (offset, metadata, leader_epoch)
                 out[to_native(tp)] = (int(o[0]), o[1] if len(o) > 1 and o[1] != "" else None)

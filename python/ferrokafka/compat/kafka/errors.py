@@ -173,7 +173,7 @@ class BrokerResponseError(KafkaError):
     ``message`` (its protocol name), ``description``."""
 
     errno: Optional[int] = None
-    message = None  # type: ignore[assignment]  # kafka-python: the protocol name, a class attribute
+    message: Optional[str] = None  # type: ignore[assignment]  # kafka-python: the protocol name, a class attribute
     description: Optional[str] = None
 
     def __str__(self) -> str:

@@ -40,7 +40,7 @@ class DefaultSerializer(Serializer, Deserializer):
     def __init__(self, encoding: str = "utf-8") -> None:
         self.encoding = encoding
 
-    def serialize(self, topic: str, headers: Headers, data: Any) -> Optional[bytes]:
+    def serialize(self, topic: str, headers: Headers, data: Any) -> Any:
         if data is None or isinstance(data, (bytes, bytearray, memoryview)):
             return data
         return data.encode(self.encoding)
