@@ -72,6 +72,31 @@ def test_readme_producer_json_send_get(lib, bs, topic_name):
         producer.close()
 
 
+def test_readme_producer_variants(lib, bs, topic_name):
+    """The producer snippets of kafka-python's README, one after the other."""
+    producer = lib.KafkaProducer(bootstrap_servers=bs, compression_type="gzip", retries=5)
+    try:
+        for _ in range(3):
+            producer.send(topic_name, b"some_message_bytes")
+        producer.send(topic_name, key=b"foo", value=b"bar")
+        producer.send(topic_name, value=b"c29tZSB2YWx1ZQ==", headers=[("content-encoding", b"base64")])
+        md = producer.send(topic_name, b"some_message_bytes").get(timeout=10)
+        producer.flush()
+        assert md.offset >= 0
+        assert isinstance(producer.metrics(), dict)
+    finally:
+        producer.close()
+    consumer = lib.KafkaConsumer(bootstrap_servers=bs, auto_offset_reset="earliest", consumer_timeout_ms=1500)
+    try:
+        consumer.subscribe(pattern=f"^{topic_name}.*")
+        got = [(r.key, r.value, r.headers) for r in consumer]
+        assert (b"foo", b"bar", []) in got
+        assert (None, b"c29tZSB2YWx1ZQ==", [("content-encoding", b"base64")]) in got
+        assert len(got) == 6
+    finally:
+        consumer.close()
+
+
 def test_send_argument_checks_match(lib, bs, topic_name):
     producer = lib.KafkaProducer(bootstrap_servers=bs)
     try:

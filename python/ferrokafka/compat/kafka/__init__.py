@@ -13,7 +13,7 @@ from .admin import KafkaAdminClient, NewTopic
 from .consumer import ConsumerRebalanceListener, ConsumerRecord, KafkaConsumer
 from .future import FutureRecordMetadata, RecordMetadata
 from .producer import KafkaProducer
-from .serializer import Deserializer, Serializer
+from .serializer import DefaultSerializer, Deserializer, JsonSerializer, Serializer
 from .structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -27,6 +27,6 @@ __version__ = "3.0.12"  # the kafka-python API level this facade follows
 __all__ = [
     "KafkaAdminClient", "KafkaConsumer", "KafkaProducer", "ConsumerRebalanceListener",
     "ConsumerRecord", "FutureRecordMetadata", "RecordMetadata", "NewTopic",
-    "Serializer", "Deserializer", "ConsumerGroupMetadata", "OffsetAndMetadata",
+    "Serializer", "Deserializer", "DefaultSerializer", "JsonSerializer", "ConsumerGroupMetadata", "OffsetAndMetadata",
     "OffsetAndTimestamp", "TopicPartition", "TopicPartitionReplica", "errors", "structs",
 ]
