@@ -170,13 +170,18 @@ class KafkaConsumer:
         now = time.monotonic()
         if now < self._groupless_next:
             return
-        self._groupless_next = now + _GROUPLESS_REFRESH_S
         with translated():
             counts = self._c.list_topics()
         if self._pattern is not None:
             names = [t for t in counts if self._pattern.match(t) and not t.startswith("__")]
+            complete = bool(names)
         else:
             names = [t for t in (self._topics or ()) if t in counts]
+            complete = len(names) == len(self._topics or ())
+        # Look again soon while a subscribed topic is missing; then at the
+        # metadata refresh interval, as kafka-python follows metadata updates.
+        self._groupless_next = now + (self.config["metadata_max_age_ms"] / 1000 if complete
+                                      else _GROUPLESS_REFRESH_S)
         wanted = {to_native((t, p)) for t in names for p in range(counts[t])}
         if wanted != set(self._c.assignment()):
             with translated():
