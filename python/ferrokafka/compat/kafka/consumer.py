@@ -368,7 +368,10 @@ class KafkaConsumer:
         def done(err: Optional[BaseException]) -> None:
             err = None if err is None else _commit_error(err)
             if cb is not None:
-                cb(offsets, err)
+                try:
+                    cb(offsets, err)
+                except Exception:  # kafka-python logs a failing commit callback
+                    log.exception("Error in the offset commit callback")
             if err is None:
                 future.success(None)
             else:

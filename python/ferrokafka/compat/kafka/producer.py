@@ -205,6 +205,10 @@ class KafkaProducer:
             self._p.poll(0)
         except Exception:
             log.exception("Error running producer callbacks")
+        for ser in (self.config.get("key_serializer"), self.config.get("value_serializer")):
+            close = getattr(ser, "close", None)
+            if callable(close):
+                close()
 
     def __enter__(self) -> "KafkaProducer":
         return self
