@@ -367,6 +367,23 @@ def test_subscribe_pattern_without_group_takes_every_partition(lib, bs, topic_na
         consumer.close()
 
 
+def test_subscribe_pattern_in_a_group_matches_from_the_start(lib, bs, topic_name):
+    """kafka-python matches a pattern with re.match: a prefix pattern with
+    no trailing .* still takes the longer names."""
+    _produce(bs, topic_name + "-x", [b"x"])
+    consumer = lib.KafkaConsumer(bootstrap_servers=bs, group_id=f"g-{topic_name}", auto_offset_reset="earliest")
+    try:
+        consumer.subscribe(pattern=topic_name)
+        got = {}
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got = consumer.poll(timeout_ms=500)
+        assert [r.value for v in got.values() for r in v] == [b"x"]
+        assert consumer.assignment() == {lib.TopicPartition(topic_name + "-x", 0)}
+    finally:
+        consumer.close()
+
+
 def test_metrics_enabled_false_gives_none(lib, bs):
     producer = lib.KafkaProducer(bootstrap_servers=bs, metrics_enabled=False)
     try:
