@@ -142,9 +142,18 @@ class Future:
 class FutureRecordMetadata(Future):
     """The future of one ``KafkaProducer.send``: resolves to RecordMetadata."""
 
+    # One lock for every record future: its critical sections are a few
+    # assignments, and a lock per record costs more than sharing one.
+    _shared_lock = threading.Lock()
+
     def __init__(self, native: Any, producer: Any, key_size: int, value_size: int,
                  header_size: int, timestamp_ms: Optional[int]) -> None:
-        super().__init__()
+        self._done = False
+        self._value = None
+        self._exception = None
+        self._callbacks = []
+        self._errbacks = []
+        self._lock = self._shared_lock
         self._native = native
         self._producer = producer
         self._sizes = (key_size, value_size, header_size)

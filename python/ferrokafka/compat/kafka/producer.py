@@ -96,6 +96,7 @@ class KafkaProducer:
         self._value_ser = serializer_fn(facade["value_serializer"])
         self._metrics_enabled = bool(facade["metrics_enabled"])
         self._closed = False
+        self._valid_topics: set = set()
         self._cb_lock = threading.Lock()
         self._cb_thread: Optional[threading.Thread] = None
         self._cb_stop = threading.Event()
@@ -130,7 +131,10 @@ class KafkaProducer:
             raise IllegalStateError("KafkaProducer already closed!")
         if value is None and key is None:
             raise ValueError("Need at least one: key or value")
-        check_topic(topic)
+        if topic not in self._valid_topics:
+            check_topic(topic)
+            if len(self._valid_topics) < 10_000:  # bounded: names seen before skip the check
+                self._valid_topics.add(topic)
         if headers is None:
             headers = []
         if not isinstance(headers, list):
