@@ -299,10 +299,13 @@ def test_commit_and_committed(lib, bs, topic_name):
         assert consumer.committed(tp) == 2
         with pytest.raises(TypeError):
             consumer.committed((topic_name, 0))
+        gm = consumer.group_metadata()
+        assert isinstance(gm, lib.ConsumerGroupMetadata) and gm.group_id == group
     finally:
         consumer.close()
     groupless = lib.KafkaConsumer(bootstrap_servers=bs)
     try:
+        assert groupless.group_metadata().group_id is None
         with pytest.raises(lib.errors.IllegalStateError):
             groupless.commit()
         with pytest.raises(lib.errors.IllegalStateError):

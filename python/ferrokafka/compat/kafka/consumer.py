@@ -79,6 +79,13 @@ class ConsumerRebalanceListener(ABC):
         return self.on_partitions_revoked(lost)
 
 
+class _GroupMetadata(ConsumerGroupMetadata):
+    """kafka-python's ConsumerGroupMetadata, carrying the native consumer's
+    snapshot (``_native``) for the native transactional producer."""
+
+    _native: Any = None
+
+
 def _commit_error(e: BaseException) -> BaseException:
     if isinstance(e, _native_errors.KafkaError) and e.code in _REBALANCED:
         out = CommitFailedError()
@@ -399,8 +406,12 @@ class KafkaConsumer:
         coord = self._c.coordinator
         st = {"STABLE": MemberState.STABLE, "UNJOINED": MemberState.UNJOINED}.get(
             str(coord.state()).upper(), MemberState.REBALANCING)
-        return ConsumerGroupMetadata(self._group_id, coord.generation(), coord.member_id(),
-                                     self.config.get("group_instance_id"), st)
+        md = _GroupMetadata(self._group_id, coord.generation(), coord.member_id(),
+                            self.config.get("group_instance_id"), st)
+        native = getattr(self._c, "group_metadata", None)
+        # The native snapshot rides along for KafkaProducer.send_offsets_to_transaction.
+        md._native = native() if callable(native) else None
+        return md
 
     # -- offsets lookup --------------------------------------------------------------
     def _api_timeout(self, timeout_ms: Optional[int]) -> int:

@@ -255,7 +255,8 @@ class KafkaProducer:
 
         native = {to_native(tp): _NativeOAM(o[0], o[1] if len(o) > 1 else None) if isinstance(o, tuple)
                   else _NativeOAM(int(o)) for tp, o in offsets.items()}
-        self._txn("send_offsets_to_transaction", native, getattr(consumer_group_id, "_native", consumer_group_id))
+        group = getattr(consumer_group_id, "_native", None) or consumer_group_id
+        self._txn("send_offsets_to_transaction", native, group)
 
     def commit_transaction(self) -> None:
         self._txn("commit_transaction")
