@@ -104,7 +104,9 @@ class KafkaConsumer:
         self.config = {**self.DEFAULT_CONFIG, **configs, "client_id": facade["client_id"]}
         self._key_de = deserializer_fn(facade["key_deserializer"])
         self._value_de = deserializer_fn(facade["value_deserializer"])
-        self._consumer_timeout_ms = float(facade["consumer_timeout_ms"])
+        # kafka-python: a negative consumer_timeout_ms means no timeout, like inf.
+        cto = float(facade["consumer_timeout_ms"])
+        self._consumer_timeout_ms = float("inf") if cto < 0 else cto
         self._default_commit_cb = facade["default_offset_commit_callback"]
         self._metrics_enabled = bool(facade["metrics_enabled"])
         self._group_id = native_cfg.get("group_id")
