@@ -182,7 +182,9 @@ class KafkaConsumer:
         with translated():
             counts = self._c.list_topics()
         if self._pattern is not None:
-            names = [t for t in counts if self._pattern.match(t) and not t.startswith("__")]
+            # exclude_internal_topics (only True is accepted): never match them.
+            internal = self._c.metadata.fetch().internal_topics
+            names = [t for t in counts if self._pattern.match(t) and t not in internal and not t.startswith("__")]
             complete = bool(names)
         else:
             names = [t for t in (self._topics or ()) if t in counts]
