@@ -236,10 +236,12 @@ class Consumer:
     # ----- offsets ---------------------------------------------------------------------
 
     def commit(self, offsets: Optional[Mapping[Any, Any]] = None, asynchronous: bool = False,
-               callback: Optional[Callable[[Optional[BaseException]], Any]] = None) -> None:
+               callback: Optional[Callable[[Optional[BaseException]], Any]] = None,
+               timeout_ms: Optional[int] = None) -> None:
         """Commit ``offsets`` ({tp: offset or OffsetAndMetadata}) or, by
         default, the positions of everything consumed. Synchronous commits
-        retry retriable errors until ``default_api_timeout_ms``; an
+        retry retriable errors until ``timeout_ms`` (default
+        ``default_api_timeout_ms``); an
         asynchronous commit's ``callback(error_or_None)`` runs in a later ``poll``.
         Ctrl-C interrupts a synchronous commit at once: the offsets are then
         committed or not (a request in flight may still be applied), and
@@ -259,7 +261,8 @@ class Consumer:
                 self._commit_callbacks[token] = callback
             self._core.commit(core_offsets, True, token)
         else:
-            self._core.commit(core_offsets, False, 0, self._timeout_ms)
+            t = self._timeout_ms if timeout_ms is None else int(timeout_ms)
+            self._core.commit(core_offsets, False, 0, t)
 
     def committed(self, partitions: Iterable[Any], timeout_ms: Optional[int] = None) -> Dict[TopicPartition, Optional[OffsetAndMetadata]]:
         """The group's committed offsets ({tp: OffsetAndMetadata or None})."""
