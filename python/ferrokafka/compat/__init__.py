@@ -1,0 +1,1 @@
+"""Drop-in facades over ferrokafka's native API (docs/compat.md)."""

@@ -1,0 +1,53 @@
+"""confluent-kafka's API over ferrokafka: change the import line only.
+
+    import ferrokafka.compat.confluent_kafka as confluent_kafka
+
+What is supported, what differs and what is refused: docs/compat-confluent.md.
+"""
+
+from __future__ import annotations
+
+from ... import _core
+from . import admin, error, serialization
+from ._consumer import Consumer
+from ._error import KafkaError, KafkaException
+from ._producer import Producer
+from ._serializing import DeserializingConsumer, SerializingProducer
+from ._types import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_INVALID,
+    OFFSET_STORED,
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    TIMESTAMP_NOT_AVAILABLE,
+    Message,
+    TopicPartition,
+)
+
+__all__ = [
+    "Producer", "Consumer", "Message", "KafkaError", "KafkaException", "TopicPartition",
+    "SerializingProducer", "DeserializingConsumer", "admin", "error", "serialization",
+    "OFFSET_BEGINNING", "OFFSET_END", "OFFSET_INVALID", "OFFSET_STORED",
+    "TIMESTAMP_NOT_AVAILABLE", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME",
+    "version", "libversion",
+]
+
+__version__ = _core.__version__
+
+
+def _version_int(v: str) -> int:
+    nums = [int("".join(c for c in part if c.isdigit()) or 0) for part in v.split(".")[:3]]
+    nums += [0] * (3 - len(nums))
+    return (nums[0] << 24) | (nums[1] << 16) | (nums[2] << 8) | 0xFF
+
+
+def version():
+    """(version string, version int) of this facade: it is ferrokafka's."""
+    return ("ferrokafka-" + __version__, _version_int(__version__))
+
+
+def libversion():
+    """(version string, version int) of the client library underneath: ferrokafka's
+    Rust core, not librdkafka."""
+    return ("ferrokafka-core-" + _core.__version__, _version_int(_core.__version__))

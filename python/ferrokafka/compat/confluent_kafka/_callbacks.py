@@ -1,0 +1,56 @@
+"""Client-wide callbacks of the configuration: ``error_cb`` and ``logger``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from ._error import from_native
+
+
+def error_cb(user_cb: Optional[Callable[[Any], Any]]) -> Optional[Callable[[Any], Any]]:
+    """The native ``error_cb`` that hands the user's callback a
+    confluent-style ``KafkaError`` instead of ferrokafka's exception."""
+    if user_cb is None:
+        return None
+
+    def cb(exc: BaseException) -> None:
+        user_cb(from_native(exc))
+
+    return cb
+
+
+class _Forward(logging.Handler):
+    def __init__(self, target: logging.Logger) -> None:
+        super().__init__()
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.target.isEnabledFor(record.levelno):
+            self.target.handle(record)
+
+
+class LoggerBridge:
+    """confluent-kafka's ``logger`` property: the client's log lines go to the
+    given ``logging.Logger``. ferrokafka logs to the ``ferrokafka`` logger
+    tree, so the bridge forwards that tree while the client is open (with
+    several clients open, each given logger sees all of their records)."""
+
+    def __init__(self, target: Any) -> None:
+        if not isinstance(target, logging.Logger):
+            raise ValueError("invalid value for configuration property 'logger': expected a logging.Logger")
+        self._handler: Optional[_Forward] = _Forward(target)
+        root = logging.getLogger("ferrokafka")
+        if root.level == logging.NOTSET or root.level > target.getEffectiveLevel():
+            root.setLevel(target.getEffectiveLevel())
+        root.addHandler(self._handler)
+
+    def close(self) -> None:
+        if self._handler is not None:
+            logging.getLogger("ferrokafka").removeHandler(self._handler)
+            self._handler = None
+
+
+def logger_bridge(facade: dict) -> Optional[LoggerBridge]:
+    target = facade.get("logger")
+    return None if target is None else LoggerBridge(target)

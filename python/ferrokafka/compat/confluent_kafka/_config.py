@@ -1,0 +1,364 @@
+"""librdkafka configuration names -> ferrokafka options: ONE table.
+
+Every property a confluent-kafka program may pass is a row of ``TABLE``:
+mapped to a ferrokafka option (with a converter for librdkafka's values and
+units), handled by the facade itself, or refused with the reason. A key that
+is not in the table is refused too: nothing is accepted and ignored.
+``scripts/gen-compat-doc.py`` writes the table into docs/compat-confluent.md.
+
+Values may be strings, as librdkafka takes them (``{"linger.ms": "5"}``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from ..._config import CONSUMER
+from ._error import config_error
+
+_log = logging.getLogger("ferrokafka.compat")
+
+_INT_MAX = 2**31 - 1
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool):
+        raise ValueError("expected an integer, not a bool")
+    return int(v)
+
+
+def _ms(v: Any) -> int:
+    # librdkafka takes fractional milliseconds for linger.ms; ferrokafka's
+    # unit is the whole millisecond.
+    f = float(v)
+    return int(round(f))
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "1", "t", "yes", "on"):
+        return True
+    if s in ("false", "0", "f", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _str(v: Any) -> str:
+    return str(v)
+
+
+def _acks(v: Any) -> str:
+    s = str(v).strip().lower()
+    if s in ("all", "-1"):
+        return "all"
+    if s in ("0", "1"):
+        return s
+    raise ValueError("expected all, -1, 0 or 1 (ferrokafka waits for one or all replicas, not a count)")
+
+
+_RESET = {"smallest": "earliest", "earliest": "earliest", "beginning": "earliest",
+          "largest": "latest", "latest": "latest", "end": "latest", "error": "none"}
+
+
+def _reset(v: Any) -> str:
+    s = str(v).strip().lower()
+    if s not in _RESET:
+        raise ValueError(f"expected one of {', '.join(_RESET)}")
+    return _RESET[s]
+
+
+def _upper(v: Any) -> str:
+    return str(v).strip().upper()
+
+
+def _endpoint_check(v: Any) -> bool:
+    s = str(v).strip().lower()
+    if s == "https":
+        return True
+    if s == "none":
+        return False
+    raise ValueError("expected https or none")
+
+
+def _strategies(v: Any) -> Tuple[str, ...]:
+    parts = v if isinstance(v, (list, tuple)) else str(v).split(",")
+    return tuple(p.strip() for p in parts if p.strip())
+
+
+def _kbytes(v: Any) -> int:
+    return _int(v) * 1024
+
+
+def _timeout_ms(v: Any) -> int:
+    # librdkafka: message.timeout.ms = 0 means no limit.
+    n = _int(v)
+    return _INT_MAX if n == 0 else n
+
+
+def _positive_ms(v: Any) -> int:
+    n = _int(v)
+    if n < 0:
+        raise ValueError("a negative value (disabled refresh) is not supported: ferrokafka always refreshes metadata")
+    return n
+
+
+def _callable(v: Any) -> Any:
+    if not callable(v):
+        raise ValueError("expected a callable")
+    return v
+
+
+def _only(value: Any, why: str) -> Callable[[Any], Any]:
+    """Accept only the value that is ferrokafka's behaviour anyway."""
+    def conv(v: Any) -> Any:
+        if str(v).strip().lower() != str(value).lower():
+            raise ValueError(f"only {value!r} is supported: {why}")
+        return None
+    return conv
+
+
+@dataclass(frozen=True)
+class Row:
+    clients: str            # "P", "C", "A": which clients the property applies to
+    native: Optional[str]   # ferrokafka option name; None when handled by the facade / refused
+    convert: Optional[Callable[[Any], Any]] = None
+    note: str = ""
+    refused: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "refused" if self.refused else ("native" if self.native else "facade")
+
+
+def N(native: str, clients: str = "PCA", convert: Optional[Callable[[Any], Any]] = None, note: str = "") -> Row:
+    return Row(clients, native, convert, note)
+
+
+def F(clients: str, convert: Optional[Callable[[Any], Any]], note: str) -> Row:
+    return Row(clients, None, convert, note)
+
+
+def R(why: str, clients: str = "PCA") -> Row:
+    return Row(clients, None, None, why, refused=True)
+
+
+# librdkafka name -> row. The order is the order of the generated doc.
+TABLE: Dict[str, Row] = {
+    # --- connection -------------------------------------------------------------------
+    "bootstrap.servers": N("bootstrap_servers", convert=_str),
+    "metadata.broker.list": N("bootstrap_servers", convert=_str, note="alias of bootstrap.servers"),
+    "client.id": N("client_id", convert=_str),
+    "request.timeout.ms": N("request_timeout_ms", convert=_int),
+    "socket.connection.setup.timeout.ms": N("socket_connection_setup_timeout_ms", convert=_int),
+    "connections.max.idle.ms": N("connections_max_idle_ms", convert=_int),
+    "reconnect.backoff.ms": N("reconnect_backoff_ms", convert=_int),
+    "reconnect.backoff.max.ms": N("reconnect_backoff_max_ms", convert=_int),
+    "retry.backoff.ms": N("retry_backoff_ms", convert=_int),
+    "retry.backoff.max.ms": N("retry_backoff_max_ms", convert=_int),
+    "metadata.max.age.ms": N("metadata_max_age_ms", convert=_positive_ms),
+    "topic.metadata.refresh.interval.ms": N("metadata_max_age_ms", convert=_positive_ms,
+                                            note="ferrokafka refreshes all known topics at this interval"),
+    "max.in.flight.requests.per.connection": N("max_in_flight_requests_per_connection", convert=_int),
+    "max.in.flight": N("max_in_flight_requests_per_connection", convert=_int),
+    "receive.message.max.bytes": N("max_response_size", convert=_int),
+    "socket.send.buffer.bytes": N("send_buffer_bytes", convert=_int),
+    "socket.receive.buffer.bytes": N("receive_buffer_bytes", convert=_int),
+    "api.version.request": F("PCA", _only("true", "ferrokafka always asks brokers for their API versions"),
+                             "only `true` (ferrokafka always negotiates versions)"),
+    "socket.timeout.ms": R("no separate socket timeout; use request.timeout.ms"),
+    "socket.keepalive.enable": R("ferrokafka does not set SO_KEEPALIVE"),
+    "broker.version.fallback": R("ferrokafka always negotiates API versions (KIP-35 brokers only)"),
+    "api.version.fallback.ms": R("ferrokafka always negotiates API versions (KIP-35 brokers only)"),
+    "client.dns.lookup": R("ferrokafka resolves each address as given"),
+    # --- security ---------------------------------------------------------------------
+    "security.protocol": N("security_protocol", convert=_upper, note="case-insensitive as in librdkafka"),
+    "sasl.mechanism": N("sasl_mechanism", convert=_upper),
+    "sasl.mechanisms": N("sasl_mechanism", convert=_upper),
+    "sasl.username": N("sasl_username", convert=_str),
+    "sasl.password": N("sasl_password", convert=_str),
+    "ssl.ca.location": N("ssl_cafile", convert=_str),
+    "ssl.certificate.location": N("ssl_certfile", convert=_str),
+    "ssl.key.location": N("ssl_keyfile", convert=_str),
+    "ssl.endpoint.identification.algorithm": N("ssl_check_hostname", convert=_endpoint_check,
+                                               note="`https` -> check, `none` -> no check"),
+    "ssl.key.password": R("encrypted private keys are not supported; decrypt the key file"),
+    "ssl.ca.pem": R("give the CA as a file (ssl.ca.location)"),
+    "ssl.certificate.pem": R("give the certificate as a file (ssl.certificate.location)"),
+    "ssl.key.pem": R("give the key as a file (ssl.key.location)"),
+    "ssl.keystore.location": R("PKCS#12 keystores are not supported; use PEM files"),
+    "enable.ssl.certificate.verification": R("certificate verification cannot be turned off"),
+    "sasl.kerberos.service.name": R("GSSAPI (Kerberos) is not supported"),
+    "oauth_cb": R("the token callback has a different signature in ferrokafka: "
+                  "use ferrokafka.Producer(..., sasl_oauth_token_provider=...)"),
+    "sasl.oauthbearer.config": R("unsecured JWT tokens are not supported"),
+    # --- callbacks and logging --------------------------------------------------------
+    "error_cb": F("PCA", _callable, "called from poll()/flush() with a KafkaError for connection "
+                  "errors (`_TRANSPORT`, `_RESOLVE`, `_ALL_BROKERS_DOWN`, `_AUTHENTICATION`)"),
+    "logger": F("PCA", None, "a `logging.Logger`: gets the `ferrokafka` log records while the client is open"),
+    "debug": R("use logging.getLogger('ferrokafka').setLevel(logging.DEBUG)"),
+    "log_level": R("use logging.getLogger('ferrokafka').setLevel(...)"),
+    "log.connection.close": R("connection closes are logged at DEBUG on the `ferrokafka.network` logger"),
+    "stats_cb": R("librdkafka's statistics JSON has no ferrokafka equivalent; use producer.metrics()"),
+    "statistics.interval.ms": R("librdkafka's statistics JSON has no ferrokafka equivalent; use producer.metrics()"),
+    "throttle_cb": R("throttle events are not reported"),
+    "default.topic.config": F("PCA", None, "flattened into the top-level configuration"),
+    # --- producer ---------------------------------------------------------------------
+    "acks": N("acks", "P", _acks, "-1/all, 0, 1"),
+    "request.required.acks": N("acks", "P", _acks, "-1/all, 0, 1"),
+    "linger.ms": N("linger_ms", "P", _ms, "fractions rounded to whole ms"),
+    "queue.buffering.max.ms": N("linger_ms", "P", _ms, "fractions rounded to whole ms"),
+    "batch.size": N("batch_size", "P", _int, "default 16384 (librdkafka: 1000000)"),
+    "batch.num.messages": R("ferrokafka bounds batches by bytes only (batch.size)", "P"),
+    "queue.buffering.max.kbytes": N("buffer_memory", "P", _kbytes,
+                                    "kbytes x 1024; produce() raises BufferError when full"),
+    "queue.buffering.max.messages": F("P", _int, "produce() raises BufferError when this many messages "
+                                      "await delivery or their callback (default 100000)"),
+    "compression.type": N("compression_type", "P", _str),
+    "compression.codec": N("compression_type", "P", _str),
+    "compression.level": N("compression_level", "P", _int),
+    "enable.idempotence": N("enable_idempotence", "P", _bool,
+                            "default true (Java's default; librdkafka's is false)"),
+    "message.timeout.ms": N("delivery_timeout_ms", "P", _timeout_ms,
+                            "0 = no limit; lowers request.timeout.ms to fit when that is not set"),
+    "delivery.timeout.ms": N("delivery_timeout_ms", "P", _timeout_ms,
+                             "0 = no limit; lowers request.timeout.ms to fit when that is not set"),
+    "message.send.max.retries": N("retries", "P", _int),
+    "retries": N("retries", "P", _int),
+    "message.max.bytes": N("max_request_size", "P", _int),
+    "partitioner": N("partitioner", "P", _str, "default consistent_random, as librdkafka"),
+    "transactional.id": N("transactional_id", "P", _str),
+    "on_delivery": F("P", _callable, "default delivery callback `(err, msg)`, run from poll()/flush()"),
+    "dr_cb": F("P", _callable, "same as on_delivery"),
+    "dr_msg_cb": F("P", _callable, "same as on_delivery"),
+    "delivery.report.only.error": F("P", _bool, "callbacks run only for failed deliveries"),
+    "sticky.partitioning.linger.ms": R("keyless records go to partitions as the partitioner says", "P"),
+    "transaction.timeout.ms": R("not configurable in ferrokafka", "P"),
+    "enable.gapless.guarantee": R("not supported", "P"),
+    # --- consumer ---------------------------------------------------------------------
+    "group.id": N("group_id", "C", _str),
+    "group.instance.id": N("group_instance_id", "C", _str),
+    "auto.offset.reset": N("auto_offset_reset", "C", _reset,
+                           "smallest/earliest/beginning, largest/latest/end, error"),
+    "enable.auto.commit": N("enable_auto_commit", "C", _bool),
+    "auto.commit.interval.ms": N("auto_commit_interval_ms", "C", _int),
+    "enable.auto.offset.store": F("C", _bool, "false: the facade commits only what store_offsets() stored "
+                                  "(auto-commit then runs in poll()/consume()/close())"),
+    "enable.partition.eof": F("C", _bool, "poll() returns a `_PARTITION_EOF` event when a partition "
+                              "reaches its end"),
+    "on_commit": F("C", _callable, "`(err, [TopicPartition])` after each commit, run from poll(); "
+                   "auto-commit then runs in poll()/consume()/close()"),
+    "session.timeout.ms": N("session_timeout_ms", "C", _int),
+    "heartbeat.interval.ms": N("heartbeat_interval_ms", "C", _int),
+    "max.poll.interval.ms": N("max_poll_interval_ms", "C", _int),
+    "partition.assignment.strategy": N("partition_assignment_strategy", "C", _strategies,
+                                       "comma-separated list"),
+    "group.protocol": F("C", _only("classic", "the KIP-848 protocol is not in this build"),
+                        "only `classic`"),
+    "isolation.level": N("isolation_level", "C", _str),
+    "fetch.min.bytes": N("fetch_min_bytes", "C", _int),
+    "fetch.max.bytes": N("fetch_max_bytes", "C", _int),
+    "fetch.wait.max.ms": N("fetch_max_wait_ms", "C", _int),
+    "max.partition.fetch.bytes": N("max_partition_fetch_bytes", "C", _int),
+    "fetch.message.max.bytes": N("max_partition_fetch_bytes", "C", _int),
+    "check.crcs": N("check_crcs", "C", _bool),
+    "client.rack": N("client_rack", "C", _str),
+    "allow.auto.create.topics": R("subscribing never creates topics", "C"),
+    "queued.min.messages": R("prefetching is bounded by fetch.max.bytes", "C"),
+    "queued.max.messages.kbytes": R("prefetching is bounded by fetch.max.bytes", "C"),
+    "fetch.error.backoff.ms": R("fetch errors back off by retry.backoff.ms", "C"),
+    "group.remote.assignor": R("the KIP-848 protocol is not in this build", "C"),
+}
+
+# What the facade does when the user says nothing (librdkafka's choice where
+# it differs from ferrokafka's and matters to a program switching over).
+PRODUCER_DEFAULTS = {"partitioner": "consistent_random"}
+FACADE_DEFAULTS = {"queue.buffering.max.messages": 100_000, "enable.auto.offset.store": True,
+                   "enable.partition.eof": False, "delivery.report.only.error": False}
+
+_CLIENT = {"Producer": "P", "Consumer": "C", "AdminClient": "A"}
+
+
+def translate(conf: Any, client: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """``conf`` (librdkafka names) -> (ferrokafka options, facade settings).
+
+    Raises a ``ConfigException`` (a KafkaException and a ValueError) naming
+    the key for an unknown, refused or invalid property."""
+    if not isinstance(conf, dict):
+        raise TypeError(f"expected configuration dict, not {type(conf).__name__}")
+    flat = dict(conf)
+    topic_conf = flat.pop("default.topic.config", None)
+    if topic_conf is not None:
+        if not isinstance(topic_conf, dict):
+            raise config_error("invalid value for 'default.topic.config': expected a dict")
+        for k, v in topic_conf.items():
+            flat.setdefault(k, v)
+    letter = _CLIENT[client]
+    native: Dict[str, Any] = {}
+    given_by: Dict[str, str] = {}
+    facade: Dict[str, Any] = dict(FACADE_DEFAULTS)
+    for key, value in flat.items():
+        row = TABLE.get(key)
+        if row is None:
+            raise config_error(f"unknown configuration property {key!r}: not a librdkafka property "
+                               "ferrokafka's confluent-kafka facade knows (docs/compat-confluent.md)")
+        if row.refused:
+            raise config_error(f"configuration property {key!r} is not supported: {row.note}")
+        if letter not in row.clients:
+            # librdkafka's behaviour: a property of another client type is
+            # ignored with a warning, so one dict can serve both clients.
+            _log.warning("configuration property %r is a %s property and will be ignored by this %s",
+                         key, "/".join(n for n, c in _CLIENT.items() if c in row.clients), client)
+            continue
+        try:
+            v = row.convert(value) if row.convert is not None and value is not None else value
+        except (TypeError, ValueError) as e:
+            raise config_error(f"invalid value {value!r} for configuration property {key!r}: {e}") from None
+        if row.native is None:
+            facade[key] = value if row.convert is None else v
+            continue
+        if row.native in given_by and given_by[row.native] != key:
+            raise config_error(f"configuration properties {given_by[row.native]!r} and {key!r} "
+                               "set the same thing; give one")
+        given_by[row.native] = key
+        native[row.native] = v
+    if client == "Producer":
+        for k, v in PRODUCER_DEFAULTS.items():
+            native.setdefault(k, v)
+        _fit_request_timeout(native)
+    return native, facade
+
+
+def _fit_request_timeout(native: Dict[str, Any]) -> None:
+    # librdkafka lets message.timeout.ms be shorter than request.timeout.ms
+    # (the request times out with the message); ferrokafka, as Java, needs
+    # delivery_timeout_ms >= linger_ms + request_timeout_ms. When only the
+    # delivery timeout was given, the request timeout is lowered to fit.
+    if "delivery_timeout_ms" in native and "request_timeout_ms" not in native:
+        linger = native.get("linger_ms", 5)
+        room = native["delivery_timeout_ms"] - linger
+        if room < 30_000:
+            native["request_timeout_ms"] = max(1, room)
+
+
+def metadata_options(native: Dict[str, Any]) -> Dict[str, Any]:
+    """The connection options of ``native`` a group-less consumer takes (the
+    producer and admin facades ask metadata through one)."""
+    return {k: v for k, v in native.items() if k in CONSUMER.options and k not in ("group_id",)}
+
+
+def doc_rows() -> list:
+    """(librdkafka name, clients, what happens) for docs/compat-confluent.md."""
+    rows = []
+    for key, row in TABLE.items():
+        if row.refused:
+            what = f"refused: {row.note}"
+        elif row.native:
+            what = f"`{row.native}`" + (f" ({row.note})" if row.note else "")
+        else:
+            what = f"facade: {row.note}"
+        rows.append((key, " ".join(row.clients), what))
+    return rows

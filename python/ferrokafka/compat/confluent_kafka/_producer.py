@@ -1,0 +1,237 @@
+"""confluent-kafka's ``Producer`` over ferrokafka's native Producer.
+
+``produce`` never blocks (librdkafka's model): the record is appended with
+``send(block=False)``; a full local queue raises ``BufferError``. Delivery
+reports are collected when the native futures complete and served, one
+``(err, msg)`` callback at a time, by ``poll()`` / ``flush()`` in the calling
+thread. An exception raised by a callback propagates out of that call; the
+reports after it stay queued for the next one.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Any, Callable, Deque, Optional
+
+from ... import errors as _native_errors
+from ...consumer import OffsetAndMetadata
+from ...producer import Producer as _NativeProducer
+from ._callbacks import error_cb, logger_bridge
+from ._config import translate
+from ._error import KafkaError, from_native, translated
+from ._metadata import MetadataSource
+from ._types import (
+    OFFSET_INVALID,
+    TIMESTAMP_CREATE_TIME,
+    Message,
+    TopicPartition,
+    as_bytes,
+    headers_list,
+)
+
+_Report = tuple  # (future, callback, topic, partition, key, value, headers)
+
+
+def _deadline(timeout: Optional[float]) -> Optional[float]:
+    """confluent-kafka's timeouts are seconds; -1 (or None) waits forever."""
+    if timeout is None or timeout < 0:
+        return None
+    return time.monotonic() + float(timeout)
+
+
+def _remaining(deadline: Optional[float], cap: float) -> float:
+    if deadline is None:
+        return cap
+    return max(0.0, min(cap, deadline - time.monotonic()))
+
+
+class Producer:
+    """``Producer(conf)`` with librdkafka property names (docs/compat-confluent.md)."""
+
+    def __init__(self, conf: Optional[dict] = None, **kwargs: Any) -> None:
+        conf = dict(conf or {})
+        conf.update(kwargs)  # confluent-kafka takes e.g. logger= as a keyword
+        native, facade = translate(conf, "Producer")
+        self._default_cb: Optional[Callable] = (facade.get("on_delivery") or facade.get("dr_cb")
+                                                 or facade.get("dr_msg_cb"))
+        self._only_errors = bool(facade["delivery.report.only.error"])
+        self._max_messages = int(facade["queue.buffering.max.messages"])
+        cb = error_cb(facade.get("error_cb"))
+        if cb is not None:
+            native["error_cb"] = cb
+        self._logger = logger_bridge(facade)
+        with translated():
+            self._p = _NativeProducer(native)
+        self._reports: Deque[_Report] = collections.deque()
+        self._lock = threading.Lock()
+        self._outstanding = 0  # produced, report not yet served (librdkafka's len())
+        self._meta = MetadataSource(native)
+        self._closed = False
+
+    # -- producing -------------------------------------------------------------------------
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                on_delivery: Optional[Callable] = None, callback: Optional[Callable] = None,
+                timestamp: int = 0, headers: Any = None) -> None:
+        """Queue one message; its delivery report is served by poll()/flush()."""
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+        cb = on_delivery or callback or self._default_cb
+        if cb is not None and not callable(cb):
+            raise TypeError("on_delivery must be callable")
+        v, k = as_bytes(value, "value"), as_bytes(key, "key")
+        hdrs = headers_list(headers)
+        part = None if partition is None or int(partition) < 0 else int(partition)
+        ts = None if not timestamp else int(timestamp)
+        with self._lock:
+            if self._outstanding >= self._max_messages:
+                raise BufferError(KafkaError(KafkaError._QUEUE_FULL).str())  # type: ignore[attr-defined]
+            self._outstanding += 1
+        try:
+            with translated():
+                fut = self._p.send(topic, v, k, part, ts, hdrs, False)
+        except BaseException:
+            self._forget()
+            raise
+        if fut.done():
+            exc = fut.exception()
+            if isinstance(exc, _native_errors.KafkaTimeoutError):
+                # send(block=False) fails at once only when the byte buffer
+                # (queue.buffering.max.kbytes) and its overflow are full.
+                self._forget()
+                raise BufferError(KafkaError(KafkaError._QUEUE_FULL).str())  # type: ignore[attr-defined]
+        report = (fut, cb, topic, part, k, v, hdrs)
+        # Runs in the thread of the native poll/flush (or here, when already
+        # done): the report only queues; the user callback runs in _serve.
+        fut.add_done_callback(lambda _f: self._reports.append(report))
+
+    def _forget(self) -> None:
+        with self._lock:
+            self._outstanding -= 1
+
+    def _serve(self) -> int:
+        n = 0
+        while self._reports:
+            fut, cb, topic, part, key, value, hdrs = self._reports.popleft()
+            self._forget()
+            n += 1
+            exc = fut.exception()
+            if cb is None or (exc is None and self._only_errors):
+                continue
+            if exc is None:
+                rm = fut.result()
+                msg = Message(rm.topic, rm.partition, rm.offset, key, value, hdrs, None,
+                              (TIMESTAMP_CREATE_TIME, rm.timestamp_ms))
+                cb(None, msg)
+            else:
+                err = from_native(exc)
+                msg = Message(topic, -1 if part is None else part, OFFSET_INVALID, key, value, hdrs, err)
+                cb(err, msg)  # an exception here leaves the remaining reports queued
+        return n
+
+    def poll(self, timeout: Optional[float] = -1) -> int:
+        """Serve delivery reports (and error_cb), waiting up to ``timeout``
+        seconds (-1: forever) for one; the number of reports served."""
+        deadline = _deadline(timeout)
+        while True:
+            wait = 0.0 if self._reports else _remaining(deadline, 1.0)
+            with translated():
+                self._p.poll(wait)
+            n = self._serve()
+            if n or (deadline is not None and time.monotonic() >= deadline):
+                return n
+
+    def flush(self, timeout: Optional[float] = -1) -> int:
+        """Wait until every message is delivered or failed and its report
+        served, up to ``timeout`` seconds (-1: forever); the number of
+        messages still waiting."""
+        deadline = _deadline(timeout)
+        while True:
+            with translated():
+                self._p.flush(None if deadline is None else _remaining(deadline, float("inf")))
+            self._serve()
+            if len(self) == 0 or (deadline is not None and time.monotonic() >= deadline):
+                return len(self)
+            with translated():
+                self._p.poll(_remaining(deadline, 0.1))
+
+    def __len__(self) -> int:
+        return self._outstanding
+
+    def __bool__(self) -> bool:
+        return True  # a producer is truthy even when its queue is empty
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        raise NotImplementedError(
+            "Producer.purge(): ferrokafka cannot take queued or in-flight records back out of its "
+            "Rust accumulator (needs core support); use flush(timeout) and then close()")
+
+    # -- metadata ------------------------------------------------------------------------
+
+    def list_topics(self, topic: Optional[str] = None, timeout: Optional[float] = -1) -> Any:
+        return self._meta.list_topics(topic, timeout)
+
+    def cluster_id(self, timeout: Optional[float] = -1) -> Optional[str]:
+        return self._meta.list_topics(None, timeout).cluster_id
+
+    # -- transactions (forwarded to the native producer when it has them) ------------------
+
+    def _native(self, name: str) -> Callable:
+        fn = getattr(self._p, name, None)
+        if fn is None:
+            raise NotImplementedError(f"Producer.{name}(): transactions are not in this ferrokafka build")
+        return fn
+
+    @staticmethod
+    def _secs(timeout: Optional[float]) -> Optional[float]:
+        return None if timeout is None or timeout < 0 else float(timeout)
+
+    def init_transactions(self, timeout: Optional[float] = -1) -> None:
+        with translated():
+            self._native("init_transactions")(self._secs(timeout))
+
+    def begin_transaction(self) -> None:
+        with translated():
+            self._native("begin_transaction")()
+
+    def send_offsets_to_transaction(self, positions: Any, group_metadata: Any,
+                                    timeout: Optional[float] = -1) -> None:
+        offsets = {tp.native(): OffsetAndMetadata(tp.offset, tp.metadata) for tp in positions
+                   if isinstance(tp, TopicPartition)}
+        with translated():
+            self._native("send_offsets_to_transaction")(offsets, group_metadata)
+
+    def commit_transaction(self, timeout: Optional[float] = -1) -> None:
+        self.flush(timeout)
+        with translated():
+            self._native("commit_transaction")(self._secs(timeout))
+
+    def abort_transaction(self, timeout: Optional[float] = -1) -> None:
+        with translated():
+            self._native("abort_transaction")(self._secs(timeout))
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        raise NotImplementedError("Producer.set_sasl_credentials(): credentials are fixed when the "
+                                  "client is made; make a new Producer")
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    def close(self, timeout: Optional[float] = -1) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.flush(timeout)
+        finally:
+            self._p.close(0)
+            self._meta.close()
+            if self._logger is not None:
+                self._logger.close()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
