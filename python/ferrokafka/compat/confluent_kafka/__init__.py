@@ -42,9 +42,10 @@ def _version_int(v: str) -> int:
     return (nums[0] << 24) | (nums[1] << 16) | (nums[2] << 8) | 0xFF
 
 
-def version():
-    """(version string, version int) of this facade: it is ferrokafka's."""
-    return ("ferrokafka-" + __version__, _version_int(__version__))
+def version() -> str:
+    """The facade's version, as confluent-kafka 2.16 gives its own (a str):
+    ferrokafka's."""
+    return "ferrokafka-" + __version__
 
 
 def libversion():

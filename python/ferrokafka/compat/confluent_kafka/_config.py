@@ -289,18 +289,18 @@ def translate(conf: Any, client: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     the key for an unknown, refused or invalid property."""
     if not isinstance(conf, dict):
         raise TypeError(f"expected configuration dict, not {type(conf).__name__}")
-    flat = dict(conf)
-    topic_conf = flat.pop("default.topic.config", None)
+    items = [(k, v, False) for k, v in conf.items() if k != "default.topic.config"]
+    topic_conf = conf.get("default.topic.config")
     if topic_conf is not None:
         if not isinstance(topic_conf, dict):
             raise config_error("invalid value for 'default.topic.config': expected a dict")
-        for k, v in topic_conf.items():
-            flat.setdefault(k, v)
+        # Topic-level defaults; a top-level property (any spelling) wins.
+        items += [(k, v, True) for k, v in topic_conf.items()]
     letter = _CLIENT[client]
     native: Dict[str, Any] = {}
     given_by: Dict[str, str] = {}
     facade: Dict[str, Any] = dict(FACADE_DEFAULTS)
-    for key, value in flat.items():
+    for key, value, topic_level in items:
         row = TABLE.get(key)
         if row is None:
             raise config_error(f"unknown configuration property {key!r}: not a librdkafka property "
@@ -320,6 +320,8 @@ def translate(conf: Any, client: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         if row.native is None:
             facade[key] = value if row.convert is None else v
             continue
+        if topic_level and row.native in given_by:
+            continue
         if row.native in given_by and given_by[row.native] != key:
             raise config_error(f"configuration properties {given_by[row.native]!r} and {key!r} "
                                "set the same thing; give one")
@@ -329,6 +331,10 @@ def translate(conf: Any, client: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         for k, v in PRODUCER_DEFAULTS.items():
             native.setdefault(k, v)
         _fit_request_timeout(native)
+        # librdkafka's message timeout runs from produce(), waiting for the
+        # topic's metadata included; produce() appends with block=False, whose
+        # wait for metadata is bounded by max_block_ms.
+        native["max_block_ms"] = native.get("delivery_timeout_ms", 120_000)
     return native, facade
 
 

@@ -127,6 +127,10 @@ class Producer:
                 cb(None, msg)
             else:
                 err = from_native(exc)
+                if err.code() == KafkaError._TIMED_OUT:  # type: ignore[attr-defined]
+                    # Not appended within max_block_ms (= the message timeout,
+                    # _config.translate): librdkafka calls that a timed-out message.
+                    err = KafkaError(KafkaError._MSG_TIMED_OUT, err.str())  # type: ignore[attr-defined]
                 msg = Message(topic, -1 if part is None else part, OFFSET_INVALID, key, value, hdrs, err)
                 cb(err, msg)  # an exception here leaves the remaining reports queued
         return n
