@@ -397,8 +397,8 @@ def test_unknown_property_is_refused(ck):
 
 
 def test_facade_refusals_are_value_errors_naming_the_key(fck):
-    for key, value in [("no.such.property", 1), ("batch.num.messages", 100), ("debug", "all"),
-                       ("stats_cb", print), ("acks", 2), ("auto.offset.reset", "sideways")]:
+    for key, value in [("no.such.property", 1), ("batch.num.messages", 100), ("ssl.key.password", "x"),
+                       ("socket.keepalive.enable", True), ("acks", 2), ("auto.offset.reset", "sideways")]:
         conf = {"bootstrap.servers": "localhost:9", "group.id": "g", key: value}
         cls = fck.Consumer if key == "auto.offset.reset" else fck.Producer
         with pytest.raises(ValueError, match=key.replace(".", r"\.")):
@@ -432,6 +432,37 @@ def test_facade_config_mapping(fck):
     p = fck.Producer({"bootstrap.servers": "localhost:9", "linger.ms": 12, "acks": 1})
     assert p._p.config["linger_ms"] == 12 and p._p.config["acks"] == "1"
     assert p._p.config["enable_idempotence"] is False  # acks=1 turns the default off, as in Java
+
+
+def test_stats_cb_gets_json(embedded_broker, ck):
+    import json
+
+    seen = []
+    p = ck.Producer({"bootstrap.servers": embedded_broker.bootstrap_servers, "client.id": "statsy",
+                     "statistics.interval.ms": 100, "stats_cb": lambda s: seen.append(json.loads(s))})
+    deadline = time.time() + 10
+    while not seen and time.time() < deadline:
+        p.poll(0.05)
+    assert seen and seen[0]["client_id"] == "statsy" and seen[0]["type"] == "producer" and seen[0]["name"]
+
+
+def test_native_option_refusal_is_a_config_error(fck):
+    with pytest.raises(ValueError, match="heartbeat_interval_ms"):
+        fck.Consumer({"bootstrap.servers": "localhost:9", "group.id": "g",
+                      "session.timeout.ms": 6000, "heartbeat.interval.ms": 7000})
+    # librdkafka accepts a short session timeout with the default heartbeat
+    c = fck.Consumer({"bootstrap.servers": "localhost:9", "group.id": "g", "session.timeout.ms": 1000})
+    assert c._c.config["heartbeat_interval_ms"] == 333
+    c.close()
+
+
+def test_uninitialized_subclass_says_closed(fck):
+    class Lazy(fck.Producer):
+        def __init__(self, conf):
+            pass
+
+    with pytest.raises(RuntimeError, match="closed"):
+        Lazy({}).produce("t", b"v")
 
 
 def test_dead_cluster_is_an_error_not_a_hang(fck):

@@ -11,6 +11,17 @@ from ... import _core
 from . import admin, error, serialization
 from ._consumer import Consumer
 from ._error import KafkaError, KafkaException
+from ._model import (
+    AcknowledgeType,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
+    ElectionType,
+    IsolationLevel,
+    Node,
+    TopicCollection,
+    TopicPartitionInfo,
+)
 from ._producer import Producer
 from ._serializing import DeserializingConsumer, SerializingProducer
 from ._types import (
@@ -30,8 +41,33 @@ __all__ = [
     "SerializingProducer", "DeserializingConsumer", "admin", "error", "serialization",
     "OFFSET_BEGINNING", "OFFSET_END", "OFFSET_INVALID", "OFFSET_STORED",
     "TIMESTAMP_NOT_AVAILABLE", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME",
-    "version", "libversion",
+    "version", "libversion", "Node", "ConsumerGroupTopicPartitions", "ConsumerGroupState",
+    "ConsumerGroupType", "TopicCollection", "TopicPartitionInfo", "IsolationLevel", "ElectionType",
+    "AcknowledgeType",
 ]
+
+# confluent-kafka names the facade does not provide: importable (a program
+# that imports but never uses them still runs), refused when used.
+_NOT_PROVIDED = {
+    "ShareConsumer": "KIP-932 share groups: use ferrokafka.ShareConsumer",
+    "DeserializingShareConsumer": "KIP-932 share groups: use ferrokafka.ShareConsumer",
+    "Messages": "the share consumer's batch type is not provided",
+    "ThrottleEvent": "throttle events are not reported (throttle_cb is refused)",
+    "IllegalStateException": "raised only by the share consumer, which is not provided",
+    "ConcurrentModificationException": "raised only by the share consumer, which is not provided",
+}
+
+
+def __getattr__(name: str):
+    why = _NOT_PROVIDED.get(name)
+    if why is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError(f"confluent_kafka.{name} is not provided by ferrokafka's facade: {why}")
+
+    return type(name, (Exception,) if name.endswith("Exception") else (), {
+        "__init__": refuse, "__doc__": f"Not provided: {why}.", "__module__": __name__})
 
 __version__ = _core.__version__
 

@@ -30,6 +30,27 @@ class _Forward(logging.Handler):
             self.target.handle(record)
 
 
+class _Level:
+    """``debug``: the ``ferrokafka`` logger tree at DEBUG while the client is
+    open (the previous level is restored on close)."""
+
+    def __init__(self, to_stderr: bool) -> None:
+        self._root = logging.getLogger("ferrokafka")
+        self._was = self._root.level
+        self._root.setLevel(logging.DEBUG)
+        self._handler: Optional[logging.Handler] = None
+        if to_stderr:  # librdkafka's default log sink is stderr
+            self._handler = logging.StreamHandler()
+            self._handler.setFormatter(logging.Formatter("%(levelname)s|%(name)s| %(message)s"))
+            self._root.addHandler(self._handler)
+
+    def close(self) -> None:
+        self._root.setLevel(self._was)
+        if self._handler is not None:
+            self._root.removeHandler(self._handler)
+            self._handler = None
+
+
 class LoggerBridge:
     """confluent-kafka's ``logger`` property: the client's log lines go to the
     given ``logging.Logger``. ferrokafka logs to the ``ferrokafka`` logger
@@ -51,6 +72,18 @@ class LoggerBridge:
             self._handler = None
 
 
-def logger_bridge(facade: dict) -> Optional[LoggerBridge]:
+class _Both:
+    def __init__(self, *parts: Any) -> None:
+        self._parts = [p for p in parts if p is not None]
+
+    def close(self) -> None:
+        for p in self._parts:
+            p.close()
+
+
+def logger_bridge(facade: dict) -> Optional[Any]:
+    """What ``logger`` and ``debug`` ask for; ``.close()`` undoes it."""
     target = facade.get("logger")
-    return None if target is None else LoggerBridge(target)
+    bridge = None if target is None else LoggerBridge(target)
+    level = _Level(to_stderr=target is None) if facade.get("debug") is not None else None
+    return _Both(bridge, level) if (bridge or level) else None

@@ -169,7 +169,8 @@ TABLE: Dict[str, Row] = {
     "socket.receive.buffer.bytes": N("receive_buffer_bytes", convert=_int),
     "api.version.request": F("PCA", _only("true", "ferrokafka always asks brokers for their API versions"),
                              "only `true` (ferrokafka always negotiates versions)"),
-    "socket.timeout.ms": R("no separate socket timeout; use request.timeout.ms"),
+    "socket.timeout.ms": N("request_timeout_ms", convert=_int,
+                           note="librdkafka's default timeout of network requests"),
     "socket.keepalive.enable": R("ferrokafka does not set SO_KEEPALIVE"),
     "broker.version.fallback": R("ferrokafka always negotiates API versions (KIP-35 brokers only)"),
     "api.version.fallback.ms": R("ferrokafka always negotiates API versions (KIP-35 brokers only)"),
@@ -199,11 +200,13 @@ TABLE: Dict[str, Row] = {
     "error_cb": F("PCA", _callable, "called from poll()/flush() with a KafkaError for connection "
                   "errors (`_TRANSPORT`, `_RESOLVE`, `_ALL_BROKERS_DOWN`, `_AUTHENTICATION`)"),
     "logger": F("PCA", None, "a `logging.Logger`: gets the `ferrokafka` log records while the client is open"),
-    "debug": R("use logging.getLogger('ferrokafka').setLevel(logging.DEBUG)"),
+    "debug": F("PCA", _str, "any value: the `ferrokafka` loggers log at DEBUG while the client is open "
+               "(to `logger`, else to stderr); librdkafka's contexts are not told apart"),
     "log_level": R("use logging.getLogger('ferrokafka').setLevel(...)"),
     "log.connection.close": R("connection closes are logged at DEBUG on the `ferrokafka.network` logger"),
-    "stats_cb": R("librdkafka's statistics JSON has no ferrokafka equivalent; use producer.metrics()"),
-    "statistics.interval.ms": R("librdkafka's statistics JSON has no ferrokafka equivalent; use producer.metrics()"),
+    "stats_cb": F("PCA", _callable, "called from poll() every statistics.interval.ms with a JSON str: "
+                  "librdkafka's identity fields, ferrokafka's metrics under `ferrokafka`, no broker/topic trees"),
+    "statistics.interval.ms": F("PCA", _int, "0 (the default) disables stats_cb, as in librdkafka"),
     "throttle_cb": R("throttle events are not reported"),
     "default.topic.config": F("PCA", None, "flattened into the top-level configuration"),
     # --- producer ---------------------------------------------------------------------
@@ -327,6 +330,8 @@ def translate(conf: Any, client: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
                                "set the same thing; give one")
         given_by[row.native] = key
         native[row.native] = v
+    if client == "Consumer":
+        _fit_heartbeat(native)
     if client == "Producer":
         for k, v in PRODUCER_DEFAULTS.items():
             native.setdefault(k, v)
@@ -338,16 +343,34 @@ def translate(conf: Any, client: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     return native, facade
 
 
+def _fit_heartbeat(native: Dict[str, Any]) -> None:
+    # librdkafka does not tie heartbeat.interval.ms (default 3000) to
+    # session.timeout.ms; ferrokafka, as Java, needs heartbeats more often
+    # than the session times out. With only a short session timeout given,
+    # the heartbeat default becomes a third of it (Java's recommendation).
+    session = native.get("session_timeout_ms")
+    if session is not None and "heartbeat_interval_ms" not in native and session <= 3000:
+        native["heartbeat_interval_ms"] = max(1, session // 3)
+
+
 def _fit_request_timeout(native: Dict[str, Any]) -> None:
-    # librdkafka lets message.timeout.ms be shorter than request.timeout.ms
-    # (the request times out with the message); ferrokafka, as Java, needs
-    # delivery_timeout_ms >= linger_ms + request_timeout_ms. When only the
-    # delivery timeout was given, the request timeout is lowered to fit.
-    if "delivery_timeout_ms" in native and "request_timeout_ms" not in native:
-        linger = native.get("linger_ms", 5)
-        room = native["delivery_timeout_ms"] - linger
-        if room < 30_000:
-            native["request_timeout_ms"] = max(1, room)
+    # librdkafka bounds a produce request by the smaller of socket.timeout.ms
+    # and what is left of message.timeout.ms, so a message timeout shorter
+    # than the request timeout is valid there. ferrokafka, as Java, needs
+    # delivery_timeout_ms >= linger_ms + request_timeout_ms: when a delivery
+    # timeout is given, the request timeout (and the default linger) are
+    # lowered to fit, which is librdkafka's effective behaviour.
+    if "delivery_timeout_ms" not in native:
+        return
+    total = native["delivery_timeout_ms"]
+    linger = native.get("linger_ms", 5)
+    if "linger_ms" not in native and linger >= total:
+        linger = native["linger_ms"] = max(0, total // 2)
+    if linger >= total:
+        raise config_error(f"invalid value {linger!r} for configuration property 'linger.ms': it must be "
+                           f"shorter than message.timeout.ms ({total})")
+    if linger + native.get("request_timeout_ms", 30_000) > total:
+        native["request_timeout_ms"] = max(1, total - linger)
 
 
 def metadata_options(native: Dict[str, Any]) -> Dict[str, Any]:
@@ -368,3 +391,26 @@ def doc_rows() -> list:
             what = f"facade: {row.note}"
         rows.append((key, " ".join(row.clients), what))
     return rows
+
+
+BEGIN = "<!-- BEGIN config table: generated by scripts/gen-compat-doc.py from TABLE in " \
+        "python/ferrokafka/compat/confluent_kafka/_config.py; do not edit by hand -->"
+END = "<!-- END config table -->"
+
+
+def config_markdown() -> str:
+    """The config section of docs/compat-confluent.md (between BEGIN and END)."""
+    lines = [BEGIN, "", "| librdkafka property | Clients | ferrokafka |", "|---|---|---|"]
+    for key, clients, what in doc_rows():
+        lines.append(f"| `{key}` | {clients} | {what.replace('|', chr(92) + '|')} |")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def splice_doc(page: str) -> str:
+    """``page`` with its config section replaced by the current table."""
+    start, end = page.find(BEGIN), page.find(END)
+    if start < 0 or end < start:
+        raise ValueError("docs/compat-confluent.md has no generated config section (BEGIN/END markers)")
+    return page[:start] + config_markdown() + page[end + len(END):]
+

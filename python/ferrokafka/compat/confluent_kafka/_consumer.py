@@ -28,6 +28,7 @@ from ._callbacks import error_cb, logger_bridge
 from ._config import translate
 from ._error import KafkaError, KafkaException, config_error, from_native, translated
 from ._metadata import list_topics, timeout_ms
+from ._stats import Stats
 from ._types import (
     OFFSET_BEGINNING,
     OFFSET_END,
@@ -63,6 +64,8 @@ class Consumer:
     """``Consumer(conf)`` with librdkafka property names (docs/compat-confluent.md)."""
 
     def __init__(self, conf: Optional[dict] = None, **kwargs: Any) -> None:
+        if conf is None and not kwargs:
+            raise TypeError("expected configuration dict")
         conf = dict(conf or {})
         conf.update(kwargs)
         native, facade = translate(conf, "Consumer")
@@ -83,8 +86,15 @@ class Consumer:
         if cb is not None:
             native["error_cb"] = cb
         self._logger = logger_bridge(facade)
-        with translated():
-            self._c = _NativeConsumer(native)
+        try:
+            with translated():
+                self._c = _NativeConsumer(native)
+        except ValueError as e:  # an option the native table refuses
+            if self._logger is not None:
+                self._logger.close()
+            raise config_error(str(e)) from e
+        self._stats = Stats(facade, "consumer", self._c.config["client_id"],
+                            getattr(self._c, "metrics", dict), lambda: 0)
         self._pos: Dict[Any, int] = {}          # next offset after the last message returned
         self._stored: Dict[Any, Tuple[int, Optional[str]]] = {}
         self._eof_at: Dict[Any, int] = {}
@@ -345,6 +355,7 @@ class Consumer:
                 del self._stored[n]
 
     def _maybe_autocommit(self) -> None:
+        self._stats.maybe_emit()
         if self._py_autocommit and time.monotonic() >= self._next_autocommit:
             self._next_autocommit = time.monotonic() + self._autocommit_ms / 1000
             self._commit_stored(quiet=True)
@@ -452,12 +463,13 @@ class Consumer:
     # -- lifetime ---------------------------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._closed:
+        # A subclass that skipped __init__, or a closed consumer.
+        if getattr(self, "_c", None) is None or self._closed:
             raise RuntimeError("Consumer closed")
 
     def close(self) -> None:
         """Commit (with auto-commit), leave the group, stop."""
-        if self._closed:
+        if getattr(self, "_c", None) is None or self._closed:
             return
         try:
             if self._py_autocommit:

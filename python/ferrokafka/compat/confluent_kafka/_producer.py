@@ -13,15 +13,16 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Any, Callable, Deque, Optional
+from typing import Any, Callable, Deque, List, Optional
 
 from ... import errors as _native_errors
 from ...consumer import OffsetAndMetadata
 from ...producer import Producer as _NativeProducer
 from ._callbacks import error_cb, logger_bridge
 from ._config import translate
-from ._error import KafkaError, from_native, translated
+from ._error import KafkaError, KafkaException, config_error, from_native, translated
 from ._metadata import MetadataSource
+from ._stats import Stats
 from ._types import (
     OFFSET_INVALID,
     TIMESTAMP_CREATE_TIME,
@@ -51,6 +52,8 @@ class Producer:
     """``Producer(conf)`` with librdkafka property names (docs/compat-confluent.md)."""
 
     def __init__(self, conf: Optional[dict] = None, **kwargs: Any) -> None:
+        if conf is None and not kwargs:
+            raise TypeError("expected configuration dict")
         conf = dict(conf or {})
         conf.update(kwargs)  # confluent-kafka takes e.g. logger= as a keyword
         native, facade = translate(conf, "Producer")
@@ -62,13 +65,24 @@ class Producer:
         if cb is not None:
             native["error_cb"] = cb
         self._logger = logger_bridge(facade)
-        with translated():
-            self._p = _NativeProducer(native)
+        try:
+            with translated():
+                self._p = _NativeProducer(native)
+        except ValueError as e:  # an option the native table refuses
+            if self._logger is not None:
+                self._logger.close()
+            raise config_error(str(e)) from e
         self._reports: Deque[_Report] = collections.deque()
         self._lock = threading.Lock()
         self._outstanding = 0  # produced, report not yet served (librdkafka's len())
         self._meta = MetadataSource(native)
+        self._stats = Stats(facade, "producer", self._p.config["client_id"], self._p.metrics, self.__len__)
         self._closed = False
+
+    def _check(self) -> None:
+        # A subclass that skipped __init__, or a closed producer.
+        if getattr(self, "_p", None) is None or self._closed:
+            raise RuntimeError("Producer has been closed")
 
     # -- producing -------------------------------------------------------------------------
 
@@ -76,6 +90,7 @@ class Producer:
                 on_delivery: Optional[Callable] = None, callback: Optional[Callable] = None,
                 timestamp: int = 0, headers: Any = None) -> None:
         """Queue one message; its delivery report is served by poll()/flush()."""
+        self._check()
         if not isinstance(topic, str):
             raise TypeError(f"topic must be a str, not {type(topic).__name__}")
         cb = on_delivery or callback or self._default_cb
@@ -106,6 +121,31 @@ class Producer:
         # Runs in the thread of the native poll/flush (or here, when already
         # done): the report only queues; the user callback runs in _serve.
         fut.add_done_callback(lambda _f: self._reports.append(report))
+
+    def produce_batch(self, topic: str, messages: List[dict], partition: int = -1,
+                      on_delivery: Optional[Callable] = None, callback: Optional[Callable] = None) -> int:
+        """Queue each message dict (``value``, ``key``, ``partition``,
+        ``timestamp``, ``headers``, ``callback``); the number queued. A
+        message that could not be queued gets an ``_error`` (KafkaError) key."""
+        self._check()
+        if not isinstance(messages, list):
+            raise TypeError("messages must be a list of dicts")
+        for m in messages:
+            if not isinstance(m, dict):
+                raise TypeError("each message must be a dict")
+        default_cb = on_delivery or callback
+        queued = 0
+        for m in messages:
+            try:
+                self.produce(topic, m.get("value"), m.get("key"), m.get("partition", partition),
+                             on_delivery=m.get("callback") or m.get("on_delivery") or default_cb,
+                             timestamp=m.get("timestamp", 0) or 0, headers=m.get("headers"))
+                queued += 1
+            except BufferError as e:
+                m["_error"] = KafkaError(KafkaError._QUEUE_FULL, str(e))  # type: ignore[attr-defined]
+            except KafkaException as e:
+                m["_error"] = e.args[0]
+        return queued
 
     def _forget(self) -> None:
         with self._lock:
@@ -138,12 +178,14 @@ class Producer:
     def poll(self, timeout: Optional[float] = -1) -> int:
         """Serve delivery reports (and error_cb), waiting up to ``timeout``
         seconds (-1: forever) for one; the number of reports served."""
+        self._check()
         deadline = _deadline(timeout)
         while True:
             wait = 0.0 if self._reports else _remaining(deadline, 1.0)
             with translated():
                 self._p.poll(wait)
             n = self._serve()
+            self._stats.maybe_emit()
             if n or (deadline is not None and time.monotonic() >= deadline):
                 return n
 
@@ -151,23 +193,26 @@ class Producer:
         """Wait until every message is delivered or failed and its report
         served, up to ``timeout`` seconds (-1: forever); the number of
         messages still waiting."""
+        self._check()
         deadline = _deadline(timeout)
         while True:
             with translated():
                 self._p.flush(None if deadline is None else _remaining(deadline, float("inf")))
             self._serve()
+            self._stats.maybe_emit()
             if len(self) == 0 or (deadline is not None and time.monotonic() >= deadline):
                 return len(self)
             with translated():
                 self._p.poll(_remaining(deadline, 0.1))
 
     def __len__(self) -> int:
-        return self._outstanding
+        return getattr(self, "_outstanding", 0)
 
     def __bool__(self) -> bool:
         return True  # a producer is truthy even when its queue is empty
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        self._check()
         raise NotImplementedError(
             "Producer.purge(): ferrokafka cannot take queued or in-flight records back out of its "
             "Rust accumulator (needs core support); use flush(timeout) and then close()")
@@ -183,6 +228,7 @@ class Producer:
     # -- transactions (forwarded to the native producer when it has them) ------------------
 
     def _native(self, name: str) -> Callable:
+        self._check()
         fn = getattr(self._p, name, None)
         if fn is None:
             raise NotImplementedError(f"Producer.{name}(): transactions are not in this ferrokafka build")
@@ -222,9 +268,11 @@ class Producer:
 
     # -- lifetime --------------------------------------------------------------------------
 
-    def close(self, timeout: Optional[float] = -1) -> None:
-        if self._closed:
-            return
+    def close(self, timeout: Optional[float] = -1) -> bool:
+        """Flush up to ``timeout`` seconds and release the client; True
+        (confluent-kafka 2.x returns whether it closed)."""
+        if getattr(self, "_p", None) is None or self._closed:
+            return True
         self._closed = True
         try:
             self.flush(timeout)
@@ -233,6 +281,7 @@ class Producer:
             self._meta.close()
             if self._logger is not None:
                 self._logger.close()
+        return True
 
     def __enter__(self) -> "Producer":
         return self

@@ -17,7 +17,7 @@ from ....admin import Admin as _NativeAdmin
 from ....admin import NewTopic as _NativeNewTopic
 from .._callbacks import error_cb, logger_bridge
 from .._config import translate
-from .._error import KafkaError, KafkaException, from_native, translated
+from .._error import KafkaError, KafkaException, config_error, from_native, translated
 from .._metadata import MetadataSource, timeout_ms
 from .._types import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
 
@@ -81,6 +81,8 @@ class AdminClient:
     """``AdminClient(conf)`` with librdkafka property names."""
 
     def __init__(self, conf: Optional[dict] = None, **kwargs: Any) -> None:
+        if conf is None and not kwargs:
+            raise TypeError("expected configuration dict")
         conf = dict(conf or {})
         conf.update(kwargs)
         native, facade = translate(conf, "AdminClient")
@@ -88,8 +90,13 @@ class AdminClient:
         if cb is not None:
             native["error_cb"] = cb
         self._logger = logger_bridge(facade)
-        with translated():
-            self._a = _NativeAdmin(native)
+        try:
+            with translated():
+                self._a = _NativeAdmin(native)
+        except ValueError as e:  # an option the native table refuses
+            if self._logger is not None:
+                self._logger.close()
+            raise config_error(str(e)) from e
         self._meta = MetadataSource(native)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ferrokafka-admin")
 
@@ -201,3 +208,28 @@ class AdminClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+# confluent-kafka admin names whose operations the native Admin does not have:
+# importable, refused when used (docs/compat-confluent.md).
+_NOT_PROVIDED = (
+    "AclBinding", "AclBindingFilter", "AclOperation", "AclPermissionType", "AlterConfigOpType",
+    "ConfigEntry", "ConfigSource", "ConsumerGroupDescription", "ConsumerGroupListing", "DeletedRecords",
+    "DescribeClusterResult", "GroupMember", "GroupMetadata", "ListConsumerGroupsResult",
+    "ListOffsetsResultInfo", "MemberAssignment", "MemberDescription", "OffsetSpec", "ResourcePatternType",
+    "ResourceType", "ScramCredentialInfo", "ScramMechanism", "UserScramCredentialAlteration",
+    "UserScramCredentialDeletion", "UserScramCredentialUpsertion", "UserScramCredentialsDescription",
+    "TopicDescription", "_ElectionType",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _NOT_PROVIDED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(f"confluent_kafka.admin.{name} is not provided by ferrokafka's facade: "
+                                  "the native Admin has no operation that takes or returns it")
+
+    return type(name, (), {"__init__": refuse, "__module__": __name__})
+
