@@ -51,6 +51,33 @@ def _str(v: Any) -> str:
     return str(v)
 
 
+def _servers(v: Any) -> str:
+    # librdkafka takes "host" without a port and uses 9092, and a list in
+    # a str separated by commas (spaces allowed).
+    items = v if isinstance(v, (list, tuple)) else str(v).split(",")
+    out = []
+    for item in (str(i).strip() for i in items):
+        if not item:
+            continue
+        if "://" in item:
+            item = item.split("://", 1)[1]
+        has_port = item.rsplit(":", 1)[-1].isdigit() and (":" in item) and not item.endswith("]")
+        out.append(item if has_port else f"{item}:9092")
+    if not out:
+        raise ValueError("expected host[:port][,host[:port]...]")
+    return ",".join(out)
+
+
+def _partitioner(v: Any) -> str:
+    from ..._config import PRODUCER
+
+    s = str(v).strip()
+    choices = PRODUCER.options["partitioner"].choices or ()
+    if s not in choices:
+        raise ValueError(f"expected one of {', '.join(choices)}")
+    return s
+
+
 def _acks(v: Any) -> str:
     s = str(v).strip().lower()
     if s in ("all", "-1"):
@@ -149,8 +176,8 @@ def R(why: str, clients: str = "PCA") -> Row:
 # librdkafka name -> row. The order is the order of the generated doc.
 TABLE: Dict[str, Row] = {
     # --- connection -------------------------------------------------------------------
-    "bootstrap.servers": N("bootstrap_servers", convert=_str),
-    "metadata.broker.list": N("bootstrap_servers", convert=_str, note="alias of bootstrap.servers"),
+    "bootstrap.servers": N("bootstrap_servers", convert=_servers, note="required; port 9092 when none is given"),
+    "metadata.broker.list": N("bootstrap_servers", convert=_servers, note="alias of bootstrap.servers"),
     "client.id": N("client_id", convert=_str),
     "request.timeout.ms": N("request_timeout_ms", convert=_int),
     "socket.connection.setup.timeout.ms": N("socket_connection_setup_timeout_ms", convert=_int),
@@ -232,7 +259,7 @@ TABLE: Dict[str, Row] = {
     "message.send.max.retries": N("retries", "P", _int),
     "retries": N("retries", "P", _int),
     "message.max.bytes": N("max_request_size", "P", _int),
-    "partitioner": N("partitioner", "P", _str, "default consistent_random, as librdkafka"),
+    "partitioner": N("partitioner", "P", _partitioner, "default consistent_random, as librdkafka"),
     "transactional.id": N("transactional_id", "P", _str),
     "on_delivery": F("P", _callable, "default delivery callback `(err, msg)`, run from poll()/flush()"),
     "dr_cb": F("P", _callable, "same as on_delivery"),
@@ -304,12 +331,14 @@ def translate(conf: Any, client: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     given_by: Dict[str, str] = {}
     facade: Dict[str, Any] = dict(FACADE_DEFAULTS)
     for key, value, topic_level in items:
+        if value is None:
+            continue  # None leaves a property unset (confluent-kafka issue #133)
         row = TABLE.get(key)
         if row is None:
-            raise config_error(f"unknown configuration property {key!r}: not a librdkafka property "
-                               "ferrokafka's confluent-kafka facade knows (docs/compat-confluent.md)")
+            raise config_error(f'No such configuration property: "{key}" (not a librdkafka property '
+                               "ferrokafka's confluent-kafka facade knows, docs/compat-confluent.md)")
         if row.refused:
-            raise config_error(f"configuration property {key!r} is not supported: {row.note}")
+            raise config_error(f'Configuration property "{key}" is not supported by ferrokafka: {row.note}')
         if letter not in row.clients:
             # librdkafka's behaviour: a property of another client type is
             # ignored with a warning, so one dict can serve both clients.
@@ -319,7 +348,7 @@ def translate(conf: Any, client: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         try:
             v = row.convert(value) if row.convert is not None and value is not None else value
         except (TypeError, ValueError) as e:
-            raise config_error(f"invalid value {value!r} for configuration property {key!r}: {e}") from None
+            raise config_error(f'Invalid value for configuration property "{key}": {value} ({e})') from None
         if row.native is None:
             facade[key] = value if row.convert is None else v
             continue

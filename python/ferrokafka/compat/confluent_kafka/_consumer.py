@@ -148,6 +148,7 @@ class Consumer:
         return cb
 
     def unsubscribe(self) -> None:
+        self._check_open()
         with translated():
             self._c.unsubscribe()
 
@@ -403,10 +404,12 @@ class Consumer:
             self._apply_offsets([partition])
 
     def pause(self, partitions: List[Any]) -> None:
+        self._check_open()
         with translated():
             self._c.pause([_ntp(p) for p in _parts(partitions, "pause")])
 
     def resume(self, partitions: List[Any]) -> None:
+        self._check_open()
         with translated():
             self._c.resume([_ntp(p) for p in _parts(partitions, "resume")])
 
@@ -442,6 +445,7 @@ class Consumer:
         return list_topics(self._c._core, topic, timeout_ms(timeout, self._c._timeout_ms))
 
     def cluster_id(self, timeout: Optional[float] = -1) -> Optional[str]:
+        self._check_open()
         return self.list_topics(None, timeout).cluster_id
 
     def memberid(self) -> Optional[str]:
@@ -450,6 +454,7 @@ class Consumer:
         return member or None
 
     def consumer_group_metadata(self) -> Any:
+        self._check_open()
         fn = getattr(self._c, "group_metadata", None)
         if fn is None:
             raise NotImplementedError("Consumer.consumer_group_metadata(): transactions are not in this "

@@ -100,6 +100,10 @@ class AdminClient:
         self._meta = MetadataSource(native)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ferrokafka-admin")
 
+    def _check(self) -> None:
+        if getattr(self, "_a", None) is None:
+            raise RuntimeError("AdminClient has been closed")
+
     def _per_topic(self, names: List[str], call: Any) -> Dict[str, concurrent.futures.Future]:
         futs: Dict[str, concurrent.futures.Future] = {n: concurrent.futures.Future() for n in names}
         for f in futs.values():
@@ -133,6 +137,7 @@ class AdminClient:
     def create_topics(self, new_topics: List[NewTopic], operation_timeout: float = 0,
                       request_timeout: float = 30.0, validate_only: bool = False) -> Dict[str, concurrent.futures.Future]:
         """{topic: Future} resolved to None, or to KafkaException (e.g. TOPIC_ALREADY_EXISTS)."""
+        self._check()
         if not isinstance(new_topics, list) or not new_topics:
             raise ValueError("Expected non-empty list of NewTopic objects")
         specs = []
@@ -149,6 +154,7 @@ class AdminClient:
 
     def delete_topics(self, topics: List[str], operation_timeout: float = 0,
                       request_timeout: float = 30.0) -> Dict[str, concurrent.futures.Future]:
+        self._check()
         if not isinstance(topics, list) or not topics:
             raise ValueError("Expected non-empty list of topic names")
         names = [str(t) for t in topics]
@@ -156,6 +162,7 @@ class AdminClient:
         return self._per_topic(names, lambda: self._a.delete_topics(names, timeout_ms=ms, raise_on_error=False))
 
     def list_topics(self, topic: Optional[str] = None, timeout: Optional[float] = -1) -> ClusterMetadata:
+        self._check()
         return self._meta.list_topics(topic, timeout)
 
     def describe_cluster(self, request_timeout: Optional[float] = None, **kwargs: Any) -> concurrent.futures.Future:
@@ -171,6 +178,7 @@ class AdminClient:
 
     def poll(self, timeout: Optional[float] = -1) -> int:
         """Serve error_cb; admin results arrive on their futures."""
+        self._check()
         from .... import _events
         _events.dispatch(self._a._core, self._a._error_cb)
         return 0
@@ -197,6 +205,8 @@ class AdminClient:
         raise _missing("delete_acls", "the native Admin has no ACL requests yet")
 
     def close(self) -> None:
+        if getattr(self, "_a", None) is None:
+            return
         self._pool.shutdown(wait=True)
         self._meta.close()
         self._a.close()
