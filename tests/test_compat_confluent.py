@@ -9,12 +9,14 @@ paths, librdkafka's mock cluster for a dead cluster.
 from __future__ import annotations
 
 import importlib
+import pathlib
 import threading
 import time
 
 import pytest
 
 FACADE = "ferrokafka.compat.confluent_kafka"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(params=["confluent_kafka", FACADE])
@@ -517,3 +519,26 @@ def test_poll_from_other_thread_does_not_block_produce(embedded_broker, ck, topi
         stop.set()
         t.join()
     assert served == [None] * 50
+
+
+# --- docs and example -----------------------------------------------------------------------
+
+def test_doc_config_table_is_current():
+    from ferrokafka.compat.confluent_kafka import _config
+
+    page = (ROOT / "docs/compat-confluent.md").read_text(encoding="utf-8")
+    assert _config.splice_doc(page) == page, \
+        "docs/compat-confluent.md is out of date: run python scripts/gen-compat-doc.py"
+    for key in _config.TABLE:
+        assert f"| `{key}` |" in page
+
+
+def test_example_runs_with_either_import(embedded_broker, ck, capsys):
+    # The example is confluent-kafka code: with its import lines pointed back
+    # at confluent_kafka it must run the same.
+    source = (ROOT / "examples/migrate_confluent.py").read_text(encoding="utf-8")
+    source = source.replace(FACADE, ck.__name__)
+    namespace = {"__name__": "migrate_confluent"}
+    exec(compile(source, "migrate_confluent.py", "exec"), namespace)
+    assert namespace["run"](embedded_broker.bootstrap_servers) == 0
+    assert "consumed 30 messages" in capsys.readouterr().out

@@ -55,6 +55,9 @@ _NOT_PROVIDED = {
     "ThrottleEvent": "throttle events are not reported (throttle_cb is refused)",
     "IllegalStateException": "raised only by the share consumer, which is not provided",
     "ConcurrentModificationException": "raised only by the share consumer, which is not provided",
+    "murmur2": "the partitioner functions are not provided; the partitioner property takes their names",
+    "consistent": "the partitioner functions are not provided; the partitioner property takes their names",
+    "fnv1a": "the partitioner functions are not provided; the partitioner property takes their names",
 }
 
 
