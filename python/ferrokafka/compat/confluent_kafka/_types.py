@@ -109,32 +109,42 @@ def headers_list(headers: Any) -> Optional[List[Tuple[str, Optional[bytes]]]]:
     return out
 
 
+def _nonneg(v: Any) -> Any:
+    # The C Message keeps "unset" as a negative number and answers None.
+    return None if v is None or v < 0 else v
+
+
 class Message:
     """A consumed or delivered message, or an event (``error()`` not None).
 
-    Built by the clients; the constructor (all keywords optional) is for
-    tests, as in confluent-kafka."""
+    Built by the clients; the constructor (all arguments optional, in
+    confluent-kafka's order) is for tests, as in confluent-kafka. Negative
+    partition, offset, latency, leader epoch and a delivery count below 1
+    read back as None."""
 
     __slots__ = ("_topic", "_partition", "_offset", "_key", "_value", "_headers", "_error",
-                 "_timestamp", "_latency", "_leader_epoch")
+                 "_timestamp", "_latency", "_leader_epoch", "_delivery_count")
 
-    def __init__(self, topic: Optional[str] = None, partition: Optional[int] = None,
+    def __init__(self, topic: Any = None, partition: Optional[int] = None,
                  offset: Optional[int] = None, key: Any = None, value: Any = None,
-                 headers: Any = None, error: Optional[KafkaError] = None,
+                 headers: Any = None, error: Any = None,
                  timestamp: Optional[Tuple[int, int]] = None, latency: Optional[float] = None,
-                 leader_epoch: Optional[int] = None) -> None:
+                 leader_epoch: Optional[int] = None, delivery_count: Optional[int] = None) -> None:
+        if delivery_count is not None and not -32768 <= delivery_count <= 32767:
+            raise OverflowError("delivery_count must fit in a signed 16-bit integer")
         self._topic = topic
-        self._partition = partition
-        self._offset = offset
+        self._partition = _nonneg(partition)
+        self._offset = _nonneg(offset)
         self._key = key
         self._value = value
         self._headers = headers
         self._error = error
         self._timestamp = timestamp if timestamp is not None else (TIMESTAMP_NOT_AVAILABLE, 0)
-        self._latency = latency
-        self._leader_epoch = leader_epoch
+        self._latency = _nonneg(latency)
+        self._leader_epoch = _nonneg(leader_epoch)
+        self._delivery_count = None if delivery_count is None or delivery_count <= 0 else delivery_count
 
-    def topic(self) -> Optional[str]:
+    def topic(self) -> Any:
         return self._topic
 
     def partition(self) -> Optional[int]:
@@ -152,7 +162,7 @@ class Message:
     def headers(self) -> Any:
         return self._headers
 
-    def error(self) -> Optional[KafkaError]:
+    def error(self) -> Any:
         return self._error
 
     def timestamp(self) -> Tuple[int, int]:
@@ -165,6 +175,9 @@ class Message:
     def leader_epoch(self) -> Optional[int]:
         return self._leader_epoch
 
+    def delivery_count(self) -> Optional[int]:
+        return self._delivery_count
+
     def set_key(self, key: Any) -> None:
         self._key = key
 
@@ -174,15 +187,36 @@ class Message:
     def set_headers(self, headers: Any) -> None:
         self._headers = headers
 
-    def set_topic(self, topic: str) -> None:
+    def set_topic(self, topic: Any) -> None:
         self._topic = topic
 
-    def set_error(self, error: Optional[KafkaError]) -> None:
+    def set_error(self, error: Any) -> None:
         self._error = error
 
     def __len__(self) -> int:
         v = self._value
-        return 0 if v is None else len(v)
+        if v is None:
+            return 0
+        if not isinstance(v, (bytes, bytearray, memoryview, str)):
+            raise TypeError(f"the value of a Message must be bytes or str for len(), not {type(v).__name__}")
+        return len(v)
+
+    def _args(self) -> tuple:
+        def neg(v: Any, unset: Any) -> Any:
+            return unset if v is None else v
+        return (self._topic, neg(self._partition, -1), neg(self._offset, OFFSET_INVALID), self._key,
+                self._value, self._headers, self._error, self._timestamp, neg(self._latency, -1.0),
+                neg(self._leader_epoch, -1), neg(self._delivery_count, -1))
+
+    def __reduce__(self) -> tuple:
+        return (Message, self._args())
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return self._args() == other._args()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable (set_*), compared by content
 
     def __repr__(self) -> str:
         return (f"Message(topic={self._topic!r}, partition={self._partition}, offset={self._offset}, "
