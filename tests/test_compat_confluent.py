@@ -307,6 +307,22 @@ def test_assign_with_offsets_seek_position_and_watermarks(embedded_broker, ck, t
     c.close()
 
 
+def test_incremental_assign_and_unassign(embedded_broker, ck, topic_name):
+    bs = embedded_broker.bootstrap_servers
+    _create(ck, bs, topic_name, partitions=2)
+    _produce(ck, bs, topic_name, [b"a0", b"a1"], partition=0)
+    _produce(ck, bs, topic_name, [b"b0", b"b1"], partition=1)
+    c = ck.Consumer({"bootstrap.servers": bs, "group.id": topic_name})
+    c.incremental_assign([ck.TopicPartition(topic_name, 0, 1)])
+    assert [m.value() for m in _consume_until(c, 1)] == [b"a1"]
+    c.incremental_assign([ck.TopicPartition(topic_name, 1, ck.OFFSET_BEGINNING)])
+    assert sorted((tp.partition for tp in c.assignment())) == [0, 1]
+    assert [m.value() for m in _consume_until(c, 2)] == [b"b0", b"b1"]
+    c.incremental_unassign([ck.TopicPartition(topic_name, 0)])
+    assert [(tp.topic, tp.partition) for tp in c.assignment()] == [(topic_name, 1)]
+    c.close()
+
+
 def test_on_assign_can_choose_start_offsets(embedded_broker, ck, topic_name):
     bs = embedded_broker.bootstrap_servers
     _create(ck, bs, topic_name)

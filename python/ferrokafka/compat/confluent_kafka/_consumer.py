@@ -182,7 +182,7 @@ class Consumer:
         if self._in_rebalance:
             return  # the native consumer drops the revoked partitions after on_revoke
         with translated():
-            self._c.assign([])
+            self._c.unassign()
         self._pos.clear()
         self._eof_at.clear()
 
@@ -191,9 +191,7 @@ class Consumer:
         parts = _parts(partitions, "incremental_assign")
         with translated():
             if not self._in_rebalance:
-                current = self._c.assignment()
-                new = [_ntp(p) for p in parts]
-                self._c.assign(list(dict.fromkeys([*current, *new])))
+                self._c.incremental_assign([_ntp(p) for p in parts])
             self._apply_offsets(parts)
 
     def incremental_unassign(self, partitions: List[Any]) -> None:
@@ -202,7 +200,7 @@ class Consumer:
         if self._in_rebalance:
             return
         with translated():
-            self._c.assign([p for p in self._c.assignment() if p not in gone])
+            self._c.incremental_unassign(list(gone))
         for p in gone:
             self._pos.pop(p, None)
             self._eof_at.pop(p, None)
