@@ -130,9 +130,15 @@ class Producer:
         self._check()
         if not isinstance(messages, list):
             raise TypeError("messages must be a list of dicts")
-        for m in messages:
+        for i, m in enumerate(messages):
+            # Checked before anything is queued, so a bad list queues nothing.
             if not isinstance(m, dict):
-                raise TypeError("each message must be a dict")
+                raise TypeError(f"Message at index {i} must be a dict")
+            for field in ("value", "key"):
+                if m.get(field) is not None and not isinstance(m[field], (bytes, str)):
+                    raise TypeError(f"Message {field} at index {i} must be bytes or str")
+            if "partition" in m and not isinstance(m["partition"], int):
+                raise TypeError(f"Message partition at index {i} must be int")
         default_cb = on_delivery or callback
         queued = 0
         for m in messages:
