@@ -167,6 +167,20 @@ def test_queue_full_raises_buffer_error(embedded_broker, ck, topic_name):
     assert p.flush(15) == 0
 
 
+def test_produce_batch(embedded_broker, ck, topic_name):
+    bs = embedded_broker.bootstrap_servers
+    _create(ck, bs, topic_name)
+    p = ck.Producer({"bootstrap.servers": bs})
+    seen = []
+    msgs = [{"value": b"a", "key": "k"}, {"value": "b", "partition": 0},
+            {"value": b"c", "callback": lambda err, msg: seen.append(("own", msg.value()))}]
+    assert p.produce_batch(topic_name, msgs, on_delivery=lambda err, msg: seen.append(("batch", msg.value()))) == 3
+    assert p.flush(15) == 0
+    assert sorted(seen) == [("batch", b"a"), ("batch", b"b"), ("own", b"c")]
+    with pytest.raises(TypeError):
+        p.produce_batch(topic_name, [{"value": b"ok"}, "not a dict"])
+
+
 def test_poll_timeout_is_seconds(embedded_broker, ck, topic_name):
     bs = embedded_broker.bootstrap_servers
     _create(ck, bs, topic_name)
@@ -275,6 +289,26 @@ def test_store_offsets_and_on_commit(embedded_broker, ck, topic_name):
     while len(commits) < 2 and time.time() < deadline:
         c.poll(0.2)
     assert commits[-1] == (None, [(topic_name, 2)])
+    c.close()
+
+
+def test_auto_commit_commits_stored_offsets_only(embedded_broker, ck, topic_name):
+    bs = embedded_broker.bootstrap_servers
+    _create(ck, bs, topic_name)
+    _produce(ck, bs, topic_name, [b"a", b"b", b"c"])
+    c = ck.Consumer({"bootstrap.servers": bs, "group.id": topic_name, "auto.offset.reset": "earliest",
+                     "enable.auto.offset.store": False, "auto.commit.interval.ms": 200})
+    c.assign([ck.TopicPartition(topic_name, 0)])
+    got = _consume_until(c, 3)
+    c.store_offsets(message=got[0])
+    deadline = time.time() + 10
+    committed = None
+    while time.time() < deadline:
+        c.poll(0.1)
+        committed = c.committed([ck.TopicPartition(topic_name, 0)], timeout=10)[0].offset
+        if committed == 1:
+            break
+    assert committed == 1  # the stored offset, never the position (3)
     c.close()
 
 
