@@ -10,7 +10,8 @@ core never produces. Both are listed here so that code comparing
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+import builtins
+from typing import Any, Dict, Literal, Optional
 
 from ... import _core
 from ... import errors as _native
@@ -155,7 +156,7 @@ class KafkaError:
     def txn_requires_abort(self) -> bool:
         return self._txn_requires_abort
 
-    def __str__(self) -> str:
+    def __str__(self) -> builtins.str:
         return f'KafkaError{{code={self.name()},val={self._code},str="{self._str}"}}'
 
     __repr__ = __str__
@@ -240,7 +241,7 @@ class translated:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, typ: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, typ: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc is not None and isinstance(exc, _native.KafkaError):
             raise KafkaException(from_native(exc)) from exc
         return False
