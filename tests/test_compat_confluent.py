@@ -540,6 +540,18 @@ def test_error_cb_gets_confluent_errors(fck):
                                 fck.KafkaError._RESOLVE)
 
 
+def test_exception_in_error_cb_propagates_from_poll(ck):
+    def error_cb(err):
+        raise ValueError(f"error_cb saw {err.name()}")
+
+    p = ck.Producer({"bootstrap.servers": "127.0.0.1:1", "error_cb": error_cb})
+    p.produce("t", b"v")
+    with pytest.raises(ValueError, match="error_cb saw _"):
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            p.poll(0.2)
+
+
 def test_purge_is_refused_clearly(fck):
     p = fck.Producer({"bootstrap.servers": "127.0.0.1:1"})
     with pytest.raises(NotImplementedError, match="purge"):

@@ -3,21 +3,44 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from ._error import from_native
 
 
-def error_cb(user_cb: Optional[Callable[[Any], Any]]) -> Optional[Callable[[Any], Any]]:
+class ErrorCallback:
     """The native ``error_cb`` that hands the user's callback a
-    confluent-style ``KafkaError`` instead of ferrokafka's exception."""
-    if user_cb is None:
-        return None
+    confluent-style ``KafkaError`` instead of ferrokafka's exception.
 
-    def cb(exc: BaseException) -> None:
-        user_cb(from_native(exc))
+    The native client calls it inside its poll and logs what it raises; as
+    confluent-kafka lets an exception from ``error_cb`` out of ``poll()``,
+    the exception is kept here and re-raised by the facade (``raise_pending``)
+    once the native call has returned."""
 
-    return cb
+    def __init__(self, user_cb: Callable[[Any], Any]) -> None:
+        self._user_cb = user_cb
+        self._pending: List[BaseException] = []
+
+    def __call__(self, exc: BaseException) -> None:
+        try:
+            self._user_cb(from_native(exc))
+        except Exception as e:
+            self._pending.append(e)
+
+    def raise_pending(self) -> None:
+        if self._pending:
+            first = self._pending[0]
+            self._pending.clear()
+            raise first
+
+
+def error_cb(user_cb: Optional[Callable[[Any], Any]]) -> Optional[ErrorCallback]:
+    return None if user_cb is None else ErrorCallback(user_cb)
+
+
+def raise_pending(cb: Optional[ErrorCallback]) -> None:
+    if cb is not None:
+        cb.raise_pending()
 
 
 class _Forward(logging.Handler):

@@ -24,7 +24,7 @@ from ... import _core
 from ... import errors as _native_errors
 from ...consumer import Consumer as _NativeConsumer
 from ...consumer import OffsetAndMetadata
-from ._callbacks import error_cb, logger_bridge
+from ._callbacks import error_cb, logger_bridge, raise_pending
 from ._config import translate
 from ._error import KafkaError, KafkaException, config_error, from_native, translated
 from ._metadata import list_topics, timeout_ms
@@ -82,7 +82,7 @@ class Consumer:
         self._autocommit_ms = int(native.get("auto_commit_interval_ms", 5000))
         if self._py_autocommit:
             native["enable_auto_commit"] = False
-        cb = error_cb(facade.get("error_cb"))
+        cb = self._error_cb = error_cb(facade.get("error_cb"))
         if cb is not None:
             native["error_cb"] = cb
         self._logger = logger_bridge(facade)
@@ -354,6 +354,8 @@ class Consumer:
                 del self._stored[n]
 
     def _maybe_autocommit(self) -> None:
+        # Runs after every native poll: error_cb's exceptions, statistics, auto-commit.
+        raise_pending(self._error_cb)
         self._stats.maybe_emit()
         if self._py_autocommit and time.monotonic() >= self._next_autocommit:
             self._next_autocommit = time.monotonic() + self._autocommit_ms / 1000

@@ -18,7 +18,7 @@ from typing import Any, Callable, Deque, List, Optional
 from ... import errors as _native_errors
 from ...consumer import OffsetAndMetadata
 from ...producer import Producer as _NativeProducer
-from ._callbacks import error_cb, logger_bridge
+from ._callbacks import error_cb, logger_bridge, raise_pending
 from ._config import translate
 from ._error import KafkaError, KafkaException, config_error, from_native, translated
 from ._metadata import MetadataSource
@@ -61,7 +61,7 @@ class Producer:
                                                  or facade.get("dr_msg_cb"))
         self._only_errors = bool(facade["delivery.report.only.error"])
         self._max_messages = int(facade["queue.buffering.max.messages"])
-        cb = error_cb(facade.get("error_cb"))
+        cb = self._error_cb = error_cb(facade.get("error_cb"))
         if cb is not None:
             native["error_cb"] = cb
         self._logger = logger_bridge(facade)
@@ -158,6 +158,7 @@ class Producer:
             self._outstanding -= 1
 
     def _serve(self) -> int:
+        raise_pending(self._error_cb)  # runs after every native poll/flush
         n = 0
         while self._reports:
             fut, cb, topic, part, key, value, hdrs = self._reports.popleft()

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 from ....admin import Admin as _NativeAdmin
 from ....admin import NewTopic as _NativeNewTopic
-from .._callbacks import error_cb, logger_bridge
+from .._callbacks import error_cb, logger_bridge, raise_pending
 from .._config import translate
 from .._error import KafkaError, KafkaException, config_error, from_native, translated
 from .._metadata import MetadataSource, timeout_ms
@@ -86,7 +86,7 @@ class AdminClient:
         conf = dict(conf or {})
         conf.update(kwargs)
         native, facade = translate(conf, "AdminClient")
-        cb = error_cb(facade.get("error_cb"))
+        cb = self._error_cb = error_cb(facade.get("error_cb"))
         if cb is not None:
             native["error_cb"] = cb
         self._logger = logger_bridge(facade)
@@ -181,6 +181,7 @@ class AdminClient:
         self._check()
         from .... import _events
         _events.dispatch(self._a._core, self._a._error_cb)
+        raise_pending(self._error_cb)
         return 0
 
     def create_partitions(self, *args: Any, **kwargs: Any) -> Any:
