@@ -125,6 +125,6 @@ PYEOF
   printf '%-28s %9s %7s %7s %8s\n' "$f" "$c" "$p" "$fl" "$s"
   TOTAL=($((TOTAL[0]+c)) $((TOTAL[1]+p)) $((TOTAL[2]+fl)) $((TOTAL[3]+s)))
   if [ -n "${PEER_TESTS_VERBOSE:-}" ]; then grep -E '^(FAILED|ERROR)' "$WORK/$f.log" || true; fi
-  if [ -n "${PEER_TESTS_KEEP_LOGS:-}" ]; then mkdir -p "$PEER_TESTS_KEEP_LOGS"; cp "$WORK/$f.log" "$PEER_TESTS_KEEP_LOGS/"; fi
+  if [ -n "${PEER_TESTS_KEEP_LOGS:-}" ]; then mkdir -p "$PEER_TESTS_KEEP_LOGS"; cp "$WORK/$f.log" "$WORK/$f.xml" "$PEER_TESTS_KEEP_LOGS/" 2>/dev/null || true; fi
 done
 printf '%-28s %9s %7s %7s %8s\n' TOTAL "${TOTAL[0]}" "${TOTAL[1]}" "${TOTAL[2]}" "${TOTAL[3]}"
