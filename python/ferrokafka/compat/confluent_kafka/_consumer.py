@@ -441,7 +441,8 @@ class Consumer:
     # -- metadata and group ------------------------------------------------------------------
 
     def list_topics(self, topic: Optional[str] = None, timeout: Optional[float] = -1) -> Any:
-        self._check_open()
+        if getattr(self, "_c", None) is None or self._closed:
+            raise RuntimeError("Handle has been closed")  # confluent-kafka's text for this one
         return list_topics(self._c._core, topic, timeout_ms(timeout, self._c._timeout_ms))
 
     def cluster_id(self, timeout: Optional[float] = -1) -> Optional[str]:

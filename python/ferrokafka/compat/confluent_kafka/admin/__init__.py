@@ -185,24 +185,31 @@ class AdminClient:
         return 0
 
     def create_partitions(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
         raise _missing("create_partitions", "the native Admin has no CreatePartitions request yet")
 
     def describe_configs(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
         raise _missing("describe_configs", "the native Admin has no DescribeConfigs request yet")
 
     def alter_configs(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
         raise _missing("alter_configs", "the native Admin has no AlterConfigs request yet")
 
     def incremental_alter_configs(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
         raise _missing("incremental_alter_configs", "the native Admin has no IncrementalAlterConfigs request yet")
 
     def create_acls(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
         raise _missing("create_acls", "the native Admin has no ACL requests yet")
 
     def describe_acls(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
         raise _missing("describe_acls", "the native Admin has no ACL requests yet")
 
     def delete_acls(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
         raise _missing("delete_acls", "the native Admin has no ACL requests yet")
 
     def close(self) -> None:
