@@ -96,17 +96,21 @@ class Producer:
         cb = on_delivery or callback or self._default_cb
         if cb is not None and not callable(cb):
             raise TypeError("on_delivery must be callable")
-        v, k = as_bytes(value, "value"), as_bytes(key, "key")
-        hdrs = headers_list(headers)
-        part = None if partition is None or int(partition) < 0 else int(partition)
+        # The hot path: bytes and None go through untouched.
+        v = value if value is None or type(value) is bytes else as_bytes(value, "value")
+        k = key if key is None or type(key) is bytes else as_bytes(key, "key")
+        hdrs = None if headers is None else headers_list(headers)
+        part = None if partition is None or partition < 0 else int(partition)
         ts = None if not timestamp else int(timestamp)
         with self._lock:
             if self._outstanding >= self._max_messages:
                 raise BufferError(KafkaError(KafkaError._QUEUE_FULL).str())  # type: ignore[attr-defined]
             self._outstanding += 1
         try:
-            with translated():
-                fut = self._p.send(topic, v, k, part, ts, hdrs, False)
+            fut = self._p.send(topic, v, k, part, ts, hdrs, False)
+        except _native_errors.KafkaError as e:
+            self._forget()
+            raise KafkaException(from_native(e)) from e
         except BaseException:
             self._forget()
             raise
@@ -160,8 +164,11 @@ class Producer:
     def _serve(self) -> int:
         raise_pending(self._error_cb)  # runs after every native poll/flush
         n = 0
-        while self._reports:
-            fut, cb, topic, part, key, value, hdrs = self._reports.popleft()
+        while True:
+            try:  # several threads may poll at once: pop, do not test then pop
+                fut, cb, topic, part, key, value, hdrs = self._reports.popleft()
+            except IndexError:
+                break
             self._forget()
             n += 1
             exc = fut.exception()
