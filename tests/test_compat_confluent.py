@@ -111,6 +111,9 @@ def test_delivery_callback_gets_err_and_message(embedded_broker, ck, topic_name)
     assert len(p) == 1
     assert p.flush(15) == 0
     assert len(p) == 0
+    assert p.close() is True
+    with pytest.raises(RuntimeError):
+        p.poll(0)
     (err, msg), = seen
     assert err is None
     assert isinstance(msg, ck.Message)
@@ -550,6 +553,34 @@ def test_exception_in_error_cb_propagates_from_poll(ck):
         deadline = time.time() + 10
         while time.time() < deadline:
             p.poll(0.2)
+
+
+def test_logger_property_receives_client_logs(fck):
+    import logging
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    log = logging.getLogger("test-compat-confluent-logger")
+    log.setLevel(logging.INFO)
+    handler = Keep()
+    log.addHandler(handler)
+    try:
+        p = fck.Producer({"bootstrap.servers": "127.0.0.1:1"}, logger=log)
+        with pytest.raises(fck.KafkaException):
+            p.list_topics(timeout=0.5)
+        p.close(0)
+        assert any(r.name.startswith("ferrokafka") and "127.0.0.1:1" in r.getMessage() for r in records)
+        n = len(records)
+        q = fck.Producer({"bootstrap.servers": "127.0.0.1:1"})  # no logger: nothing forwarded any more
+        with pytest.raises(fck.KafkaException):
+            q.list_topics(timeout=0.3)
+        assert len(records) == n
+    finally:
+        log.removeHandler(handler)
 
 
 def test_purge_is_refused_clearly(fck):

@@ -287,10 +287,10 @@ class Producer:
         (confluent-kafka 2.x returns whether it closed)."""
         if getattr(self, "_p", None) is None or self._closed:
             return True
-        self._closed = True
         try:
             self.flush(timeout)
         finally:
+            self._closed = True
             self._p.close(0)
             self._meta.close()
             if self._logger is not None:
