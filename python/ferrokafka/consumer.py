@@ -165,6 +165,22 @@ class Consumer:
         """Take these partitions, without a group rebalance."""
         self._core.assign(_tps(partitions))
 
+    def unassign(self) -> None:
+        """Drop every manually assigned partition (``assign([])``)."""
+        self._core.assign([])
+
+    def incremental_assign(self, partitions: Iterable[Any]) -> None:
+        """Add partitions to the manual assignment; the partitions already
+        assigned keep their positions (librdkafka's incremental_assign)."""
+        current = self._core.assignment()
+        self._core.assign(list(dict.fromkeys([*current, *_tps(partitions)])))
+
+    def incremental_unassign(self, partitions: Iterable[Any]) -> None:
+        """Remove partitions from the manual assignment; the others keep
+        their positions."""
+        gone = set(_tps(partitions))
+        self._core.assign([tp for tp in self._core.assignment() if tp not in gone])
+
     def assignment(self) -> List[TopicPartition]:
         return self._core.assignment()
 

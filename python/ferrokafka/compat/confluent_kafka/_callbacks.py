@@ -1,0 +1,112 @@
+"""Client-wide callbacks of the configuration: ``error_cb`` and ``logger``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, List, Optional
+
+from ._error import from_native
+
+
+class ErrorCallback:
+    """The native ``error_cb`` that hands the user's callback a
+    confluent-style ``KafkaError`` instead of ferrokafka's exception.
+
+    The native client calls it inside its poll and logs what it raises; as
+    confluent-kafka lets an exception from ``error_cb`` out of ``poll()``,
+    the exception is kept here and re-raised by the facade (``raise_pending``)
+    once the native call has returned."""
+
+    def __init__(self, user_cb: Callable[[Any], Any]) -> None:
+        self._user_cb = user_cb
+        self._pending: List[BaseException] = []
+
+    def __call__(self, exc: BaseException) -> None:
+        try:
+            self._user_cb(from_native(exc))
+        except Exception as e:
+            self._pending.append(e)
+
+    def raise_pending(self) -> None:
+        if self._pending:
+            first = self._pending[0]
+            self._pending.clear()
+            raise first
+
+
+def error_cb(user_cb: Optional[Callable[[Any], Any]]) -> Optional[ErrorCallback]:
+    return None if user_cb is None else ErrorCallback(user_cb)
+
+
+def raise_pending(cb: Optional[ErrorCallback]) -> None:
+    if cb is not None:
+        cb.raise_pending()
+
+
+class _Forward(logging.Handler):
+    def __init__(self, target: logging.Logger) -> None:
+        super().__init__()
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.target.isEnabledFor(record.levelno):
+            self.target.handle(record)
+
+
+class _Level:
+    """``debug``: the ``ferrokafka`` logger tree at DEBUG while the client is
+    open (the previous level is restored on close)."""
+
+    def __init__(self, to_stderr: bool) -> None:
+        self._root = logging.getLogger("ferrokafka")
+        self._was = self._root.level
+        self._root.setLevel(logging.DEBUG)
+        self._handler: Optional[logging.Handler] = None
+        if to_stderr:  # librdkafka's default log sink is stderr
+            self._handler = logging.StreamHandler()
+            self._handler.setFormatter(logging.Formatter("%(levelname)s|%(name)s| %(message)s"))
+            self._root.addHandler(self._handler)
+
+    def close(self) -> None:
+        self._root.setLevel(self._was)
+        if self._handler is not None:
+            self._root.removeHandler(self._handler)
+            self._handler = None
+
+
+class LoggerBridge:
+    """confluent-kafka's ``logger`` property: the client's log lines go to the
+    given ``logging.Logger``. ferrokafka logs to the ``ferrokafka`` logger
+    tree, so the bridge forwards that tree while the client is open (with
+    several clients open, each given logger sees all of their records)."""
+
+    def __init__(self, target: Any) -> None:
+        if not isinstance(target, logging.Logger):
+            raise ValueError("invalid value for configuration property 'logger': expected a logging.Logger")
+        self._handler: Optional[_Forward] = _Forward(target)
+        root = logging.getLogger("ferrokafka")
+        if root.level == logging.NOTSET or root.level > target.getEffectiveLevel():
+            root.setLevel(target.getEffectiveLevel())
+        root.addHandler(self._handler)
+
+    def close(self) -> None:
+        if self._handler is not None:
+            logging.getLogger("ferrokafka").removeHandler(self._handler)
+            self._handler = None
+
+
+class _Both:
+    def __init__(self, *parts: Any) -> None:
+        self._parts = [p for p in parts if p is not None]
+
+    def close(self) -> None:
+        for p in self._parts:
+            p.close()
+
+
+def logger_bridge(facade: dict) -> Optional[Any]:
+    """What ``logger`` and ``debug`` ask for; ``.close()`` undoes it."""
+    target = facade.get("logger")
+    bridge = None if target is None else LoggerBridge(target)
+    level = _Level(to_stderr=target is None) if facade.get("debug") is not None else None
+    return _Both(bridge, level) if (bridge or level) else None
