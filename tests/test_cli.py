@@ -341,3 +341,40 @@ def test_console_script_entry_point(capsys, monkeypatch):
     with pytest.raises(SystemExit) as exit_:
         entry_point()
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == ferrokafka.__version__
+
+
+def test_embedded_is_explicit_and_excludes_bootstrap(embedded_broker):
+    # --embedded wins over $FERROKAFKA_BOOTSTRAP (here a dead address).
+    r = ok(cli("produce", "solo2", "--embedded", stdin=b"a\n",
+               env_extra={"FERROKAFKA_BOOTSTRAP": "127.0.0.1:1"}))
+    assert b"embedded broker" in r.stderr and b"produced 1 record" in r.stderr
+    r = cli("topics", "--embedded", bootstrap="127.0.0.1:1")
+    assert r.returncode == 2 and b"--embedded and --bootstrap" in r.stderr, r.stderr
+
+
+def test_progress_is_drawn_on_a_real_terminal(bs):
+    """Through a pty (the real entry point, as a user's terminal sees it): the
+    bar is redrawn in place with carriage returns and erase-to-end-of-line."""
+    import pty
+
+    env = {k: v for k, v in os.environ.items() if k != "FERROKAFKA_BOOTSTRAP"}
+    env["PYTHONPATH"] = PYTHON_DIR + os.pathsep + env.get("PYTHONPATH", "")
+    argv = [sys.executable, "-m", "ferrokafka", "perf", "produce", "--bootstrap", bs,
+            "--num-records", "300000", "--record-size", "100", "--throughput", "150000"]
+    out = bytearray()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI with the pty as its terminal
+        os.execvpe(argv[0], argv, env)
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, bytes(out[-500:])
+    assert b"\r" in out and b"\x1b[K" in out, bytes(out[-500:])

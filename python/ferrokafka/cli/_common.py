@@ -46,6 +46,9 @@ def add_common(p: argparse.ArgumentParser, *, suppress: bool = False) -> None:
     d = argparse.SUPPRESS if suppress else None
     p.add_argument("--bootstrap", "-b", default=d, metavar="HOST:PORT",
                    help="brokers (default: $FERROKAFKA_BOOTSTRAP, else an embedded broker for this command)")
+    p.add_argument("--embedded", action="store_true", default=argparse.SUPPRESS if suppress else False,
+                   help="run against an embedded broker started for this command (the default when "
+                        "neither --bootstrap nor $FERROKAFKA_BOOTSTRAP is given)")
     p.add_argument("-X", dest="options", action="append", default=d, metavar="NAME=VALUE",
                    help="client option, Java/librdkafka dotted or snake_case name (repeatable)")
     p.add_argument("--timeout", type=float, default=argparse.SUPPRESS if suppress else DEFAULT_TIMEOUT_S,
@@ -133,7 +136,12 @@ def options_of(args: argparse.Namespace, clients: tuple[str, ...]) -> Options:
 def cluster(args: argparse.Namespace) -> Iterator[str]:
     """The bootstrap servers: ``--bootstrap``, else ``$FERROKAFKA_BOOTSTRAP``, else an
     embedded broker started for this command (said on stderr: its data goes with it)."""
-    bs = getattr(args, "bootstrap", None) or os.environ.get("FERROKAFKA_BOOTSTRAP")
+    if getattr(args, "embedded", False):
+        if getattr(args, "bootstrap", None):
+            raise UsageError("--embedded and --bootstrap exclude each other")
+        bs = None
+    else:
+        bs = getattr(args, "bootstrap", None) or os.environ.get("FERROKAFKA_BOOTSTRAP")
     if bs:
         yield bs
         return
