@@ -9,8 +9,10 @@
 # Prints per file: collected, passed, failed, skipped (with reasons).
 #
 # Environment: PYTHON (default: python), PEER_TIMEOUT (seconds per test, default 120),
-# KEEP=1 keeps the temp dir. Exit status: 0 when it ran (failures are figures, not
-# errors), 2 when the sdist cannot be had.
+# KEEP=1 keeps the temp dir, PEER_FILES="a.py b.py" runs only these files,
+# PEER_STRICT=1 exits 1 when any of them fails (CI runs the files that need no broker
+# and must all pass). Exit status: 0 when it ran (failures are figures, not errors),
+# 2 when the sdist cannot be had.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -54,6 +56,11 @@ OUT_OF_SCOPE=(
     "test/integration/test_ssl_integration.py: needs a TLS listener (the embedded broker is plaintext)"
 )
 
+if [ -n "${PEER_FILES:-}" ]; then
+    read -r -a IN_SCOPE <<<"$PEER_FILES"
+fi
+failed_any=0
+
 cd "$SRC"
 printf '%-52s %9s %6s %6s %7s %7s\n' file collected passed failed errors skipped
 for f in "${IN_SCOPE[@]}"; do
@@ -64,11 +71,14 @@ for f in "${IN_SCOPE[@]}"; do
     # existing directory, since no broker is spawned from it (KAFKA_URI is set).
     KAFKA_VERSION=4.0 KAFKA_ROOT="$WORK" KAFKA_PYTHON_PEER_BROKER=$broker "$PY" -m pytest -p kafka_python_hook -p no:cacheprovider -q \
         -o addopts="" -o log_level=WARNING --timeout="${PEER_TIMEOUT:-120}" --timeout-method=signal \
-        --junitxml="$xml" "$f" >"$WORK/$(basename "$f" .py).log" 2>&1
+        --junitxml="$xml" "$f" >"$WORK/$(basename "$f" .py).log" 2>&1 || failed_any=1
     "$PY" "$HERE/junit_summary.py" "$f" "$xml" "$WORK/$(basename "$f" .py).log"
 done
 echo
 echo "== out of scope (not run): kafka-python internals or listeners the embedded broker lacks"
 for line in "${OUT_OF_SCOPE[@]}"; do echo "   $line"; done
 [ "${KEEP:-0}" = 1 ] && echo "(logs kept in $WORK)"
+if [ "${PEER_STRICT:-0}" = 1 ] && [ "$failed_any" = 1 ]; then
+    exit 1
+fi
 exit 0
