@@ -14,7 +14,7 @@ import ferrokafka as fk
 spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
          .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable).getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
-spark.dataSource.register(fk.spark.KafkaDataSource)
+fk.spark.register(spark)
 with fk.testing.MockCluster(num_brokers=1) as m:
     bs = m.bootstrap_servers
     m.create_topic("lc", 4, 1)

@@ -73,7 +73,8 @@ def spark():
          .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
          .config("spark.driver.memory", "1g").getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
-    s.dataSource.register(fk.spark.KafkaDataSource)
+    assert fk.spark.register(s) == "ferrokafka"
+    assert fk.spark.register(s) == "ferrokafka"  # again: harmless
     yield s
     s.stop()
 
