@@ -239,10 +239,7 @@ class Consumer:
         per record. An empty batch when nothing arrived in time."""
         import pyarrow as pa
 
-        batch = self._poll(self._core.poll_arrow, timeout_ms, int(max_records))
-        if batch is None:
-            return _empty_batch(pa)
-        return pa.record_batch(batch)
+        return pa.record_batch(self._poll(self._core.poll_arrow, timeout_ms, int(max_records)))
 
     def __iter__(self) -> Iterator[Message]:
         while not self._closed:
@@ -406,16 +403,6 @@ def _pattern_source(topics: Any) -> str:
     if unsupported:
         raise ValueError(f"invalid pattern for subscribe(): flags {re.RegexFlag(unsupported)!r} are not supported")
     return f"(?{inline}){topics.pattern}" if inline else topics.pattern
-
-
-_SCHEMA = None
-
-
-def _empty_batch(pa: Any) -> Any:
-    global _SCHEMA
-    if _SCHEMA is None:
-        _SCHEMA = spark_schema(pa)
-    return pa.RecordBatch.from_pylist([], schema=_SCHEMA)
 
 
 class _RecordBatchSchema:
