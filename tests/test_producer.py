@@ -344,3 +344,23 @@ def test_send_batch_names_a_bad_item_and_appends_nothing(bs):
             p.send_batch(topic, [b"a", b"b"], keys=[b"k", 1])
         assert p.flush(10) == 0
         assert p.metrics()["records_sent"] == 0
+
+
+def test_keyed_send_batch_reports_each_record_where_it_went(bs):
+    """Keyed records of one call spread over partitions: each record's result
+    names the partition and offset it really got (read back and compared)."""
+    topic = _topic(bs, 3)
+    n = 3000
+    keys = [b"key-%d" % (i % 37) for i in range(n)]
+    values = [b"value-%d" % i for i in range(n)]
+    with fk.Producer(bs) as p:
+        single = {k: p.send(topic, b"probe", key=k).result(10).partition for k in set(keys)}
+        out = p.send_batch(topic, values, keys=keys).result(20)
+    assert [m.partition for m in out] == [single[k] for k in keys]
+    for part in range(3):
+        offs = [m.offset for m in out if m.partition == part]
+        assert offs == sorted(offs) and len(set(offs)) == len(offs)
+    where = {(m.partition, m.offset): values[i] for i, m in enumerate(out)}
+    got = _consume_all(bs, topic, 3, n + len(single))
+    read = {(m.partition(), m.offset()): m.value() for m in got}
+    assert all(read[k] == v for k, v in where.items())

@@ -34,10 +34,12 @@ impl Completion for PyCompletion {
         }
     }
 
-    /// A `send_batch` call's records usually fill whole wire batches: each
-    /// run of consecutive records of one call is stored as one entry under
-    /// one lock and counted down once, instead of a record-sized result, a
-    /// lock and an atomic per record.
+    /// A `send_batch` call's records usually fill whole wire batches: the
+    /// records of one call that follow each other in a wire batch (all of
+    /// it, typically; keyed records of a call spread over partitions are
+    /// not consecutive in the call but are in each batch) are stored as one
+    /// entry under one lock and counted down once, instead of a
+    /// record-sized result, a lock and an atomic per record.
     fn complete_all(completions: Vec<Self>, finished: &Finished<'_>) {
         let mut it = completions.into_iter().enumerate().peekable();
         while let Some((i, c)) = it.next() {
@@ -48,13 +50,14 @@ impl Completion for PyCompletion {
                     continue;
                 }
             };
-            let mut count = 1;
-            while let Some((_, PyCompletion::Batch { batch: next, index })) = it.peek() {
-                if !Arc::ptr_eq(next, &batch) || *index != first + count {
+            let mut indices = vec![first as u32];
+            while let Some((_, PyCompletion::Batch { batch: next, .. })) = it.peek() {
+                if !Arc::ptr_eq(next, &batch) {
                     break;
                 }
-                it.next();
-                count += 1;
+                if let Some((_, PyCompletion::Batch { index, .. })) = it.next() {
+                    indices.push(index as u32);
+                }
             }
             let outcome = match finished.result {
                 Ok((base, append_time)) => {
@@ -62,24 +65,25 @@ impl Completion for PyCompletion {
                 }
                 Err(e) => Err(e.clone()),
             };
+            let records = finished.records[i..i + indices.len()].to_vec();
             batch.store(Run {
-                first,
+                indices,
                 topic: finished.tp.topic.clone(),
                 partition: finished.tp.partition,
                 outcome,
-                records: finished.records[i..i + count].to_vec(),
+                records,
             });
         }
     }
 }
 
-/// The outcome of consecutive records `first..first + records.len()` of one
-/// `send_batch` call, all in one wire batch.
+/// The outcome of records of one `send_batch` call that follow each other
+/// in one wire batch: the k-th of them is record `indices[k]` of the call.
 pub(crate) struct Run {
-    first: usize,
+    indices: Vec<u32>,
     topic: Arc<str>,
     partition: i32,
-    /// Ok((offset of the first record or -1, log append time or -1)).
+    /// Ok((offset of the run's first record or -1, log append time or -1)).
     outcome: Result<(i64, i64), Error>,
     /// Per record: (create timestamp, key size, value size).
     records: Vec<(i64, i32, i32)>,
@@ -130,14 +134,14 @@ impl BatchState {
     pub(crate) fn complete(&self, index: usize, result: Result<DeliveredRecord, Error>) {
         let run = match result {
             Ok(d) => Run {
-                first: index,
+                indices: vec![index as u32],
                 topic: d.topic,
                 partition: d.partition,
                 outcome: Ok((d.offset, -1)),
                 records: vec![(d.timestamp_ms, d.key_size, d.value_size)],
             },
             Err(e) => Run {
-                first: index,
+                indices: vec![index as u32],
                 topic: Arc::from(""),
                 partition: -1,
                 outcome: Err(e),
@@ -150,8 +154,8 @@ impl BatchState {
     /// Each record completes exactly once (its completion is consumed), so
     /// the countdown reaches zero exactly when every record has a result.
     fn store(&self, run: Run) {
-        let n = run.records.len();
-        if n == 0 || run.first + n > self.len {
+        let n = run.indices.len();
+        if n == 0 || run.indices.iter().any(|&i| i as usize >= self.len) {
             return;
         }
         self.runs
@@ -167,8 +171,8 @@ impl BatchState {
     fn outcomes(&self) -> Vec<Option<Result<DeliveredRecord, Error>>> {
         let mut out = vec![None; self.len];
         for run in self.runs.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            for k in 0..run.records.len() {
-                out[run.first + k] = Some(run.record(k));
+            for (k, &i) in run.indices.iter().enumerate() {
+                out[i as usize] = Some(run.record(k));
             }
         }
         out
@@ -218,7 +222,10 @@ impl PyBatchResult {
     pub(crate) fn first_error(&self, py: Python<'_>) -> Option<(usize, Py<PyAny>)> {
         let runs = self.state.runs.lock().unwrap_or_else(|p| p.into_inner());
         runs.iter()
-            .filter_map(|r| r.outcome.as_ref().err().map(|e| (r.first, e)))
+            .filter_map(|r| {
+                let first = *r.indices.iter().min()? as usize;
+                r.outcome.as_ref().err().map(|e| (first, e))
+            })
             .min_by_key(|(first, _)| *first)
             .map(|(first, e)| {
                 let err: PyErr = FkError(e.clone()).into();
