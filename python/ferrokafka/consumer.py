@@ -316,6 +316,19 @@ class Consumer:
             return w if w is not None else (-1, -1)
         return self.beginning_offsets([tp], timeout_ms)[tp], self.end_offsets([tp], timeout_ms)[tp]
 
+    # ----- metrics ---------------------------------------------------------------------
+
+    def metrics(self) -> Dict[str, float]:
+        """{name: value} with Java's consumer metric names (docs/metrics.md);
+        per-partition figures are keyed ``name{topic=T,partition=P}``."""
+        return dict(self._core.metrics())
+
+    def lag(self) -> Dict[TopicPartition, int]:
+        """{tp: records behind} per assigned partition: the high watermark of
+        its last fetch minus the position. Sends no request, so a partition
+        not fetched yet is absent."""
+        return dict(self._core.lag())
+
     # ----- flow control --------------------------------------------------------------
 
     def pause(self, tps: Iterable[Any]) -> None:

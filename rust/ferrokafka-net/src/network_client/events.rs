@@ -40,12 +40,14 @@ impl NetworkClient {
         }
         for (node, conn, err) in discs {
             if self.is_current(node, conn) {
+                self.stats.connections_closed += 1;
                 self.disconnect_node(node, now_ms, Some(err), &mut responses);
             }
         }
         for (node, conn) in connects {
             if self.is_current(node, conn) && self.states.state(node) == ConnectionState::Connecting
             {
+                self.stats.connections_created += 1;
                 self.states.checking_api_versions(node, now_ms);
                 if let Some(c) = self.conns.get_mut(&node) {
                     c.api_versions_pending = Some(API_VERSIONS_START);
@@ -80,9 +82,11 @@ impl NetworkClient {
             .idle_nodes(now_ms, self.cfg.connections_max_idle_ms)
         {
             if self.in_flight.is_empty(node) {
+                self.stats.connections_closed += 1;
                 self.close_node(node, now_ms);
             }
         }
+        self.stats.record(&responses);
         responses
     }
 

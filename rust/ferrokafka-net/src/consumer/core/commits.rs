@@ -107,6 +107,7 @@ impl ConsumerCore {
                 offsets,
                 pre_join,
                 generation,
+                sent_ms: self.now_ms,
             },
         );
         true

@@ -1,0 +1,108 @@
+"""Observability (issue #23): metrics() of every client with Java's names,
+Consumer.lag(), stats_cb, and the Prometheus text export, against the
+embedded Tansu broker."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+
+import pytest
+
+import ferrokafka as fk
+
+TP = fk.TopicPartition
+
+
+@pytest.fixture
+def bs(embedded_broker):
+    return embedded_broker.bootstrap_servers
+
+
+def _topic(bs: str, partitions: int = 2) -> str:
+    name = f"m-{uuid.uuid4().hex[:10]}"
+    with fk.Admin(bs) as a:
+        a.create_topics([fk.NewTopic(name, partitions, 1)])
+    return name
+
+
+def _produce(bs, topic, n, partitions):
+    with fk.Producer(bs, linger_ms=5) as p:
+        for i in range(n):
+            p.send(topic, value=b"v%d" % i, partition=i % partitions)
+        assert p.flush(30) == 0
+
+
+def _poll_until(c, pred, timeout=20.0):
+    got = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got.extend(c.poll(100))
+        if pred(got):
+            break
+    return got
+
+
+def test_consumer_metrics_count_records_and_lag(bs):
+    topic = _topic(bs)
+    _produce(bs, topic, 200, 2)
+    # Small fetches so the consumer is behind after its first polls.
+    c = fk.Consumer(bs, auto_offset_reset="earliest", max_partition_fetch_bytes=1024,
+                    fetch_max_bytes=1024)
+    tps = [TP(topic, 0), TP(topic, 1)]
+    c.assign(tps)
+    got = _poll_until(c, lambda g: len(g) >= 10)
+    # Behind: the fetch saw the high watermark (100 per partition) while the
+    # positions are short of it.
+    lag = c.lag()
+    assert set(lag) <= set(tps) and lag, lag
+    m = c.metrics()
+    assert m["records-lag-max"] > 0
+    assert m["records-lag-max"] == max(lag.values())
+    for tp, n in lag.items():
+        key = f"records-lag{{topic={topic},partition={tp.partition}}}"
+        assert m[key] == n == 100 - c.position(tp)
+    assert m["records-consumed-total"] == len(got)
+
+    got += _poll_until(c, lambda g: len(got) + len(g) >= 200)
+    assert len(got) == 200
+    # Stays behind until a fetch at the end brings the last watermark.
+    deadline = time.time() + 10
+    while c.metrics()["records-lag-max"] != 0 and time.time() < deadline:
+        c.poll(100)
+    m = c.metrics()
+    assert m["records-consumed-total"] == 200
+    assert m["records-lag-max"] == 0
+    assert c.lag() == {tp: 0 for tp in tps}
+    assert m["fetch-total"] >= 2 and m["fetch-latency-avg"] >= 0
+    assert m["fetch-latency-max"] >= m["fetch-latency-avg"]
+    assert m["bytes-consumed-total"] > 200
+    assert m["records-per-request-avg"] == pytest.approx(200 / m["fetch-total"], rel=0.5)
+    assert m["assigned-partitions"] == 2
+    assert m["connection-count"] >= 1
+    assert any(k.startswith("request-latency-avg{node-id=node-") for k in m)
+    assert 0 <= m["io-wait-ratio"]
+    c.close()
+
+
+def test_consumer_commit_and_rebalance_metrics(bs):
+    topic = _topic(bs, 1)
+    _produce(bs, topic, 20, 1)
+    c = fk.Consumer(bs, group_id=f"g-{topic}", enable_auto_commit=False, auto_offset_reset="earliest",
+                    session_timeout_ms=6000, heartbeat_interval_ms=300)
+    c.subscribe([topic])
+    got = _poll_until(c, lambda g: len(g) >= 20)
+    assert len(got) == 20
+    m = c.metrics()
+    assert m["commit-total"] == 0
+    assert m["rebalance-total"] == 1
+    assert m["rebalance-rate-per-hour"] > 0
+    assert 0 <= m["last-rebalance-seconds-ago"] < 60
+    c.commit()
+    m = c.metrics()
+    assert m["commit-total"] == 1
+    assert m["commit-latency-avg"] > 0
+    assert m["commit-latency-max"] >= m["commit-latency-avg"]
+    c.close()
