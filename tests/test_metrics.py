@@ -106,3 +106,40 @@ def test_consumer_commit_and_rebalance_metrics(bs):
     assert m["commit-latency-avg"] > 0
     assert m["commit-latency-max"] >= m["commit-latency-avg"]
     c.close()
+
+
+def test_producer_java_names_match_the_old_keys(bs):
+    topic = _topic(bs, 2)
+    with fk.Producer(bs, linger_ms=5) as p:
+        for i in range(50):
+            p.send(topic, value=b"x" * 10, partition=i % 2)
+        assert p.flush(30) == 0
+        m = p.metrics()
+    assert m["record-send-total"] == m["records_sent"] == 50
+    assert m["record-error-total"] == m["records_errored"] == 0
+    assert m["request-total"] == m["requests_sent"] >= 1
+    assert m["batch-size-avg"] == m["batch_size_avg"] > 0
+    assert m["request-latency-avg"] == m["request_latency_avg_ms"] > 0
+    assert m["request-latency-max"] >= m["request-latency-avg"]
+    assert m["outgoing-byte-total"] == m["bytes_out"] > 500
+    assert m["buffer-total-bytes"] == m["buffer_total_bytes"]
+    assert m["buffer-available-bytes"] == m["buffer-total-bytes"]  # all delivered
+    assert 0 < m["record-send-rate"] <= 50
+    assert m["records-per-request-avg"] == pytest.approx(50 / m["request-total"])
+    assert m[f"record-send-total{{topic={topic}}}"] == 50
+    assert m[f"byte-total{{topic={topic}}}"] == m["outgoing-byte-total"]
+    assert m["connection-count"] >= 1
+    node_totals = [v for k, v in m.items() if k.startswith("request-total{node-id=")]
+    assert sum(node_totals) == m["network-request-total"] >= m["request-total"]
+
+
+def test_admin_metrics_count_requests_per_node(bs):
+    with fk.Admin(bs) as a:
+        before = a.metrics()
+        a.list_topics()
+        a.describe_cluster()
+        m = a.metrics()
+    assert m["network-request-total"] >= before.get("network-request-total", 0) + 2
+    assert m["connection-count"] >= 1
+    lat = {k: v for k, v in m.items() if k.startswith("request-latency-avg{node-id=node-")}
+    assert lat and all(v >= 0 for v in lat.values())

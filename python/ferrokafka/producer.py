@@ -8,7 +8,7 @@ thread that calls :meth:`Producer.poll` or :meth:`Producer.flush`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core, _events
 from ._config import PRODUCER
@@ -142,7 +142,11 @@ class Producer:
         """The live :class:`~ferrokafka.ProducerMetadata` the sender routes by."""
         return self._p.metadata()
 
-    def metrics(self) -> dict:
+    def metrics(self) -> Dict[str, float]:
+        """{name: value} with Java's producer metric names (docs/metrics.md);
+        per-topic figures are keyed ``name{topic=T}``, per-node ones
+        ``name{node-id=node-N}``. The names from before (``records_sent``,
+        ``batch_size_avg``, ...) stay as aliases."""
         return dict(self._p.metrics())
 
     def close(self, timeout: Optional[float] = None) -> None:

@@ -148,6 +148,11 @@ impl NetworkClient {
             return;
         };
         let decoded = frame::decode_response(req.header.api_key, req.header.api_version, f);
+        if decoded.is_ok() {
+            // Every answered request counts for the node's figures (Java
+            // counts its own Metadata and ApiVersions requests too).
+            self.stats.answered(node, now_ms - req.created_ms);
+        }
         match decoded {
             Err(e) => {
                 // An undecodable body fails this request only. The stream is

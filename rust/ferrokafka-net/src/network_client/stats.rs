@@ -27,18 +27,26 @@ pub(super) struct NodeStats {
 }
 
 impl NodeStats {
+    /// A decodable answer from `node`, `latency_ms` after the request
+    /// was made (any request, ours or the caller's).
+    pub(super) fn answered(&mut self, node: i32, latency_ms: i64) {
+        let f = self.nodes.entry(node).or_default();
+        let ms = latency_ms.max(0) as f64;
+        f.requests += 1;
+        f.latency_count += 1;
+        f.latency_sum_ms += ms;
+        f.latency_max_ms = f.latency_max_ms.max(ms);
+    }
+
+    /// The callers' requests that completed without an answer: failures
+    /// (disconnected, timed out, undecodable, no common version), and
+    /// acks=0 sends (done when written). Answered ones are already counted.
     pub(super) fn record(&mut self, responses: &[ClientResponse]) {
-        for r in responses {
+        for r in responses.iter().filter(|r| r.body.is_none()) {
             let f = self.nodes.entry(r.destination).or_default();
             f.requests += 1;
             if r.disconnected || r.version_mismatch.is_some() || r.error.is_some() {
                 f.errors += 1;
-            } else if r.body.is_some() {
-                // acks=0 sends complete without an answer: no latency.
-                let ms = r.latency_ms().max(0) as f64;
-                f.latency_count += 1;
-                f.latency_sum_ms += ms;
-                f.latency_max_ms = f.latency_max_ms.max(ms);
             }
         }
     }
