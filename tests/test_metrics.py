@@ -143,3 +143,53 @@ def test_admin_metrics_count_requests_per_node(bs):
     assert m["connection-count"] >= 1
     lat = {k: v for k, v in m.items() if k.startswith("request-latency-avg{node-id=node-")}
     assert lat and all(v >= 0 for v in lat.values())
+
+
+def test_stats_cb_gets_json_snapshots_every_interval(bs):
+    topic = _topic(bs, 1)
+    got = []
+    with fk.Producer(bs, linger_ms=5, statistics_interval_ms=100, stats_cb=got.append) as p:
+        p.send(topic, value=b"x", partition=0)
+        assert p.flush(30) == 0
+        deadline = time.time() + 5
+        while len(got) < 2 and time.time() < deadline:
+            p.poll(0.05)
+    assert len(got) >= 2
+    snap = json.loads(got[-1])
+    assert snap["type"] == "producer"
+    assert snap["metrics"]["record-send-total"] == 1
+    assert set(snap["metrics"]) >= {"record-send-rate", "request-latency-avg", "records_sent"}
+
+    got_c = []
+    c = fk.Consumer(bs, auto_offset_reset="earliest", statistics_interval_ms=100, stats_cb=got_c.append)
+    c.assign([TP(topic, 0)])
+    t0 = time.time()
+    assert len(_poll_until(c, lambda g: len(g) >= 1, timeout=10)) == 1
+    n = len(got_c)
+    _poll_until(c, lambda g: len(got_c) > n and len(got_c) >= 2, timeout=10)
+    assert len(got_c) >= 2
+    # Not more often than the interval (polls every ~100 ms or faster).
+    assert len(got_c) <= (time.time() - t0) / 0.1 + 1
+    snap = json.loads(got_c[-1])
+    assert snap["type"] == "consumer" and snap["metrics"]["records-consumed-total"] == 1
+    assert f"records-lag{{topic={topic},partition=0}}" in snap["metrics"]
+    c.close()
+
+
+def test_stats_cb_never_called_when_interval_is_zero(bs):
+    topic = _topic(bs, 1)
+    got = []
+    with fk.Producer(bs, stats_cb=got.append) as p:
+        p.send(topic, value=b"x", partition=0)
+        p.flush(30)
+        end = time.time() + 0.5
+        while time.time() < end:
+            p.poll(0.05)
+    assert got == []
+
+
+def test_statistics_interval_without_stats_cb_is_refused():
+    with pytest.raises(ValueError, match="stats_cb"):
+        fk.Producer("localhost:1", statistics_interval_ms=1000)
+    with pytest.raises(ValueError, match="stats_cb"):
+        fk.Consumer("localhost:1", statistics_interval_ms=1000)
