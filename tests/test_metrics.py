@@ -193,3 +193,61 @@ def test_statistics_interval_without_stats_cb_is_refused():
         fk.Producer("localhost:1", statistics_interval_ms=1000)
     with pytest.raises(ValueError, match="stats_cb"):
         fk.Consumer("localhost:1", statistics_interval_ms=1000)
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{((?:[a-zA-Z_][a-zA-Z0-9_]*="[^"]*",?)*)\} (\S+)$')
+
+
+def _parse_prometheus(text):
+    """{(name, frozenset(labels)): value}; fails on any line that is not a
+    TYPE line or a `name{labels} value` sample, or on a TYPE after its samples."""
+    out, typed = {}, set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            assert kind in ("counter", "gauge") and name not in typed
+            typed.add(name)
+            continue
+        m = _SAMPLE.match(line)
+        assert m, line
+        name, labels, value = m.groups()
+        assert name in typed, line
+        out[(name, frozenset(re.findall(r'([a-zA-Z_]\w*)="([^"]*)"', labels)))] = float(value)
+    return out
+
+
+def test_prometheus_text_of_every_client(bs):
+    from urllib.request import urlopen
+
+    from ferrokafka.metrics import prometheus_text, serve
+
+    topic = _topic(bs, 1)
+    _produce(bs, topic, 5, 1)
+    with fk.Producer(bs, client_id="prod-1") as p, fk.Admin(bs, client_id="adm") as a:
+        p.send(topic, value=b"x", partition=0).result(30)
+        c = fk.Consumer(bs, client_id="cons-1", auto_offset_reset="earliest")
+        c.assign([TP(topic, 0)])
+        assert len(_poll_until(c, lambda g: len(g) >= 6)) == 6
+        a.list_topics()
+        parsed = _parse_prometheus(prometheus_text(p, c, a))
+        consumer = {("client_id", "cons-1")}
+        assert parsed[("ferrokafka_consumer_records_consumed_total", frozenset(consumer))] == 6
+        lag_key = frozenset(consumer | {("topic", topic), ("partition", "0")})
+        assert parsed[("ferrokafka_consumer_records_lag", lag_key)] == c.lag()[TP(topic, 0)]
+        assert parsed[("ferrokafka_producer_record_send_total", frozenset({("client_id", "prod-1")}))] == 1
+        assert ("ferrokafka_producer_record_send_total",
+                frozenset({("client_id", "prod-1"), ("topic", topic)})) in parsed
+        assert not any("records_sent" in name for name, _ in parsed)  # aliases left out
+        assert any(name == "ferrokafka_admin_request_total" and dict(labels).get("client_id") == "adm"
+                   and dict(labels).get("node_id", "").startswith("node-") and v >= 1
+                   for (name, labels), v in parsed.items())
+        server = serve(0, c)
+        try:
+            with urlopen(f"http://127.0.0.1:{server.server_address[1]}/metrics", timeout=10) as r:
+                scraped = _parse_prometheus(r.read().decode())
+            assert ("ferrokafka_consumer_records_lag_max", frozenset(consumer)) in scraped
+        finally:
+            server.shutdown()
+        c.close()
+    with pytest.raises(TypeError):
+        prometheus_text(object())
