@@ -40,7 +40,6 @@ impl NetworkClient {
         }
         for (node, conn, err) in discs {
             if self.is_current(node, conn) {
-                self.stats.connections_closed += 1;
                 self.disconnect_node(node, now_ms, Some(err), &mut responses);
             }
         }
@@ -82,7 +81,6 @@ impl NetworkClient {
             .idle_nodes(now_ms, self.cfg.connections_max_idle_ms)
         {
             if self.in_flight.is_empty(node) {
-                self.stats.connections_closed += 1;
                 self.close_node(node, now_ms);
             }
         }
@@ -282,6 +280,7 @@ impl NetworkClient {
         error: Option<Error>,
         out: &mut Vec<ClientResponse>,
     ) {
+        self.count_close(node);
         if let Some(c) = self.conns.remove(&node) {
             self.transport.close(node, c.conn);
         }
@@ -307,6 +306,7 @@ impl NetworkClient {
     /// disconnect for anything in flight.
     pub fn close_node(&mut self, node: i32, now_ms: i64) -> Vec<ClientResponse> {
         let mut out = Vec::new();
+        self.count_close(node);
         if let Some(c) = self.conns.remove(&node) {
             self.transport.close(node, c.conn);
         }

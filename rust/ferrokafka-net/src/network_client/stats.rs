@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::{ClientResponse, NetworkClient};
+use crate::states::ConnectionState;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct NodeFigures {
@@ -53,6 +54,20 @@ impl NodeStats {
 }
 
 impl NetworkClient {
+    /// `node`'s connection is closing: counted if it had been established
+    /// (as `connections_created` counts them), not for a failed attempt.
+    pub(super) fn count_close(&mut self, node: i32) {
+        let established = matches!(
+            self.states.state(node),
+            ConnectionState::CheckingApiVersions
+                | ConnectionState::Authenticating
+                | ConnectionState::Ready
+        );
+        if established && self.conns.contains_key(&node) {
+            self.stats.connections_closed += 1;
+        }
+    }
+
     /// Client-wide connection figures, then per node (keys
     /// `name{node-id=node-<id>}`, docs/metrics.md).
     pub fn metrics(&self) -> Vec<(String, f64)> {
