@@ -29,7 +29,9 @@ pub(super) struct NodeStats {
 
 impl NodeStats {
     /// A decodable answer from `node`, `latency_ms` after the request
-    /// was made (any request, ours or the caller's).
+    /// was made (any request, ours or the caller's: docs/semantics.md §4.9
+    /// sends our Metadata and ApiVersions answers elsewhere, but they were
+    /// requests to that node all the same).
     pub(super) fn answered(&mut self, node: i32, latency_ms: i64) {
         let f = self.nodes.entry(node).or_default();
         let ms = latency_ms.max(0) as f64;
@@ -40,8 +42,9 @@ impl NodeStats {
     }
 
     /// The callers' requests that completed without an answer: failures
-    /// (disconnected, timed out, undecodable, no common version), and
-    /// acks=0 sends (done when written). Answered ones are already counted.
+    /// (disconnected or timed out, docs/semantics.md §4.10; undecodable; no
+    /// common version, §4.6), and acks=0 sends (done when written, §4.8).
+    /// Answered ones are already counted.
     pub(super) fn record(&mut self, responses: &[ClientResponse]) {
         for r in responses.iter().filter(|r| r.body.is_none()) {
             let f = self.nodes.entry(r.destination).or_default();

@@ -521,10 +521,7 @@ impl ConsumerCore {
                         pre_join,
                         generation,
                         sent_ms,
-                    } => {
-                        self.record_commit((now - sent_ms) as f64, result.is_ok());
-                        self.on_auto_commit(offsets, pre_join, generation, result, now)
-                    }
+                    } => self.on_auto_commit(offsets, pre_join, generation, sent_ms, result, now),
                 }
             }
         }

@@ -451,7 +451,17 @@ fn auto_commit_sends_moved_positions_every_interval() {
         }
         other => panic!("{other:?}"),
     }
-    c.on_answer(tag, ok(offset_commit_answer(&[(0, codes::NONE)])), 5_001);
+    c.on_answer(tag, ok(offset_commit_answer(&[(0, codes::NONE)])), 5_012);
+    // Auto-commits count in the commit figures: sent at 5000, answered at 5012.
+    let m: HashMap<String, f64> = c.metrics(6_000).into_iter().collect();
+    assert_eq!(
+        (
+            m["commit-total"],
+            m["commit-latency-avg"],
+            m["commit-error-total"]
+        ),
+        (1.0, 12.0, 0.0)
+    );
     // Nothing moved: the next interval sends nothing.
     assert!(commits(sends(c.step(10_000).0)).is_empty());
     c.seek(&tp(0), 9).unwrap();
