@@ -367,6 +367,14 @@ def _admin_rule(out: dict, given: frozenset) -> None:
         out["default_api_timeout_ms"] = out["request_timeout_ms"]
 
 
+def _stats_rule(out: dict, given: frozenset) -> None:
+    # librdkafka would queue the statistics as events nobody reads; here an
+    # interval without a callback would do nothing, so it is refused.
+    if out.get("statistics_interval_ms", 0) > 0 and out.get("stats_cb") is None:
+        raise ValueError("option 'statistics_interval_ms' needs option 'stats_cb' "
+                         "(the callback that gets the statistics)")
+
+
 def _rules(client: str, *extra: Rule) -> list[Rule]:
     return [_refused_rule(client), _backoff_rule(client), *extra]
 
@@ -375,8 +383,8 @@ def _rules(client: str, *extra: Rule) -> list[Rule]:
 # addresses only when asked, docs/semantics.md §4): the table does not give it
 # the metadata refresh and retry options, which would do nothing.
 NETWORK_CLIENT = ConfigTable("NetworkClient", _taken_by("NetworkClient"), rules=_rules("NetworkClient"))
-PRODUCER = ConfigTable("Producer", _taken_by("Producer"), rules=_rules("Producer", _producer_rule))
-CONSUMER = ConfigTable("Consumer", _taken_by("Consumer"), rules=_rules("Consumer", _consumer_rule))
+PRODUCER = ConfigTable("Producer", _taken_by("Producer"), rules=_rules("Producer", _producer_rule, _stats_rule))
+CONSUMER = ConfigTable("Consumer", _taken_by("Consumer"), rules=_rules("Consumer", _consumer_rule, _stats_rule))
 ADMIN = ConfigTable("Admin", _taken_by("Admin"), rules=_rules("Admin", _admin_rule))
 
 

@@ -142,6 +142,11 @@ class Admin:
         """{TopicPartition: committed offset} of every partition the group committed."""
         return {tp: off for tp, off, _meta in self._core.list_consumer_group_offsets(str(group_id), self._t(timeout_ms))}
 
+    def metrics(self) -> Dict[str, float]:
+        """{name: value} with Java's metric names (docs/metrics.md): the
+        connections and per-node request figures (``name{node-id=node-N}``)."""
+        return dict(self._core.metrics())
+
     def close(self) -> None:
         self._core.close()
 

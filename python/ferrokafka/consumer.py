@@ -27,7 +27,7 @@ from typing import (
     Union,
 )
 
-from . import _core, _events
+from . import _core, _events, _stats
 from ._config import CONSUMER
 from ._core import Message, TopicPartition
 
@@ -121,7 +121,10 @@ class Consumer:
         self.config = CONSUMER.resolve(cfg, **config)
         core_cfg = dict(self.config)
         self._error_cb = core_cfg.pop("error_cb", None)
+        stats_cb = core_cfg.pop("stats_cb", None)
         self._core = _core._Consumer(core_cfg)
+        self._stats = _stats.StatsEmitter(int(self.config["statistics_interval_ms"]), stats_cb,
+                                          self.metrics, "consumer", str(self.config["client_id"]))
         self.coordinator = Coordinator(self._core)
         self._on_assign: Optional[Callback] = None
         self._on_revoke: Optional[Callback] = None
@@ -219,6 +222,7 @@ class Consumer:
                 # Transient errors do not raise from poll: they reach
                 # error_cb and the `ferrokafka` loggers (as librdkafka).
                 _events.dispatch(self._core, self._error_cb)
+                self._stats.maybe_emit()
             if events or commits:
                 self._run_events(events, commits)
             if records or not events:
@@ -331,6 +335,19 @@ class Consumer:
             w = self._core.watermarks(tp)
             return w if w is not None else (-1, -1)
         return self.beginning_offsets([tp], timeout_ms)[tp], self.end_offsets([tp], timeout_ms)[tp]
+
+    # ----- metrics ---------------------------------------------------------------------
+
+    def metrics(self) -> Dict[str, float]:
+        """{name: value} with Java's consumer metric names (docs/metrics.md);
+        per-partition figures are keyed ``name{topic=T,partition=P}``."""
+        return dict(self._core.metrics())
+
+    def lag(self) -> Dict[TopicPartition, int]:
+        """{tp: records behind} per assigned partition: the high watermark of
+        its last fetch minus the position. Sends no request, so a partition
+        not fetched yet is absent."""
+        return dict(self._core.lag())
 
     # ----- flow control --------------------------------------------------------------
 

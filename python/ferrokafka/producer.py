@@ -8,9 +8,9 @@ thread that calls :meth:`Producer.poll` or :meth:`Producer.flush`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _core, _events
+from . import _core, _events, _stats
 from ._config import PRODUCER
 from ._core import DeliveryFuture, RecordMetadata
 
@@ -63,7 +63,10 @@ class Producer:
         self.config = PRODUCER.resolve(cfg, **config)
         core_cfg = dict(self.config)
         self._error_cb = core_cfg.pop("error_cb", None)
+        stats_cb = core_cfg.pop("stats_cb", None)
         self._p = _core._Producer(core_cfg)
+        self._stats = _stats.StatsEmitter(int(self.config["statistics_interval_ms"]), stats_cb,
+                                          self.metrics, "producer", str(self.config["client_id"]))
         self._partitioner = _CallablePartitioner(partitioner, self) if callable(partitioner) else None
         if self._partitioner is None and type(self).send is Producer.send:
             # The hot path: with no Python partitioner to call, ``send`` has
@@ -120,19 +123,22 @@ class Producer:
 
     def poll(self, timeout: float = 0.0) -> int:
         """Run due delivery callbacks (waiting up to ``timeout`` s for one)
-        and ``error_cb`` for connection errors since the last poll."""
+        and ``error_cb`` for connection errors since the last poll; ``stats_cb``
+        when ``statistics_interval_ms`` has passed since its last call."""
         try:
             return self._p.poll(timeout)
         finally:
             _events.dispatch(self._p, self._error_cb)
+            self._stats.maybe_emit()
 
     def flush(self, timeout: Optional[float] = None) -> int:
         """Send everything buffered and wait; returns records not yet
-        delivered. Runs delivery callbacks and ``error_cb`` like ``poll``."""
+        delivered. Runs delivery callbacks, ``error_cb`` and ``stats_cb`` like ``poll``."""
         try:
             return self._p.flush(timeout)
         finally:
             _events.dispatch(self._p, self._error_cb)
+            self._stats.maybe_emit()
 
     def partitions_for(self, topic: str) -> list:
         return self._p.partitions_for(topic)
@@ -142,7 +148,11 @@ class Producer:
         """The live :class:`~ferrokafka.ProducerMetadata` the sender routes by."""
         return self._p.metadata()
 
-    def metrics(self) -> dict:
+    def metrics(self) -> Dict[str, float]:
+        """{name: value} with Java's producer metric names (docs/metrics.md);
+        per-topic figures are keyed ``name{topic=T}``, per-node ones
+        ``name{node-id=node-N}``. The names from before (``records_sent``,
+        ``batch_size_avg``, ...) stay as aliases."""
         return dict(self._p.metrics())
 
     def close(self, timeout: Optional[float] = None) -> None:

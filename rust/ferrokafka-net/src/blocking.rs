@@ -20,9 +20,10 @@
 //! * Callbacks run after both locks are released, so a callback may call
 //!   `send` / `ready` on the same client.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferrokafka_protocol::kafka_protocol::messages::RequestKind;
 use tokio::runtime::Runtime;
@@ -57,6 +58,10 @@ pub struct BlockingClient {
     events: Mutex<Receiver<Event>>,
     waker: Sender<Event>,
     _runtime: Arc<Runtime>,
+    /// For io-wait-ratio: when the client was made, and the µs its pollers
+    /// spent blocked waiting for I/O events.
+    created: Instant,
+    waited_us: AtomicU64,
 }
 
 impl BlockingClient {
@@ -71,6 +76,8 @@ impl BlockingClient {
             events: Mutex::new(rx),
             waker: tx,
             _runtime: rt,
+            created: Instant::now(),
+            waited_us: AtomicU64::new(0),
         })
     }
 
@@ -153,7 +160,11 @@ impl BlockingClient {
         let wait_ms = self.core().maybe_update(now());
         let wait = timeout.min(Duration::from_millis(wait_ms.clamp(0, i64::MAX) as u64));
         let mut events = Vec::new();
-        match rx.recv_timeout(wait) {
+        let blocked = Instant::now();
+        let got = rx.recv_timeout(wait);
+        self.waited_us
+            .fetch_add(blocked.elapsed().as_micros() as u64, Ordering::Relaxed);
+        match got {
             Ok(ev) => events.push(ev),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {}
@@ -181,6 +192,19 @@ impl BlockingClient {
         }
         let any = progressed || !responses.is_empty();
         (responses, any)
+    }
+
+    /// The network client's figures (docs/metrics.md) and io-wait-ratio:
+    /// the share of the client's lifetime its pollers spent blocked waiting
+    /// for I/O (Java's is per selector over a sample window; this is over
+    /// the lifetime, and can pass 1 when two threads poll one client).
+    pub fn node_metrics(&self) -> Vec<(String, f64)> {
+        let mut out = self.core().metrics();
+        let life = self.created.elapsed().as_micros().max(1) as f64;
+        let waited = self.waited_us.load(Ordering::Relaxed) as f64;
+        out.push(("io-wait-ratio".to_string(), waited / life));
+        out.push(("io-wait-time-ns-total".to_string(), waited * 1000.0));
+        out
     }
 
     pub fn poll(&self, timeout: Duration) -> Vec<ClientResponse> {

@@ -337,6 +337,13 @@ impl Reply {
         }
     }
 
+    /// Time since the request was handed over (commit-latency; an answer
+    /// taken by `try_take` is counted when it is taken).
+    pub fn age(&self) -> Duration {
+        let created = self.give_up - Duration::from_millis(self.wait_ms.max(0) as u64);
+        created.elapsed()
+    }
+
     /// The answer if it has arrived, without waiting.
     pub fn try_take(&self) -> Option<Answer> {
         match self.rx.try_recv() {

@@ -317,6 +317,7 @@ pub struct NetworkClient {
     last_auth_error: HashMap<i32, Error>,
     closed: bool,
     rng: rand::rngs::StdRng,
+    stats: stats::NodeStats,
 }
 
 impl NetworkClient {
@@ -352,6 +353,7 @@ impl NetworkClient {
             last_auth_error: HashMap::new(),
             closed: false,
             rng: rand::rngs::StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15),
+            stats: stats::NodeStats::default(),
         })
     }
 
@@ -766,5 +768,6 @@ impl NetworkClient {
 }
 
 mod events;
+mod stats;
 #[cfg(test)]
 mod tests;

@@ -183,6 +183,11 @@ impl PyAdmin {
         }
     }
 
+    /// [(name, value)] with Java's metric names (docs/metrics.md).
+    fn metrics(&self) -> PyResult<Vec<(String, f64)>> {
+        Ok(self.core()?.metrics())
+    }
+
     fn close(&self) {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
     }

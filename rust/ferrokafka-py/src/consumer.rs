@@ -363,6 +363,21 @@ impl PyConsumer {
         Ok(self.core()?.watermarks(&extract_tp(tp)?))
     }
 
+    /// [(name, value)] with Java's metric names (docs/metrics.md).
+    fn metrics(&self) -> PyResult<Vec<(String, f64)>> {
+        Ok(self.core()?.metrics())
+    }
+
+    /// [(tp, lag)] from the last fetch high watermark; no request.
+    fn lag(&self) -> PyResult<Vec<(PyTopicPartition, i64)>> {
+        Ok(self
+            .core()?
+            .lag()
+            .into_iter()
+            .map(|(inner, l)| (PyTopicPartition { inner }, l))
+            .collect())
+    }
+
     /// `offsets`: None (consumed positions) or {tp: offset | (offset, metadata)}.
     #[pyo3(signature = (offsets=None, asynchronous=false, token=0, timeout_ms=60_000))]
     fn commit(

@@ -632,7 +632,7 @@ impl PyProducer {
         }
     }
 
-    fn metrics(&self) -> PyResult<Vec<(&'static str, f64)>> {
+    fn metrics(&self) -> PyResult<Vec<(String, f64)>> {
         Ok(self.core()?.metrics())
     }
 

@@ -69,6 +69,8 @@ pub struct AdminClient {
     cfg: AdminConfig,
     metadata: Arc<Metadata>,
     client: AsyncClient,
+    /// Kept for `metrics()` (the async client owns the polling).
+    net: Arc<BlockingClient>,
 }
 
 fn timeout_err(what: &str, timeout: Duration, last: Option<Error>) -> Error {
@@ -87,8 +89,15 @@ impl AdminClient {
         AdminClient {
             cfg,
             metadata,
-            client: AsyncClient::start(net),
+            client: AsyncClient::start(net.clone()),
+            net,
         }
+    }
+
+    /// The network client's figures with Java's names (docs/metrics.md):
+    /// an admin client's metrics are its connections and requests.
+    pub fn metrics(&self) -> Vec<(String, f64)> {
+        self.net.node_metrics()
     }
 
     pub fn metadata(&self) -> &Arc<Metadata> {

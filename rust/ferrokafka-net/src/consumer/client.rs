@@ -398,6 +398,20 @@ impl Consumer {
             .map(|s| (s.log_start_offset, s.high_watermark))
     }
 
+    /// Java-named figures (docs/metrics.md), read on demand from the
+    /// core's counters and the network client's per-node figures.
+    pub fn metrics(&self) -> Vec<(String, f64)> {
+        let mut out = self.inner.lock().metrics(now_ms());
+        out.extend(self.inner.net.node_metrics());
+        out
+    }
+
+    /// Per assigned partition: last Fetch high watermark minus the
+    /// position. No request is sent (a partition not fetched yet is absent).
+    pub fn lag(&self) -> Vec<(TopicPartition, i64)> {
+        self.inner.lock().lag()
+    }
+
     // ----- offsets ---------------------------------------------------------------
 
     /// Consumed positions of every assigned partition (what `commit()` sends).
@@ -504,7 +518,10 @@ impl Consumer {
                 self.commits.adopt(reply, offsets, generation);
                 return Err(Error::Interrupted);
             }
-            match self.inner.commit_result(answer, &offsets, &generation) {
+            match self
+                .inner
+                .commit_result(answer, &offsets, &generation, reply.age())
+            {
                 Ok(()) => return Ok(()),
                 Err((e, retriable)) => {
                     let backoff = Duration::from_millis(self.inner.cfg.retry_backoff_ms as u64);

@@ -137,17 +137,20 @@ impl Inner {
         self.wake();
     }
 
-    /// Commit answer -> Ok, or (error, retriable).
+    /// Commit answer -> Ok, or (error, retriable). `latency`: since the
+    /// OffsetCommit was handed over (commit-latency).
     pub(super) fn commit_result(
         &self,
         r: Result<(ResponseKind, i16), Error>,
         offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>,
         sent: &Generation,
+        latency: Duration,
     ) -> Result<(), (Error, bool)> {
         let cluster = self.metadata.fetch();
         let (result, actions) = {
             let mut st = self.lock();
             let result = st.commit_result(r, offsets, sent, &cluster, now_ms());
+            st.record_commit(latency.as_secs_f64() * 1000.0, result.is_ok());
             (result, st.take_actions())
         };
         let _ = self.apply(actions);

@@ -46,6 +46,7 @@ impl NetworkClient {
         for (node, conn) in connects {
             if self.is_current(node, conn) && self.states.state(node) == ConnectionState::Connecting
             {
+                self.stats.connections_created += 1;
                 self.states.checking_api_versions(node, now_ms);
                 if let Some(c) = self.conns.get_mut(&node) {
                     c.api_versions_pending = Some(API_VERSIONS_START);
@@ -83,6 +84,7 @@ impl NetworkClient {
                 self.close_node(node, now_ms);
             }
         }
+        self.stats.record(&responses);
         responses
     }
 
@@ -144,6 +146,11 @@ impl NetworkClient {
             return;
         };
         let decoded = frame::decode_response(req.header.api_key, req.header.api_version, f);
+        if decoded.is_ok() {
+            // Every answered request counts for the node's figures (Java
+            // counts its own Metadata and ApiVersions requests too).
+            self.stats.answered(node, now_ms - req.created_ms);
+        }
         match decoded {
             Err(e) => {
                 // An undecodable body fails this request only. The stream is
@@ -273,6 +280,7 @@ impl NetworkClient {
         error: Option<Error>,
         out: &mut Vec<ClientResponse>,
     ) {
+        self.count_close(node);
         if let Some(c) = self.conns.remove(&node) {
             self.transport.close(node, c.conn);
         }
@@ -298,6 +306,7 @@ impl NetworkClient {
     /// disconnect for anything in flight.
     pub fn close_node(&mut self, node: i32, now_ms: i64) -> Vec<ClientResponse> {
         let mut out = Vec::new();
+        self.count_close(node);
         if let Some(c) = self.conns.remove(&node) {
             self.transport.close(node, c.conn);
         }

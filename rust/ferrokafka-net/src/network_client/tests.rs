@@ -651,3 +651,49 @@ fn buffered_sends_count_as_sent_at_once() {
     assert!(rs[0].body.is_none() && !rs[0].disconnected);
     let _ = conn;
 }
+
+#[test]
+fn metrics_count_requests_latency_and_failures_per_node() {
+    let cfg = ClientConfig {
+        request_timeout_ms: 100,
+        ..Default::default()
+    };
+    let mut h = harness(1, cfg);
+    let conn = bring_up(&mut h, 0, 0);
+    let m = |h: &H| -> HashMap<String, f64> { h.core.metrics().into_iter().collect() };
+    // The connection and its ApiVersions (answered at 0, made at 0).
+    let before = m(&h);
+    assert_eq!(before["connection-count"], 1.0);
+    assert_eq!(before["connection-creation-total"], 1.0);
+    assert_eq!(before["request-total{node-id=node-0}"], 1.0);
+    let req = h.core.new_client_request(0, heartbeat(), true, None, 5);
+    let cid = req.correlation_id;
+    h.core.send(req, 5).unwrap();
+    let frame = heartbeat_frame(cid);
+    h.core.handle_events(
+        vec![
+            h.t.sent(0, conn),
+            Event::Frame {
+                node: 0,
+                conn,
+                frame,
+            },
+        ],
+        12,
+    );
+    let after = m(&h);
+    assert_eq!(after["request-total{node-id=node-0}"], 2.0);
+    assert_eq!(after["request-latency-max{node-id=node-0}"], 7.0);
+    assert_eq!(after["request-latency-avg{node-id=node-0}"], 3.5);
+    assert_eq!(after["request-error-total{node-id=node-0}"], 0.0);
+    // A timed-out request: a failure, and the connection closes.
+    let r = h.core.new_client_request(0, heartbeat(), true, None, 20);
+    h.core.send(r, 20).unwrap();
+    h.core.handle_events(vec![h.t.sent(0, conn)], 20);
+    assert_eq!(h.core.handle_events(vec![], 121).len(), 1);
+    let last = m(&h);
+    assert_eq!(last["request-total{node-id=node-0}"], 3.0);
+    assert_eq!(last["request-error-total{node-id=node-0}"], 1.0);
+    assert_eq!(last["connection-count"], 0.0);
+    assert_eq!(last["connection-close-total"], 1.0);
+}

@@ -360,4 +360,17 @@ pub static OPTIONS: &[Spec] = &[
             "_events.dispatch, from poll/flush (Producer, Consumer) or each call (Admin)",
             "Called with a KafkaError for connection errors, in the application's thread.",
         ),
+    int("statistics_interval_ms", 0, 0, P | C)
+        .java("statistics.interval.ms")
+        .max(86_400_000)
+        .python(
+            "_stats.StatsEmitter, from poll/flush (Producer) and poll (Consumer)",
+            "Every this many ms stats_cb gets a JSON string of metrics(); 0 = off. Needs stats_cb.",
+        ),
+    opt("stats_cb", Kind::Callable, Default::Null, P | C)
+        .java("stats_cb")
+        .python(
+            "_stats.StatsEmitter, from poll/flush (Producer) and poll (Consumer)",
+            "Called with the JSON snapshot every statistics_interval_ms, in the application's thread.",
+        ),
 ];

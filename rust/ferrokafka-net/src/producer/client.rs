@@ -8,7 +8,7 @@
 //! for buffer memory (`memory_freed`, paired with the core's lock). See
 //! runner.rs for the threads and the lock order.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -25,6 +25,7 @@ use crate::producer::accumulator::RecordRef;
 use crate::producer::core::{ProducerCore, Refused, TopicInfo};
 use crate::producer::runner::{self, Core, Shared, Stats};
 use crate::producer::sender::EncodableBatch;
+use crate::producer::stats::Gauges;
 
 pub use crate::producer::config::ProducerConfig;
 pub use crate::producer::runner::{Completion, DeliveredRecord, Finished, RecordHandle};
@@ -700,40 +701,21 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         Ok((0..n as i32).collect())
     }
 
-    /// Counters for `metrics()`.
-    pub fn metrics(&self) -> Vec<(&'static str, f64)> {
+    /// Java-named figures (docs/metrics.md): the producer's counters and
+    /// its network client's per-node figures.
+    pub fn metrics(&self) -> Vec<(String, f64)> {
         let (free, in_flight) = {
             let st = self.lock();
             (st.free_memory(), st.in_flight_batches())
         };
-        let s = &self.shared.stats;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
-        let (lat_avg, lat_p99) = s.latency_ms();
-        let batches = get(&s.batches);
-        vec![
-            (
-                "records_pending",
-                self.shared.pending.load(Ordering::Acquire) as f64,
-            ),
-            ("records_sent", get(&s.records_sent)),
-            ("records_errored", get(&s.records_errored)),
-            ("requests_sent", get(&s.requests)),
-            ("batches_sent", batches),
-            ("bytes_out", get(&s.bytes_out)),
-            (
-                "batch_size_avg",
-                if batches > 0.0 {
-                    get(&s.bytes_out) / batches
-                } else {
-                    0.0
-                },
-            ),
-            ("request_latency_avg_ms", lat_avg),
-            ("request_latency_p99_ms", lat_p99),
-            ("buffer_available_bytes", free as f64),
-            ("buffer_total_bytes", self.shared.cfg.buffer_memory as f64),
-            ("batches_in_flight", in_flight as f64),
-        ]
+        let mut out = self.shared.stats.metrics(Gauges {
+            records_pending: self.shared.pending.load(Ordering::Acquire) as f64,
+            buffer_available: free as f64,
+            buffer_total: self.shared.cfg.buffer_memory as f64,
+            batches_in_flight: in_flight as f64,
+        });
+        out.extend(self.shared.net.node_metrics());
+        out
     }
 
     /// Flush (up to `timeout`), then fail what is left and stop the threads.

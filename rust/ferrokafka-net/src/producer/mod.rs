@@ -12,3 +12,4 @@ pub mod partitioner;
 pub mod request;
 pub mod runner;
 pub mod sender;
+mod stats;

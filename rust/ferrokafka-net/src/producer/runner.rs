@@ -24,8 +24,8 @@
 //!   asks the `ClusterView`, i.e. `net.ready`, under `core`), never the
 //!   reverse.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender as ChanSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -131,43 +131,7 @@ impl<C> RecordHandle<C> {
     }
 }
 
-/// Counters behind `metrics()` (relaxed atomics: readers want a recent
-/// value, not a consistent snapshot).
-#[derive(Default)]
-pub(crate) struct Stats {
-    pub(crate) records_sent: AtomicU64,
-    pub(crate) records_errored: AtomicU64,
-    pub(crate) requests: AtomicU64,
-    pub(crate) batches: AtomicU64,
-    pub(crate) bytes_out: AtomicU64,
-    /// Produce round trips in µs, the last `LATENCY_WINDOW` of them.
-    latencies_us: Mutex<VecDeque<u64>>,
-}
-
-const LATENCY_WINDOW: usize = 4096;
-
-impl Stats {
-    fn record_latency(&self, us: u64) {
-        let mut l = self.latencies_us.lock().unwrap_or_else(|p| p.into_inner());
-        if l.len() == LATENCY_WINDOW {
-            l.pop_front();
-        }
-        l.push_back(us);
-    }
-
-    /// (avg, p99) in ms over the window; (0, 0) before the first answer.
-    pub(crate) fn latency_ms(&self) -> (f64, f64) {
-        let l = self.latencies_us.lock().unwrap_or_else(|p| p.into_inner());
-        if l.is_empty() {
-            return (0.0, 0.0);
-        }
-        let mut v: Vec<u64> = l.iter().copied().collect();
-        v.sort_unstable();
-        let avg = v.iter().sum::<u64>() as f64 / v.len() as f64;
-        let p99 = v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1];
-        (avg / 1000.0, p99 as f64 / 1000.0)
-    }
-}
+pub(crate) use crate::producer::stats::Stats;
 
 pub(crate) type Core<B, C> = ProducerCore<B, RecordHandle<C>>;
 
@@ -379,15 +343,17 @@ fn send_produce<B: EncodableBatch + Send + 'static, C: Completion>(
         execute(shared, actions, now);
         return;
     }
-    let (nbatches, nbytes) = call
-        .request
-        .topic_data
-        .iter()
-        .flat_map(|t| t.partition_data.iter())
-        .fold((0u64, 0u64), |(n, b), p| {
+    let stats = &shared.stats;
+    let (mut nbatches, mut nbytes) = (0u64, 0u64);
+    for t in &call.request.topic_data {
+        let (n, b) = t.partition_data.iter().fold((0u64, 0u64), |(n, b), p| {
             (n + 1, b + p.records.as_ref().map_or(0, |r| r.len() as u64))
         });
-    let stats = &shared.stats;
+        // Java's per-topic byte-total (one lock per topic per request).
+        stats.topic_bytes(t.name.0.as_str(), b);
+        nbatches += n;
+        nbytes += b;
+    }
     stats.requests.fetch_add(1, Ordering::Relaxed);
     stats.batches.fetch_add(nbatches, Ordering::Relaxed);
     stats.bytes_out.fetch_add(nbytes, Ordering::Relaxed);
@@ -450,6 +416,9 @@ fn complete_deliveries<B, C: Completion>(
             &shared.stats.records_errored
         };
         counter.fetch_add(d.handles.len() as u64, Ordering::Relaxed);
+        shared
+            .stats
+            .topic_records(&d.tp.topic, d.handles.len() as u64, d.result.is_ok());
         n += d.handles.len();
         let mut completions = Vec::with_capacity(d.handles.len());
         let mut records = Vec::with_capacity(d.handles.len());

@@ -222,7 +222,7 @@ impl AsyncCommits {
                 let Some(answer) = reply.try_take() else {
                     return again(offsets, Stage::InFlight { reply, generation });
                 };
-                match inner.commit_result(answer, &offsets, &generation) {
+                match inner.commit_result(answer, &offsets, &generation, reply.age()) {
                     Ok(()) => Err((token, Ok(()))),
                     Err((e, retriable)) => {
                         let backoff =

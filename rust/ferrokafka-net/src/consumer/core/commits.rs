@@ -107,6 +107,7 @@ impl ConsumerCore {
                 offsets,
                 pre_join,
                 generation,
+                sent_ms: self.now_ms,
             },
         );
         true
@@ -117,6 +118,7 @@ impl ConsumerCore {
         offsets: BTreeMap<TopicPartition, i64>,
         pre_join: bool,
         generation: Generation,
+        sent_ms: i64,
         result: Result<(ResponseKind, i16), Error>,
         now: i64,
     ) {
@@ -134,7 +136,10 @@ impl ConsumerCore {
             })
             .collect();
         let cluster = self.cluster.clone();
-        if let Err((e, _)) = self.commit_result(result, &full, &generation, &cluster, now) {
+        let outcome = self.commit_result(result, &full, &generation, &cluster, now);
+        // commit-latency / commit-error-total, as for the application's commits.
+        self.record_commit((now - sent_ms) as f64, outcome.is_ok());
+        if let Err((e, _)) = outcome {
             // The next interval commits again; the records of a failed
             // pre-join commit will be seen again by the new owner.
             log::debug!(target: "ferrokafka::consumer", "auto-commit failed: {e}");

@@ -320,6 +320,7 @@ impl ConsumerCore {
                     node: node_id,
                     offsets,
                     names,
+                    sent_ms: now,
                 },
             );
         }
@@ -329,6 +330,7 @@ impl ConsumerCore {
     pub(super) fn on_fetch(
         &mut self,
         node: i32,
+        sent_ms: i64,
         parts: Result<Vec<FetchedPartition>, Error>,
         now: i64,
     ) {
@@ -337,6 +339,7 @@ impl ConsumerCore {
         let parts = match parts {
             Ok(p) => p,
             Err(e) => {
+                self.metrics.fetch_errors += 1;
                 // Disconnects and timeouts: the leader may have moved. Ask
                 // again after the backoff, with fresher metadata.
                 log::debug!(target: "ferrokafka::consumer", "fetch from node {node} failed: {e}");
@@ -345,6 +348,8 @@ impl ConsumerCore {
                 return;
             }
         };
+        // Java's fetch-latency: one sample per Fetch answer.
+        self.metrics.fetch.record((now - sent_ms) as f64);
         for f in parts {
             let FetchedPartition {
                 part: p,
@@ -389,6 +394,8 @@ impl ConsumerCore {
                             self.wake_app();
                         }
                         Ok(d) => {
+                            self.metrics.records_fetched += d.records.len() as u64;
+                            self.metrics.bytes_fetched += p.records.len() as u64;
                             if d.next_offset > at {
                                 let bytes = d.records.byte_size();
                                 self.buffered_bytes += bytes;
@@ -567,6 +574,8 @@ pub(super) fn take_records(st: &mut ConsumerCore, max: usize) -> Vec<RecordSlice
             continue;
         }
         let n = (c.cols.len() - c.cursor).min(left);
+        // Java's records-consumed counts what poll returns: one add per slice.
+        st.metrics.records_consumed += n as u64;
         if n > 0 {
             out.push(RecordSlice {
                 tp: c.tp.clone(),

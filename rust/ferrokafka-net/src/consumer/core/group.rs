@@ -405,7 +405,11 @@ impl ConsumerCore {
             return;
         }
         let r = match &result {
-            Ok((ResponseKind::Heartbeat(resp), _)) => g.on_heartbeat(Ok(resp.error_code), now),
+            Ok((ResponseKind::Heartbeat(resp), _)) => {
+                self.metrics.heartbeats += 1;
+                self.metrics.last_heartbeat_ms = Some(now);
+                g.on_heartbeat(Ok(resp.error_code), now)
+            }
             _ => {
                 g.mark_coordinator_unknown("heartbeat failed", now);
                 g.on_heartbeat(Err(()), now)
@@ -451,7 +455,7 @@ impl ConsumerCore {
                 let r = g.on_sync(resp.error_code, now);
                 log::debug!(target: "ferrokafka::group", "sync: code {} -> {r:?}", resp.error_code);
                 if r == Reaction::Ok {
-                    self.synced(resp.assignment.clone());
+                    self.synced(resp.assignment.clone(), now);
                 }
                 r
             }
@@ -518,7 +522,10 @@ impl ConsumerCore {
     }
 
     /// SyncGroup succeeded: its assignment becomes ours.
-    fn synced(&mut self, assignment: Bytes) {
+    fn synced(&mut self, assignment: Bytes, now: i64) {
+        // A completed rebalance, as Java's rebalance-total counts it.
+        self.metrics.rebalances += 1;
+        self.metrics.last_rebalance_ms = Some(now);
         match decode_assignment(assignment) {
             Ok(parts) => self.apply_assignment(parts),
             Err(e) => {

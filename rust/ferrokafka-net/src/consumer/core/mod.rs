@@ -19,6 +19,7 @@
 mod commits;
 mod fetching;
 mod group;
+mod metrics;
 
 #[cfg(test)]
 mod tests;
@@ -105,6 +106,8 @@ pub enum Tag {
         node: i32,
         offsets: HashMap<TopicPartition, i64>,
         names: HashMap<[u8; 16], String>,
+        /// When the core decided to send it (fetch-latency).
+        sent_ms: i64,
     },
     OffsetFetch,
     Reset {
@@ -114,6 +117,8 @@ pub enum Tag {
         offsets: BTreeMap<TopicPartition, i64>,
         pre_join: bool,
         generation: Generation,
+        /// When the core decided to send it (commit-latency).
+        sent_ms: i64,
     },
     /// LeaveGroup: nothing to do with the answer.
     Leave,
@@ -174,6 +179,10 @@ pub struct ConsumerCore {
     /// or a reset.
     pub(in crate::consumer) want_positions: bool,
     pub(in crate::consumer) closed: bool,
+    metrics: metrics::ConsumerMetrics,
+    /// The `now` of the last `step` or answer: the send time of requests
+    /// decided deep inside (auto-commit), for their latency.
+    now_ms: i64,
     /// Effects of the call in progress; every public entry point hands them
     /// out (`take_actions`).
     out: Vec<Action>,
@@ -217,6 +226,8 @@ impl ConsumerCore {
             metadata_topics: BTreeSet::new(),
             want_positions: false,
             closed: false,
+            metrics: metrics::ConsumerMetrics::new(now),
+            now_ms: now,
             cluster: Arc::new(Cluster::empty()),
             metadata_version: -1,
             out: Vec::new(),
@@ -437,6 +448,7 @@ impl ConsumerCore {
     /// the core wants to be asked again at the latest (answers and the
     /// application's commands are reasons to call it earlier).
     pub fn step(&mut self, now: i64) -> (Vec<Action>, i64) {
+        self.now_ms = now;
         if self.closed {
             return (self.take_actions(), now + 100);
         }
@@ -470,23 +482,26 @@ impl ConsumerCore {
     }
 
     pub fn on_prepared(&mut self, tag: Tag, answer: Answer, now: i64) -> Vec<Action> {
+        self.now_ms = now;
         match (tag, answer) {
             (
                 Tag::Fetch {
                     node,
                     offsets: _,
                     names: _,
+                    sent_ms,
                 },
                 Answer::Fetched(parts),
-            ) => self.on_fetch(node, parts, now),
+            ) => self.on_fetch(node, sent_ms, parts, now),
             (_, Answer::Fetched(_)) => {
                 debug_assert!(false, "a decoded Fetch answer for another request");
             }
             (tag, Answer::Response(result)) => {
                 let result = *result;
                 match tag {
-                    Tag::Fetch { node, .. } => self.on_fetch(
+                    Tag::Fetch { node, sent_ms, .. } => self.on_fetch(
                         node,
+                        sent_ms,
                         Err(Error::State {
                             detail: "undecoded Fetch answer".into(),
                         }),
@@ -505,7 +520,8 @@ impl ConsumerCore {
                         offsets,
                         pre_join,
                         generation,
-                    } => self.on_auto_commit(offsets, pre_join, generation, result, now),
+                        sent_ms,
+                    } => self.on_auto_commit(offsets, pre_join, generation, sent_ms, result, now),
                 }
             }
         }

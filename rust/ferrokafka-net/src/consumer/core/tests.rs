@@ -451,7 +451,17 @@ fn auto_commit_sends_moved_positions_every_interval() {
         }
         other => panic!("{other:?}"),
     }
-    c.on_answer(tag, ok(offset_commit_answer(&[(0, codes::NONE)])), 5_001);
+    c.on_answer(tag, ok(offset_commit_answer(&[(0, codes::NONE)])), 5_012);
+    // Auto-commits count in the commit figures: sent at 5000, answered at 5012.
+    let m: HashMap<String, f64> = c.metrics(6_000).into_iter().collect();
+    assert_eq!(
+        (
+            m["commit-total"],
+            m["commit-latency-avg"],
+            m["commit-error-total"]
+        ),
+        (1.0, 12.0, 0.0)
+    );
     // Nothing moved: the next interval sends nothing.
     assert!(commits(sends(c.step(10_000).0)).is_empty());
     c.seek(&tp(0), 9).unwrap();
@@ -510,4 +520,39 @@ fn a_failed_commit_marks_the_coordinator_unknown_and_is_retriable() {
         3,
     );
     assert!(matches!(r, Err((_, false))));
+}
+
+#[test]
+fn metrics_count_fetches_records_and_lag_per_partition() {
+    let (mut c, fetch) = assigned_at(10);
+    // Sent at 2 (`assigned_at`'s step), answered at 9: 7 ms.
+    let mut answer = fetch_answer(0, codes::NONE, 10, 5);
+    if let ResponseKind::Fetch(r) = &mut answer {
+        r.responses[0].partitions[0].high_watermark = 40;
+    }
+    c.on_answer(fetch.tag, ok(answer), 9);
+    let m: HashMap<String, f64> = c.metrics(1000).into_iter().collect();
+    assert_eq!(m["fetch-total"], 1.0);
+    assert_eq!(m["fetch-latency-avg"], 7.0);
+    assert_eq!(m["fetch-latency-max"], 7.0);
+    assert_eq!(m["records-per-request-avg"], 5.0);
+    // Fetched, not yet polled: nothing consumed, 30 behind (40 - 10).
+    assert_eq!(m["records-consumed-total"], 0.0);
+    assert_eq!(m["records-lag{topic=t,partition=0}"], 30.0);
+    assert_eq!(m["records-lag-max"], 30.0);
+    assert_eq!(
+        c.take_records(3)
+            .iter()
+            .map(|s| s.to - s.from)
+            .sum::<usize>(),
+        3
+    );
+    let m: HashMap<String, f64> = c.metrics(2000).into_iter().collect();
+    assert_eq!(m["records-consumed-total"], 3.0);
+    assert_eq!(m["records-consumed-rate"], 1.5);
+    assert_eq!(m["records-lag-max"], 27.0);
+    assert_eq!(c.lag(), vec![(tp(0), 27)]);
+    assert_eq!(m["assigned-partitions"], 1.0);
+    assert_eq!(m["rebalance-total"], 0.0);
+    assert_eq!(m["last-rebalance-seconds-ago"], -1.0);
 }
