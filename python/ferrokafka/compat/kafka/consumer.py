@@ -472,10 +472,7 @@ class KafkaConsumer:
             raise NotImplementedError("metrics(raw=True): ferrokafka keeps no KafkaMetric objects")
         if not self._metrics_enabled:
             return None
-        native = getattr(self._c, "metrics", None)
-        if native is None:
-            raise NotImplementedError("KafkaConsumer.metrics(): this ferrokafka build's Consumer has no metrics()")
-        return {"consumer-metrics": dict(native())}
+        return {"consumer-metrics": dict(self._c.metrics())}
 
     # -- close -------------------------------------------------------------------------
     def close(self, autocommit: bool = True, timeout_ms: Optional[int] = None) -> None:
