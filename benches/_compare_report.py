@@ -265,8 +265,16 @@ def render_docs(data: dict, images: list) -> str:
         "core, metadata, Spark) come from other scripts: `docs/benchmarks-components.md`.",
         "",
     ]
-    if env.get("changed_during_run"):
-        out += [f"> **Warning:** ferrokafka changed during this run ({', '.join(env['changed_during_run'])} "
+    changed = env.get("changed_during_run") or []
+    if changed == ["ferrokafka_commit"]:
+        # The source tree was edited (or committed) while the runs went on, but
+        # the extension every child imported was not rebuilt: one build.
+        out += [f"> Note: the source tree changed during this run (commit at the end: "
+                f"{env.get('ferrokafka_commit_end', '?')}) but the extension was not rebuilt "
+                f"(built {env.get('ferrokafka_core_built')}, before the first run): every row "
+                "measures that one build.", ""]
+    elif changed:
+        out += [f"> **Warning:** ferrokafka changed during this run ({', '.join(changed)} "
                 "differ between start and end): rows may mix two builds. Rerun.", ""]
     out += [
         "## How measured",

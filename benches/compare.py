@@ -648,6 +648,7 @@ def main() -> None:
         # ferrokafka is imported from a source tree others may rebuild: a run that
         # straddles a rebuild mixes two builds, and the docs must say so.
         after = environment(note)
+        env["ferrokafka_commit_end"] = after.get("ferrokafka_commit")
         env["changed_during_run"] = [k for k in ("ferrokafka_commit", "ferrokafka_core_built")
                                      if after.get(k) != env.get(k)]
         env["duration_s"] = round(time.time() - t0, 1)
