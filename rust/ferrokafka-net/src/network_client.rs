@@ -505,6 +505,7 @@ impl NetworkClient {
     }
 
     pub fn initiate_connect(&mut self, node: &Node, now_ms: i64) {
+        log::debug!(target: "ferrokafka::network", "connecting to node {} at {}", node.id, node.address());
         self.nodes.insert(node.id, node.clone());
         let conn = self.next_conn;
         self.next_conn += 1;
@@ -638,6 +639,14 @@ impl NetworkClient {
                 return Ok(());
             }
         };
+        // Protocol detail at DEBUG (docs/semantics.md §4): the level check is
+        // an atomic load, so nothing is formatted when DEBUG is off.
+        log::debug!(
+            target: "ferrokafka::network",
+            "request {} v{version} to node {node} (correlation id {})",
+            ApiKey::try_from(req.api_key).map_or_else(|_| req.api_key.to_string(), |k| format!("{k:?}")),
+            req.correlation_id
+        );
         let mut body = req.body;
         // Metadata v0 has no null topic list: an empty one means "all topics".
         if let RequestKind::Metadata(m) = &mut body {

@@ -65,6 +65,7 @@ fn results(
 impl PyAdmin {
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
+        crate::logbridge::refresh_level(cfg.py());
         let e = crate::config::effective(Client::Admin, cfg)?;
         let acfg = e
             .admin

@@ -227,6 +227,7 @@ impl PyConsumer {
     /// `cfg`: the validated options (snake_case keys) from consumer.py.
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
+        crate::logbridge::refresh_level(cfg.py());
         let e = crate::config::effective(Client::Consumer, cfg)?;
         let ccfg = e
             .consumer

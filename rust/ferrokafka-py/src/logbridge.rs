@@ -126,7 +126,10 @@ fn filter_for(py_level: i32) -> LevelFilter {
 }
 
 /// Read the `ferrokafka` logger's effective level into `log::max_level`.
-fn refresh_level(py: Python<'_>) {
+/// Also called when a client is made: an application sets its logging up
+/// first, and the client's first lines (connecting, ApiVersions) come
+/// before any drain would re-read the level.
+pub(crate) fn refresh_level(py: Python<'_>) {
     let level = py
         .import("logging")
         .and_then(|m| m.call_method1("getLogger", ("ferrokafka",)))

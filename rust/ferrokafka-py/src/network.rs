@@ -199,6 +199,7 @@ impl PyNetworkClient {
     /// option table as the NetworkClient takes them.
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
+        crate::logbridge::refresh_level(cfg.py());
         let e = crate::config::effective(Client::NetworkClient, cfg)?;
         let nodes = parse_bootstrap(&e.bootstrap)?;
         let cfg = e.client_config().map_err(FkError)?;

@@ -360,6 +360,7 @@ impl PyProducer {
     /// `cfg`: the validated options (snake_case keys) from producer.py.
     #[new]
     fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
+        crate::logbridge::refresh_level(cfg.py());
         let e = crate::config::effective(Client::Producer, cfg)?;
         let (Some(pcfg), Some((compression, level))) = (e.producer.clone(), e.compression) else {
             return Err(PyValueError::new_err("not a producer configuration"));

@@ -88,6 +88,13 @@ impl NetworkClient {
         responses
     }
 
+    /// `host:port` of a node, for log lines.
+    fn address_of(&self, node: i32) -> String {
+        self.nodes
+            .get(&node)
+            .map_or_else(|| "address unknown".into(), |n| n.address())
+    }
+
     fn is_current(&self, node: i32, conn: u64) -> bool {
         self.conns.get(&node).is_some_and(|c| c.conn == conn)
     }
@@ -258,6 +265,13 @@ impl NetworkClient {
                 .collect();
         }
         self.states.ready(node, now_ms);
+        // Connection lifecycle at INFO: up (here), lost or closed (below).
+        log::info!(
+            target: "ferrokafka::network",
+            "connected to node {node} ({}): ApiVersions v{sent_version}, {} APIs",
+            self.address_of(node),
+            r.api_keys.len()
+        );
     }
 
     fn finish(&mut self, r: ClientResponse, internal: Internal, out: &mut Vec<ClientResponse>) {
@@ -284,6 +298,28 @@ impl NetworkClient {
         if let Some(c) = self.conns.remove(&node) {
             self.transport.close(node, c.conn);
         }
+        let in_flight = self.in_flight.count(node);
+        let connecting = self.states.state(node) == ConnectionState::Connecting;
+        match &error {
+            // A failure to connect is reported at WARNING (rate-limited,
+            // naming the cause) by the metadata updater, which knows whether
+            // every broker is down; here only at DEBUG.
+            Some(e) if connecting => log::debug!(
+                target: "ferrokafka::network",
+                "connecting to node {node} ({}) failed: {e}",
+                self.address_of(node)
+            ),
+            Some(e) => log::warn!(
+                target: "ferrokafka::network",
+                "connection to node {node} ({}) lost: {e}; {in_flight} request(s) in flight fail",
+                self.address_of(node)
+            ),
+            None => log::info!(
+                target: "ferrokafka::network",
+                "disconnected from node {node} ({})",
+                self.address_of(node)
+            ),
+        }
         if let Some(Error::Authentication { .. }) = &error {
             // Java's AUTHENTICATION_FAILED: reconnects still back off (no
             // storm), and callers see the refusal instead of a generic
@@ -306,6 +342,13 @@ impl NetworkClient {
     /// disconnect for anything in flight.
     pub fn close_node(&mut self, node: i32, now_ms: i64) -> Vec<ClientResponse> {
         let mut out = Vec::new();
+        if self.conns.contains_key(&node) {
+            log::info!(
+                target: "ferrokafka::network",
+                "closing the connection to node {node} ({})",
+                self.address_of(node)
+            );
+        }
         self.count_close(node);
         if let Some(c) = self.conns.remove(&node) {
             self.transport.close(node, c.conn);
