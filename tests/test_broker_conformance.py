@@ -257,7 +257,13 @@ def test_first_group_assignment_with_java_defaults(broker, members, request):
         took, owned = _first_assignment(consumers, topic, FIRST_JOIN_BUDGET_S + 20, kind)
         print(f"{kind}: first assignment of a {members}-member group in {took}s")
         assert took is not None, f"{kind}: no complete assignment within 24 s: {owned}"
-        assert took <= FIRST_JOIN_BUDGET_S, f"{kind}: first assignment took {took:.1f}s (> {FIRST_JOIN_BUDGET_S}s)"
+        # Kafka extends a new group's initial rebalance delay (3 s) by each
+        # member that joins during it: a second member whose JoinGroup follows
+        # the first by a second or two (a loaded 2-core CI machine: seen once,
+        # 5.0 s) legitimately takes that much longer. The defect this guards
+        # against (a first join waiting out a 45 s session or more) stays caught.
+        budget = FIRST_JOIN_BUDGET_S + (2.0 if members > 1 else 0.0)
+        assert took <= budget, f"{kind}: first assignment took {took:.1f}s (> {budget}s)"
         # Settle, then every partition has exactly one owner.
         end = time.monotonic() + (4 if members > 1 else 0.5)
         while time.monotonic() < end:

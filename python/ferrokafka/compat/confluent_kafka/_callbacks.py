@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from ._error import from_native
 
@@ -110,3 +110,22 @@ def logger_bridge(facade: dict) -> Optional[Any]:
     bridge = None if target is None else LoggerBridge(target)
     level = _Level(to_stderr=target is None) if facade.get("debug") is not None else None
     return _Both(bridge, level) if (bridge or level) else None
+
+
+def native_client(cls: Callable[[dict], Any], native: dict, facade: dict) -> Tuple[Any, Optional[ErrorCallback], Optional[Any]]:
+    """The native client for a facade client: its ``error_cb`` and
+    ``logger`` set up, a refused option turned into confluent's config error
+    (and the logger bridge closed again). Returns (client, error_cb, logger)."""
+    from ._error import config_error, translated
+
+    cb = error_cb(facade.get("error_cb"))
+    if cb is not None:
+        native["error_cb"] = cb
+    logger = logger_bridge(facade)
+    try:
+        with translated():
+            return cls(native), cb, logger
+    except ValueError as e:  # an option the native table refuses
+        if logger is not None:
+            logger.close()
+        raise config_error(str(e)) from e

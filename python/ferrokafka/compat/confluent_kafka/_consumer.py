@@ -24,7 +24,7 @@ from ... import _core
 from ... import errors as _native_errors
 from ...consumer import Consumer as _NativeConsumer
 from ...consumer import OffsetAndMetadata
-from ._callbacks import error_cb, logger_bridge, raise_pending
+from ._callbacks import native_client, raise_pending
 from ._config import translate
 from ._error import KafkaError, KafkaException, config_error, from_native, translated
 from ._metadata import list_topics, timeout_ms
@@ -82,17 +82,7 @@ class Consumer:
         self._autocommit_ms = int(native.get("auto_commit_interval_ms", 5000))
         if self._py_autocommit:
             native["enable_auto_commit"] = False
-        cb = self._error_cb = error_cb(facade.get("error_cb"))
-        if cb is not None:
-            native["error_cb"] = cb
-        self._logger = logger_bridge(facade)
-        try:
-            with translated():
-                self._c = _NativeConsumer(native)
-        except ValueError as e:  # an option the native table refuses
-            if self._logger is not None:
-                self._logger.close()
-            raise config_error(str(e)) from e
+        self._c, self._error_cb, self._logger = native_client(_NativeConsumer, native, facade)
         self._stats = Stats(facade, "consumer", self._c.config["client_id"],
                             getattr(self._c, "metrics", dict), lambda: 0)
         self._pos: Dict[Any, int] = {}          # next offset after the last message returned

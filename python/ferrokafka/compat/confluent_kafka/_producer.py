@@ -18,9 +18,9 @@ from typing import Any, Callable, Deque, List, Optional
 from ... import errors as _native_errors
 from ...consumer import OffsetAndMetadata
 from ...producer import Producer as _NativeProducer
-from ._callbacks import error_cb, logger_bridge, raise_pending
+from ._callbacks import native_client, raise_pending
 from ._config import translate
-from ._error import KafkaError, KafkaException, config_error, from_native, translated
+from ._error import KafkaError, KafkaException, from_native, translated
 from ._metadata import MetadataSource
 from ._stats import Stats
 from ._types import (
@@ -61,17 +61,7 @@ class Producer:
                                                  or facade.get("dr_msg_cb"))
         self._only_errors = bool(facade["delivery.report.only.error"])
         self._max_messages = int(facade["queue.buffering.max.messages"])
-        cb = self._error_cb = error_cb(facade.get("error_cb"))
-        if cb is not None:
-            native["error_cb"] = cb
-        self._logger = logger_bridge(facade)
-        try:
-            with translated():
-                self._p = _NativeProducer(native)
-        except ValueError as e:  # an option the native table refuses
-            if self._logger is not None:
-                self._logger.close()
-            raise config_error(str(e)) from e
+        self._p, self._error_cb, self._logger = native_client(_NativeProducer, native, facade)
         self._reports: Deque[_Report] = collections.deque()
         self._lock = threading.Lock()
         self._outstanding = 0  # produced, report not yet served (librdkafka's len())

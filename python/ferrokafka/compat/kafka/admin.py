@@ -16,8 +16,8 @@ from ... import errors as _native_errors
 from ...admin import Admin as _NativeAdmin
 from ...admin import NewTopic as _NativeNewTopic
 from . import _config
+from ._native import make_native
 from .errors import (
-    KafkaConfigurationError,
     KafkaTimeoutError,
     NoBrokersAvailable,
     translate,
@@ -97,12 +97,7 @@ class KafkaAdminClient:
     def __init__(self, **configs: Any) -> None:
         native_cfg, facade = _config.split_config("A", configs)
         self.config = {**self.DEFAULT_CONFIG, **configs, "client_id": facade["client_id"]}
-        try:
-            self._a = _NativeAdmin(**native_cfg)
-        except _native_errors.KafkaError as e:
-            raise translate(e) from e
-        except ValueError as e:
-            raise KafkaConfigurationError(str(e)) from e
+        self._a = make_native(_NativeAdmin, native_cfg)
         try:
             # kafka-python bootstraps in the constructor.
             self._a.describe_cluster(timeout_ms=int(facade["bootstrap_timeout_ms"]))

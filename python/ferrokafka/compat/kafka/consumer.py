@@ -26,15 +26,14 @@ from typing import Any, Dict, List, Optional
 from ... import errors as _native_errors
 from ...consumer import Consumer as _NativeConsumer
 from . import _config
+from ._native import bootstrapped, start_bootstrap
 from .errors import (
     CommitFailedError,
     IllegalStateError,
-    KafkaConfigurationError,
     translate,
     translated,
 )
 from .future import Future
-from .producer import start_bootstrap
 from .serializer import deserializer_fn
 from .structs import (
     ConsumerGroupMetadata,
@@ -118,17 +117,7 @@ class KafkaConsumer:
         self._pattern: Optional["re.Pattern[str]"] = None
         self._manual = False
         self._groupless_next = 0.0
-        try:
-            self._c = _NativeConsumer(**native_cfg)
-        except _native_errors.KafkaError as e:
-            raise translate(e) from e
-        except ValueError as e:
-            raise KafkaConfigurationError(str(e)) from e
-        try:
-            start_bootstrap(self._c, facade["bootstrap_timeout_ms"], native_cfg["bootstrap_servers"])
-        except BaseException:
-            self._c.close(0)
-            raise
+        self._c = bootstrapped(_NativeConsumer, native_cfg, facade["bootstrap_timeout_ms"])
         if topics:
             self.subscribe(topics)
 

@@ -18,12 +18,11 @@ from typing import Any, Dict, List, Optional, Tuple
 from ... import errors as _native_errors
 from ...producer import Producer as _NativeProducer
 from . import _config
+from ._native import bootstrapped
 from .errors import (
     IllegalStateError,
     KafkaConfigurationError,
     KafkaTimeoutError,
-    NoBrokersAvailable,
-    translate,
     translated,
 )
 from .future import FutureRecordMetadata
@@ -52,18 +51,6 @@ def _as_bytes(v: Any, what: str) -> Optional[bytes]:
     if isinstance(v, (bytearray, memoryview)):
         return bytes(v)
     raise TypeError(f"Unsupported type for serialized {what}: {type(v)}")
-
-
-def start_bootstrap(native: Any, timeout_ms: int, servers: Any) -> None:
-    """kafka-python bootstraps in the constructor: wait for the first
-    metadata answer, or NoBrokersAvailable."""
-    md = native.metadata
-    if any(n.id >= 0 for n in md.fetch().nodes):
-        return
-    try:
-        md.await_update(md.request_update(), int(timeout_ms))
-    except _native_errors.KafkaTimeoutError as e:
-        raise NoBrokersAvailable(f"Unable to bootstrap from {servers}") from e
 
 
 _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -100,17 +87,7 @@ class KafkaProducer:
         self._cb_lock = threading.Lock()
         self._cb_thread: Optional[threading.Thread] = None
         self._cb_stop = threading.Event()
-        try:
-            self._p = _NativeProducer(**native_cfg)
-        except _native_errors.KafkaError as e:
-            raise translate(e) from e
-        except ValueError as e:
-            raise KafkaConfigurationError(str(e)) from e
-        try:
-            start_bootstrap(self._p, facade["bootstrap_timeout_ms"], native_cfg["bootstrap_servers"])
-        except BaseException:
-            self._p.close(0)
-            raise
+        self._p = bootstrapped(_NativeProducer, native_cfg, facade["bootstrap_timeout_ms"])
 
     @classmethod
     def max_usable_produce_magic(cls, api_version: Any = None) -> int:

@@ -88,12 +88,33 @@ pub struct Finished<'a> {
 impl Finished<'_> {
     /// Record i's outcome.
     pub fn record(&self, i: usize) -> Result<DeliveredRecord, Error> {
-        let (timestamp_ms, key_size, value_size) = self.records[i];
-        match self.result {
-            Ok((base, append_time)) => Ok(DeliveredRecord {
-                topic: self.tp.topic.clone(),
-                partition: self.tp.partition,
-                offset: if *base >= 0 { base + i as i64 } else { -1 },
+        DeliveredRecord::nth(
+            &self.tp.topic,
+            self.tp.partition,
+            self.result,
+            i,
+            self.records[i],
+        )
+    }
+}
+
+impl DeliveredRecord {
+    /// The k-th record of a run whose first record got `outcome` (Ok((its
+    /// offset or -1, log append time or -1))); `meta` is the record's
+    /// (create timestamp, key size, value size).
+    pub fn nth(
+        topic: &Arc<str>,
+        partition: i32,
+        outcome: &Result<(i64, i64), Error>,
+        k: usize,
+        meta: (i64, i32, i32),
+    ) -> Result<DeliveredRecord, Error> {
+        let (timestamp_ms, key_size, value_size) = meta;
+        match outcome {
+            Ok((first, append_time)) => Ok(DeliveredRecord {
+                topic: topic.clone(),
+                partition,
+                offset: if *first >= 0 { first + k as i64 } else { -1 },
                 timestamp_ms: if *append_time >= 0 {
                     *append_time
                 } else {

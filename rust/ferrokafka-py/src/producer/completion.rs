@@ -91,22 +91,13 @@ pub(crate) struct Run {
 
 impl Run {
     fn record(&self, k: usize) -> Result<DeliveredRecord, Error> {
-        let (timestamp_ms, key_size, value_size) = self.records[k];
-        match &self.outcome {
-            Ok((offset, append_time)) => Ok(DeliveredRecord {
-                topic: self.topic.clone(),
-                partition: self.partition,
-                offset: if *offset >= 0 { offset + k as i64 } else { -1 },
-                timestamp_ms: if *append_time >= 0 {
-                    *append_time
-                } else {
-                    timestamp_ms
-                },
-                key_size,
-                value_size,
-            }),
-            Err(e) => Err(e.clone()),
-        }
+        DeliveredRecord::nth(
+            &self.topic,
+            self.partition,
+            &self.outcome,
+            k,
+            self.records[k],
+        )
     }
 }
 

@@ -15,9 +15,9 @@ from typing import Any, Dict, List, Optional
 
 from ....admin import Admin as _NativeAdmin
 from ....admin import NewTopic as _NativeNewTopic
-from .._callbacks import error_cb, logger_bridge, raise_pending
+from .._callbacks import native_client, raise_pending
 from .._config import translate
-from .._error import KafkaError, KafkaException, config_error, from_native, translated
+from .._error import KafkaError, KafkaException, from_native, translated
 from .._metadata import MetadataSource, timeout_ms
 from .._types import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
 
@@ -86,17 +86,7 @@ class AdminClient:
         conf = dict(conf or {})
         conf.update(kwargs)
         native, facade = translate(conf, "AdminClient")
-        cb = self._error_cb = error_cb(facade.get("error_cb"))
-        if cb is not None:
-            native["error_cb"] = cb
-        self._logger = logger_bridge(facade)
-        try:
-            with translated():
-                self._a = _NativeAdmin(native)
-        except ValueError as e:  # an option the native table refuses
-            if self._logger is not None:
-                self._logger.close()
-            raise config_error(str(e)) from e
+        self._a, self._error_cb, self._logger = native_client(_NativeAdmin, native, facade)
         self._meta = MetadataSource(native)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ferrokafka-admin")
 
