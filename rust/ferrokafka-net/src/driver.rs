@@ -319,6 +319,31 @@ impl Reply {
         }
     }
 
+    /// A `Reply` and the `Done` that fills it, for a `Requester::request`:
+    /// the answer goes to the reply, then `then` runs (on the thread that
+    /// completed the request). The request's own timeout completes it; the
+    /// margin covers a request queued just before its node became ready.
+    pub(crate) fn pair(
+        opts: &RequestOpts,
+        default_request_timeout_ms: i64,
+        ready_timeout_ms: i64,
+        then: Option<Box<dyn FnOnce() + Send>>,
+    ) -> (Done, Reply) {
+        let (tx, rx) = channel();
+        let wait = opts
+            .request_timeout_ms
+            .unwrap_or(default_request_timeout_ms)
+            + ready_timeout_ms.max(0)
+            + 1000;
+        let done: Done = Box::new(move |r| {
+            let _ = tx.send(r);
+            if let Some(then) = then {
+                then();
+            }
+        });
+        (done, Reply::new(rx, wait))
+    }
+
     /// Waits for the answer, asking `interrupted` at least every
     /// `wait::SLICE`. `Err(Error::Interrupted)` when it said yes: the
     /// request is still in flight and its answer can still be taken from
@@ -384,26 +409,13 @@ impl Requester for AsyncClient {
         ready_timeout_ms: i64,
         then: Option<Box<dyn FnOnce() + Send>>,
     ) -> Reply {
-        let (tx, rx) = channel();
-        // The request's own timeout completes it; the margin covers a
-        // request that was queued just before its node became ready.
-        let wait = opts
-            .request_timeout_ms
-            .unwrap_or(self.client.core().config().request_timeout_ms)
-            + ready_timeout_ms.max(0)
-            + 1000;
-        self.submit(
-            node,
-            body,
-            opts,
+        let (done, reply) = Reply::pair(
+            &opts,
+            self.client.core().config().request_timeout_ms,
             ready_timeout_ms,
-            Box::new(move |r| {
-                let _ = tx.send(r);
-                if let Some(then) = then {
-                    then();
-                }
-            }),
+            then,
         );
-        Reply::new(rx, wait)
+        self.submit(node, body, opts, ready_timeout_ms, done);
+        reply
     }
 }

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -330,26 +329,18 @@ impl Requester for Inner {
         ready_timeout_ms: i64,
         then: Option<Box<dyn FnOnce() + Send>>,
     ) -> Reply {
-        let (tx, rx) = mpsc::channel();
-        // The request's own timeout completes it; the margin covers a
-        // request that was queued just before its node became ready.
-        let wait = opts
-            .request_timeout_ms
-            .unwrap_or(self.net.core().config().request_timeout_ms)
-            + ready_timeout_ms.max(0)
-            + 1000;
-        let reply: Done = Box::new(move |r| {
-            let _ = tx.send(r);
-            if let Some(then) = then {
-                then();
-            }
-        });
+        let (reply, out) = Reply::pair(
+            &opts,
+            self.net.core().config().request_timeout_ms,
+            ready_timeout_ms,
+            then,
+        );
         {
             let mut outbox = self.outbox();
             if outbox.closed {
                 drop(outbox);
                 reply(Err(Error::Closed { what: "consumer" }));
-                return Reply::new(rx, wait);
+                return out;
             }
             outbox.requests.push(Outgoing::App {
                 node,
@@ -360,6 +351,6 @@ impl Requester for Inner {
             });
         }
         self.wake();
-        Reply::new(rx, wait)
+        out
     }
 }
