@@ -55,6 +55,29 @@ def add_common(p: argparse.ArgumentParser, *, suppress: bool = False) -> None:
                    metavar="SECONDS", help=f"how long to wait for the cluster (default {DEFAULT_TIMEOUT_S:g})")
 
 
+def action_command(sub: Any, name: str, help: str, description: str, list_help: str,
+                   run_list: Any) -> Any:
+    """A command whose actions are sub-commands and whose bare form lists
+    (``topics``, ``groups``): the command parser, its ``list`` action, and the
+    action sub-parsers object the caller adds the other actions to."""
+    p = sub.add_parser(name, help=help, description=description)
+    add_common(p)
+    p.add_argument("--json", action="store_true", help="machine output")
+    p.set_defaults(run=run_list)
+    acts = p.add_subparsers(dest="action", metavar="ACTION")
+    lst = acts.add_parser("list", help=list_help)
+    action_common(lst)
+    lst.set_defaults(run=run_list)
+    return acts
+
+
+def action_common(p: argparse.ArgumentParser) -> None:
+    """The common options on an action, also accepted before it (``topics
+    --bootstrap BS describe T`` and ``topics describe T --bootstrap BS``)."""
+    add_common(p, suppress=True)
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine output")
+
+
 def parse_pairs(items: list[str] | None, what: str) -> list[tuple[str, str]]:
     out = []
     for item in items or ():

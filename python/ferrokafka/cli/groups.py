@@ -15,7 +15,8 @@ from ._common import (
     EXIT_OK,
     Failure,
     UsageError,
-    add_common,
+    action_command,
+    action_common,
     cluster,
     note,
     options_of,
@@ -29,24 +30,17 @@ _ACTIVE = {"Stable", "PreparingRebalance", "CompletingRebalance", "Assigning", "
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("groups", help="list and describe consumer groups, reset their offsets",
-                       description="Without an action: list the consumer groups.")
-    add_common(p)
-    p.add_argument("--json", action="store_true", help="machine output")
-    p.set_defaults(run=run_list)
-    acts = p.add_subparsers(dest="action", metavar="ACTION")
-
-    lst = acts.add_parser("list", help="groups, protocol type and state (the default)")
-    _common(lst)
-    lst.set_defaults(run=run_list)
+    acts = action_command(sub, "groups", "list and describe consumer groups, reset their offsets",
+                          "Without an action: list the consumer groups.",
+                          "groups, protocol type and state (the default)", run_list)
 
     d = acts.add_parser("describe", help="committed offsets, end offsets and lag per partition")
-    _common(d)
+    action_common(d)
     d.add_argument("group")
     d.set_defaults(run=run_describe)
 
     r = acts.add_parser("reset-offsets", help="set a group's committed offsets for a topic")
-    _common(r)
+    action_common(r)
     r.add_argument("--group", "-g", required=True)
     r.add_argument("--topic", "-t", required=True)
     to = r.add_mutually_exclusive_group(required=True)
@@ -55,11 +49,6 @@ def register(sub: Any) -> None:
     to.add_argument("--to-offset", type=int, metavar="N", help="clamped to each partition's first..end range")
     r.add_argument("--dry-run", action="store_true", help="show the new offsets, change nothing")
     r.set_defaults(run=run_reset)
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    add_common(p, suppress=True)
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine output")
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -15,7 +15,8 @@ from ._common import (
     EXIT_OK,
     Failure,
     UsageError,
-    add_common,
+    action_command,
+    action_common,
     cluster,
     note,
     options_of,
@@ -56,24 +57,17 @@ def check_topic_config(pairs: list[tuple[str, str]]) -> dict[str, str]:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("topics", help="list, describe, create, delete topics",
-                       description="Without an action: list the topics and their partition counts.")
-    add_common(p)
-    p.add_argument("--json", action="store_true", help="machine output")
-    p.set_defaults(run=run_list)
-    acts = p.add_subparsers(dest="action", metavar="ACTION")
-
-    lst = acts.add_parser("list", help="topics and partition counts (the default)")
-    _common(lst)
-    lst.set_defaults(run=run_list)
+    acts = action_command(sub, "topics", "list, describe, create, delete topics",
+                          "Without an action: list the topics and their partition counts.",
+                          "topics and partition counts (the default)", run_list)
 
     d = acts.add_parser("describe", help="partitions: leader, replicas, ISR, offsets")
-    _common(d)
+    action_common(d)
     d.add_argument("name")
     d.set_defaults(run=run_describe)
 
     c = acts.add_parser("create", help="create a topic")
-    _common(c)
+    action_common(c)
     c.add_argument("name")
     c.add_argument("--partitions", type=int, default=-1, metavar="N", help="default: the broker's")
     c.add_argument("--replication-factor", type=int, default=-1, metavar="R", help="default: the broker's")
@@ -82,21 +76,16 @@ def register(sub: Any) -> None:
     c.set_defaults(run=run_create)
 
     x = acts.add_parser("delete", help="delete a topic")
-    _common(x)
+    action_common(x)
     x.add_argument("name")
     x.add_argument("--if-exists", action="store_true", help="a missing topic is not an error")
     x.set_defaults(run=run_delete)
 
     a = acts.add_parser("alter", help="add partitions (not available yet: see docs/cli.md)")
-    _common(a)
+    action_common(a)
     a.add_argument("name")
     a.add_argument("--partitions", type=int, required=True, metavar="N")
     a.set_defaults(run=run_alter)
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    add_common(p, suppress=True)
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine output")
 
 
 def _admin(args: argparse.Namespace, bs: str) -> Any:
