@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::producer::accumulator::{BatchBuilder, RecordRef, FIRST_CHUNK};
 use std::sync::{Arc, OnceLock};
 
-use crate::producer::sender::{EncodableBatch, EncodeJob, ProducerFields};
+use crate::producer::sender::{EncodableBatch, Encode, ProducerFields};
 
 /// RecordBatch v2 header layout (Kafka's `DefaultRecordBatch`): the CRC at
 /// 17..21 covers everything from the attributes (21) to the end, including
@@ -109,20 +109,17 @@ impl EncodableBatch for ProducerRecordBatch {
         self.split_records(target_bytes)
     }
 
-    fn encode_later(&mut self, p: ProducerFields) -> Option<EncodeJob> {
+    fn encode_later(&mut self, p: ProducerFields) -> Option<Encode> {
         let b = self.builder.take()?;
         let b = b.producer(p.producer_id, p.producer_epoch, p.base_sequence);
         let slot = Arc::new(OnceLock::new());
         self.pending = Some(slot.clone());
         self.finished_fields = p;
-        Some(EncodeJob {
-            tp: crate::cluster::TopicPartition::new("", -1),
-            run: Box::new(move || {
-                let r = b.finish().map(|m| m.freeze()).map_err(Error::from);
-                let _ = slot.set(r.clone());
-                r
-            }),
-        })
+        Some(Box::new(move || {
+            let r = b.finish().map(|m| m.freeze()).map_err(Error::from);
+            let _ = slot.set(r.clone());
+            r
+        }))
     }
 
     fn encode(&mut self, p: ProducerFields) -> Result<Bytes, Error> {
@@ -290,7 +287,7 @@ mod tests {
         let want = direct.encode(fields).unwrap();
         let job = later.encode_later(fields).expect("a job for a fresh batch");
         assert!(later.encode_later(fields).is_none(), "one job per batch");
-        let got = (job.run)().unwrap();
+        let got = job().unwrap();
         assert_eq!(got, want);
         assert_eq!(later.encode(fields).unwrap(), want);
         // A split after a deferred encode reads the records back.

@@ -46,7 +46,7 @@ pub trait EncodableBatch: BatchBuilder + Sized {
     /// held up by it (docs/architecture.md). `None`: `encode` is cheap now
     /// (already encoded once, or a test batch). After a job, `encode`
     /// returns its bytes (or its error).
-    fn encode_later(&mut self, producer: ProducerFields) -> Option<EncodeJob> {
+    fn encode_later(&mut self, producer: ProducerFields) -> Option<Encode> {
         let _ = producer;
         None
     }
@@ -70,10 +70,13 @@ pub struct SenderConfig {
     pub max_in_flight_per_partition: usize,
 }
 
-/// One batch's deferred encoding (`EncodableBatch::encode_later`).
+/// The deferred first encode of a batch (`EncodableBatch::encode_later`).
+pub type Encode = Box<dyn FnOnce() -> Result<Bytes, Error> + Send>;
+
+/// A deferred encode and the partition whose request it fills.
 pub struct EncodeJob {
     pub tp: TopicPartition,
-    pub run: Box<dyn FnOnce() -> Result<Bytes, Error> + Send>,
+    pub run: Encode,
 }
 
 impl std::fmt::Debug for EncodeJob {
@@ -352,14 +355,16 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                     }
                     None => ProducerFields::NONE,
                 };
-                if let Some(mut job) = b.builder.encode_later(fields) {
-                    job.tp = b.tp.clone();
+                if let Some(run) = b.builder.encode_later(fields) {
                     to_send.push(BatchToSend {
                         tp: b.tp.clone(),
                         topic_id: topic_id(&b.tp.topic),
                         records: Bytes::new(),
                     });
-                    jobs.push(job);
+                    jobs.push(EncodeJob {
+                        tp: b.tp.clone(),
+                        run,
+                    });
                     kept.push(b);
                     continue;
                 }
