@@ -19,6 +19,7 @@ pub mod security;
 pub mod selector;
 pub mod simple_updater;
 pub mod states;
+pub mod telemetry;
 pub mod updater;
 pub mod wait;
 

@@ -243,6 +243,8 @@ pub fn build(r: &Resolved, token_provider: Option<TokenProvider>) -> Result<Effe
             receive_buffer_bytes: r.int("receive_buffer_bytes")? as i32,
             max_response_size: r.int("max_response_size")? as usize,
             security: Security::plaintext(),
+            // The raw NetworkClient has no telemetry agent: off there.
+            enable_metrics_push: r.takes("enable_metrics_push") && r.flag("enable_metrics_push")?,
         };
         net.validate()?;
         e.network = Some(net);
@@ -418,6 +420,7 @@ impl Effective {
                     send_buffer_bytes,
                     receive_buffer_bytes,
                     max_response_size,
+                    enable_metrics_push,
                 ]
             );
         }

@@ -106,6 +106,12 @@ pub static OPTIONS: &[Spec] = &[
     opt("client_id", Kind::Str, Default::Str("ferrokafka"), PCA | N)
         .java("client.id")
         .core(&["ClientConfig.client_id"], "Sent in every request header; brokers log and quota by it."),
+    opt("enable_metrics_push", Kind::Bool, Default::Bool(true), PCA)
+        .java("enable.metrics.push")
+        .core(
+            &["ClientConfig.enable_metrics_push"],
+            "KIP-714: push this client's metrics to brokers that subscribe to them (docs/semantics.md §10); on by default, as in Java.",
+        ),
     int("request_timeout_ms", 30_000, 1, PCA | N)
         .java("request.timeout.ms")
         .max(INT_MAX)
