@@ -224,10 +224,15 @@ impl ConsumerMember {
         let full = self.sent.is_none() || self.epoch == 0;
         let sub_changed = full || self.sent.as_ref().map(|s| &s.subscription) != Some(subscription);
         let owned_changed = full || self.sent.as_ref().map(|s| &s.owned) != Some(owned);
+        // A changed subscription sends both fields, the unused one empty
+        // (names [] / regex ""): that replaces the other kind on the
+        // coordinator, and librdkafka's mock insists on both or neither.
         let (names, regex) = match (sub_changed, subscription) {
             (false, _) => (None, None),
-            (true, Subscription::Topics(t)) => (Some(t.iter().cloned().collect()), None),
-            (true, Subscription::Regex(r)) => (None, Some(r.clone())),
+            (true, Subscription::Topics(t)) => {
+                (Some(t.iter().cloned().collect()), Some(String::new()))
+            }
+            (true, Subscription::Regex(r)) => (Some(Vec::new()), Some(r.clone())),
         };
         let fields = HeartbeatFields {
             member_id: self.member_id.clone(),
@@ -423,6 +428,7 @@ mod tests {
         assert_eq!(join.member_epoch, 0);
         assert_eq!(join.member_id, "m-1");
         assert_eq!(join.subscribed_topic_names, Some(vec!["t".to_string()]));
+        assert_eq!(join.subscribed_topic_regex.as_deref(), Some(""));
         assert_eq!(join.rack_id.as_deref(), Some("r1"));
         assert_eq!(join.rebalance_timeout_ms, 300_000);
         assert_eq!(join.owned, Some(IdAssignment::new()));
@@ -443,6 +449,7 @@ mod tests {
         let hb = m.heartbeat(&sub, &IdAssignment::new(), 1010).expect("due");
         assert_eq!(hb.member_epoch, 3);
         assert_eq!(hb.subscribed_topic_names, None, "unchanged");
+        assert_eq!(hb.subscribed_topic_regex, None);
         assert_eq!(hb.rack_id, None);
         assert_eq!(hb.rebalance_timeout_ms, -1);
         assert_eq!(hb.owned, None);
@@ -588,7 +595,7 @@ mod tests {
             .heartbeat(&Subscription::Regex("t.*".into()), &IdAssignment::new(), 0)
             .unwrap();
         assert_eq!(join.subscribed_topic_regex.as_deref(), Some("t.*"));
-        assert_eq!(join.subscribed_topic_names, None);
+        assert_eq!(join.subscribed_topic_names, Some(vec![]));
         assert_eq!(join.server_assignor.as_deref(), Some("uniform"));
         assert_eq!(join.instance_id.as_deref(), Some("i-1"));
         s.on_answer(0, ok(1, None), 1);
