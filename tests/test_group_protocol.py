@@ -1,5 +1,5 @@
 """KIP-848 consumer groups (group_protocol="consumer") on the librdkafka mock cluster,
-which serves ConsumerGroupHeartbeat v1 (docs/semantics.md "KIP-848 consumer groups")."""
+which serves ConsumerGroupHeartbeat v1 (docs/semantics.md §6)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,18 @@ def test_one_member_gets_all_partitions_and_every_record(mock, confluent_kafka):
         assert sorted(seen[0]) == list(range(N))
         assert parts(c) == {0, 1, 2}
         assert {tp.partition for tp in assigned} == {0, 1, 2}
+    finally:
+        c.close()
+
+
+def test_pattern_subscription_is_matched_by_the_coordinator(mock, confluent_kafka):
+    produce(confluent_kafka, mock.bootstrap_servers)
+    c = member(mock.bootstrap_servers)
+    c.subscribe("^kip8.*")
+    try:
+        seen = poll_until([c], lambda s: len(s[0]) >= N)
+        assert sorted(seen[0]) == list(range(N))
+        assert parts(c) == {0, 1, 2}
     finally:
         c.close()
 

@@ -344,7 +344,7 @@ def _consumer_rule(out: dict, given: frozenset) -> None:
         elif out["enable_auto_commit"]:
             raise ValueError("invalid value True for option 'enable_auto_commit': "
                              "it cannot be true when no group_id is set")
-    # KIP-848 (docs/semantics.md "KIP-848 consumer groups"): the coordinator
+    # KIP-848 (docs/semantics.md §6): the coordinator
     # owns the session, the heartbeat interval and the assignment, so the
     # classic settings of them are refused when set, as Java refuses them.
     if out.get("group_protocol") == "consumer":

@@ -43,7 +43,7 @@ pub enum GroupProtocol {
     #[default]
     Classic,
     /// KIP-848: the coordinator assigns, the member reconciles
-    /// (docs/semantics.md "KIP-848 consumer groups").
+    /// (docs/semantics.md §6).
     Consumer,
 }
 

@@ -119,7 +119,7 @@ pub fn commit_reaction(code: i16) -> Reaction {
         // the member rejoins and its partitions may belong to someone else now.
         UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
         ILLEGAL_GENERATION => Reaction::ResetGeneration,
-        // KIP-848: the member epoch is no longer valid (fenced); a stale
+        // KIP-848 (docs/semantics.md §6.4, §6.5): the member epoch is no longer valid (fenced); a stale
         // epoch only fails this commit (the member's next heartbeat catches up).
         FENCED_MEMBER_EPOCH => Reaction::ResetAndRejoin,
         REBALANCE_IN_PROGRESS | STALE_MEMBER_EPOCH => Reaction::CommitFailed(code),

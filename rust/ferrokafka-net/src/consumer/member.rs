@@ -6,7 +6,7 @@
 //! time as a parameter; the coordinator lookup stays in
 //! `coordinator::GroupMembership` and the reconciliation of the assignment
 //! (revoke, commit, callbacks, assign) in `core::member_group`.
-//! docs/semantics.md "KIP-848 consumer groups" states the rules.
+//! docs/semantics.md §6 states the rules.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -211,7 +211,8 @@ impl ConsumerMember {
     }
 
     /// The heartbeat to send at `now`, if one is due: the whole request
-    /// when joining or after an error, else only what changed (KIP-848).
+    /// when joining or after an error, else only what changed
+    /// (docs/semantics.md §6.1, §6.2).
     pub fn heartbeat(
         &mut self,
         subscription: &Subscription,
@@ -268,7 +269,7 @@ impl ConsumerMember {
         (self.next_ms - now_ms).max(0)
     }
 
-    /// The answer to a heartbeat sent in `incarnation`; `Err` = no answer
+    /// The answer to a heartbeat sent in `incarnation` (docs/semantics.md §6.4); `Err` = no answer
     /// (transport failure, timeout, the API not served).
     pub fn on_answer(
         &mut self,
@@ -353,7 +354,7 @@ impl ConsumerMember {
         self.next_ms = now_ms;
     }
 
-    /// Leave the group: the heartbeat to send (epoch -1, or -2 for a static
+    /// Leave the group (docs/semantics.md §6.6): the heartbeat to send (epoch -1, or -2 for a static
     /// member, whose partitions then wait for it), when there is a
     /// membership to leave. No heartbeats follow until `rejoin`.
     pub fn leave(&mut self, now_ms: i64) -> Option<HeartbeatFields> {

@@ -299,11 +299,12 @@ pub static OPTIONS: &[Spec] = &[
         .choices(&["classic", "consumer"])
         .core(
             &["ConsumerConfig.group_protocol"],
-            "classic = JoinGroup/SyncGroup; consumer = KIP-848 (the coordinator assigns; refuses session_timeout_ms, heartbeat_interval_ms, partition_assignment_strategy; docs/semantics.md \"KIP-848 consumer groups\").",
+            "classic = JoinGroup/SyncGroup; consumer = KIP-848 (the coordinator assigns; refuses session_timeout_ms, heartbeat_interval_ms, partition_assignment_strategy; docs/semantics.md §6).",
         ),
     opt("group_remote_assignor", Kind::Str, Default::Null, C)
         .java("group.remote.assignor")
         .choices(&["uniform", "range"])
+        .needs(&[("group_protocol", "consumer"), ("group_id", "*")])
         .core(&["ConsumerConfig.group_remote_assignor"], "group_protocol=\"consumer\" only: the coordinator's assignor to use (None = the broker's default)."),
     opt("auto_offset_reset", Kind::Str, Default::Str("latest"), C)
         .java("auto.offset.reset")

@@ -2,7 +2,7 @@
 //! "consumer"`): coordinator lookup (shared with the classic protocol),
 //! ConsumerGroupHeartbeat requests from `member::ConsumerMember`, and the
 //! reconciliation of the coordinator's target assignment with what the
-//! consumer owns (docs/semantics.md "KIP-848 consumer groups"): commit and
+//! consumer owns (docs/semantics.md §6): commit and
 //! revoke what is no longer ours first, then assign the new partitions, run
 //! the application's callbacks (revoked before assigned, as Java does), and
 //! only then acknowledge by heartbeating the owned partitions.
@@ -175,7 +175,7 @@ impl ConsumerCore {
 
     /// The classic membership's generation mirrors the member (id, epoch):
     /// OffsetCommit under KIP-848 carries the member epoch as its
-    /// generation id, and `generation()` / group metadata read it there.
+    /// generation id (docs/semantics.md §6.5), and `generation()` / group metadata read it there.
     fn sync_generation(&mut self) {
         let m = self.member.as_ref().expect("member");
         let (id, epoch) = (m.member_id().to_string(), m.epoch());
@@ -255,7 +255,8 @@ impl ConsumerCore {
         }
     }
 
-    /// One step of reconciling the target assignment with what is owned.
+    /// One step of reconciling the target assignment with what is owned
+    /// (docs/semantics.md §6.3).
     fn reconcile(&mut self, now: i64) {
         match self.recon {
             Recon::Committing => return,

@@ -1,0 +1,93 @@
+"""Time to a stable group: classic cooperative-sticky vs KIP-848, on the mock cluster.
+
+Three ferrokafka members subscribe at once to a 6-partition topic; the clock stops
+when every partition is owned by exactly one member and every member owns at least one
+(checked after each round of polls). Then a fourth member joins and the clock measures
+the move to 4 members the same way, and then one member leaves.
+
+Both protocols use the same heartbeat interval (`--heartbeat-ms`; Java's default is
+3000): the classic members set heartbeat_interval_ms, the KIP-848 coordinator (the
+mock) hands it out. The mock's classic groups start without an initial rebalance delay.
+
+    PYTHONPATH=python python benches/bench_group_stable.py [--runs 3] [--heartbeat-ms 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import ferrokafka as fk
+from ferrokafka.testing import MockCluster
+
+TOPIC = "stable"
+PARTITIONS = 6
+
+
+def make(bs: str, protocol: str, heartbeat_ms: int) -> fk.Consumer:
+    if protocol == "consumer":
+        return fk.Consumer(bs, group_id="g", group_protocol="consumer", enable_auto_commit=False)
+    return fk.Consumer(bs, group_id="g", enable_auto_commit=False,
+                       partition_assignment_strategy="cooperative-sticky",
+                       heartbeat_interval_ms=heartbeat_ms, session_timeout_ms=max(10_000, 4 * heartbeat_ms))
+
+
+def stable(members: list) -> bool:
+    owned = [{tp.partition for tp in m.assignment()} for m in members]
+    if any(not o for o in owned):
+        return False
+    total = sum(len(o) for o in owned)
+    return total == PARTITIONS and set().union(*owned) == set(range(PARTITIONS))
+
+
+def wait_stable(members: list, timeout: float = 60.0) -> float:
+    t0 = time.monotonic()
+    while not stable(members):
+        if time.monotonic() - t0 > timeout:
+            raise TimeoutError([sorted(tp.partition for tp in m.assignment()) for m in members])
+        for m in members:
+            m.poll(10)
+    return time.monotonic() - t0
+
+
+def one_run(protocol: str, heartbeat_ms: int) -> tuple[float, float, float]:
+    with MockCluster(3) as mock:
+        mock.set_group_consumer_heartbeat_interval_ms(heartbeat_ms)
+        mock.create_topic(TOPIC, PARTITIONS)
+        bs = mock.bootstrap_servers
+        members = [make(bs, protocol, heartbeat_ms) for _ in range(3)]
+        for m in members:
+            m.subscribe([TOPIC])
+        try:
+            first = wait_stable(members)
+            fourth = make(bs, protocol, heartbeat_ms)
+            fourth.subscribe([TOPIC])
+            members.append(fourth)
+            grow = wait_stable(members)
+            members.pop(0).close()
+            shrink = wait_stable(members)
+            return first, grow, shrink
+        finally:
+            for m in members:
+                m.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--heartbeat-ms", type=int, default=3000)
+    args = ap.parse_args()
+    print(f"heartbeat {args.heartbeat_ms} ms, {args.runs} runs, median (min-max) seconds")
+    print(f"{'protocol':<28}{'3 members join':>22}{'4th joins':>22}{'one leaves':>22}")
+    for protocol, label in (("classic", "classic cooperative-sticky"), ("consumer", "KIP-848 (consumer)")):
+        runs = [one_run(protocol, args.heartbeat_ms) for _ in range(args.runs)]
+        cols = []
+        for i in range(3):
+            xs = [r[i] for r in runs]
+            cols.append(f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})")
+        print(f"{label:<28}" + "".join(f"{c:>22}" for c in cols))
+
+
+if __name__ == "__main__":
+    main()
