@@ -55,6 +55,8 @@ _SIGNATURES = {
     "rd_kafka_mock_request_api_key": (c_int16, [c_void_p]),
     "rd_kafka_mock_request_destroy_array": (None, [POINTER(c_void_p), c_size_t]),
     "rd_kafka_mock_clear_requests": (None, [c_void_p]),
+    "rd_kafka_mock_set_group_consumer_session_timeout_ms": (None, [c_void_p, c_int]),
+    "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": (None, [c_void_p, c_int]),
 }
 
 _lib = None
@@ -246,6 +248,14 @@ class MockCluster(Closing):
 
     def set_group_initial_rebalance_delay_ms(self, ms: int) -> None:
         self._lib.rd_kafka_mock_group_initial_rebalance_delay_ms(self._h(), ms)
+
+    def set_group_consumer_heartbeat_interval_ms(self, ms: int) -> None:
+        """KIP-848 groups: the heartbeat interval the coordinator hands out (default 3000)."""
+        self._lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(self._h(), ms)
+
+    def set_group_consumer_session_timeout_ms(self, ms: int) -> None:
+        """KIP-848 groups: members silent this long are fenced (default 30000)."""
+        self._lib.rd_kafka_mock_set_group_consumer_session_timeout_ms(self._h(), ms)
 
     def close(self) -> None:
         # The cluster runs on the handle's threads: destroy it before the handle.

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use crate::admin::client::AdminConfig;
 use crate::consumer::client::ConsumerConfig;
+use crate::consumer::config::GroupProtocol;
 use crate::consumer::subscription::OffsetResetStrategy;
 use crate::error::Error;
 use crate::metadata::default_updater::UpdaterConfig;
@@ -374,6 +375,12 @@ fn consumer(r: &Resolved) -> Result<ConsumerConfig, Error> {
         retry_backoff_ms: r.int("retry_backoff_ms")?,
         request_timeout_ms: r.int("request_timeout_ms")?,
         default_api_timeout_ms: r.int("default_api_timeout_ms")?,
+        group_protocol: {
+            let p = r.str("group_protocol")?;
+            GroupProtocol::parse(&p)
+                .ok_or_else(|| bad("group_protocol", format!("unknown protocol {p:?}")))?
+        },
+        group_remote_assignor: r.opt_str("group_remote_assignor")?,
     };
     ccfg.validate()?;
     Ok(ccfg)
@@ -526,6 +533,8 @@ impl Effective {
                     retry_backoff_ms,
                     request_timeout_ms,
                     default_api_timeout_ms,
+                    group_protocol,
+                    group_remote_assignor,
                 ]
             );
         }

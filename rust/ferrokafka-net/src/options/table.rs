@@ -300,6 +300,18 @@ pub static OPTIONS: &[Spec] = &[
         .java("group.instance.id")
         .needs(GROUP)
         .core(&["ConsumerConfig.group_instance_id"], "Static membership id (needs group_id)."),
+    opt("group_protocol", Kind::Str, Default::Str("classic"), C)
+        .java("group.protocol")
+        .choices(&["classic", "consumer"])
+        .core(
+            &["ConsumerConfig.group_protocol"],
+            "classic = JoinGroup/SyncGroup; consumer = KIP-848 (the coordinator assigns; refuses session_timeout_ms, heartbeat_interval_ms, partition_assignment_strategy; docs/semantics.md §6).",
+        ),
+    opt("group_remote_assignor", Kind::Str, Default::Null, C)
+        .java("group.remote.assignor")
+        .choices(&["uniform", "range"])
+        .needs(&[("group_protocol", "consumer"), ("group_id", "*")])
+        .core(&["ConsumerConfig.group_remote_assignor"], "group_protocol=\"consumer\" only: the coordinator's assignor to use (None = the broker's default)."),
     opt("auto_offset_reset", Kind::Str, Default::Str("latest"), C)
         .java("auto.offset.reset")
         .choices(&["earliest", "latest", "none"])
