@@ -1,169 +1,435 @@
-"""Spark: ferrokafka's data source vs what PySpark users do without the JVM
-Kafka connector (mapInPandas + confluent-kafka), same run, local[2].
+"""Spark: ferrokafka's data source vs what PySpark users write without the
+JVM Kafka connector (issue 21), measured as the whole job's CPU.
 
-    python benches/bench_spark.py [--rows N] [--size BYTES]
+    python benches/bench_spark.py --write-docs      # full run: docs/benchmarks-spark.md (+ .json)
+    python benches/bench_spark.py --quick           # smoke test: 100k rows, 1 round
 
-Uses librdkafka's mock cluster (in memory; Tansu 0.6.0's stale
-ListOffsets(latest) would cut batch reads short). Write: a DataFrame of N
-rows x SIZE-byte values into a 4-partition topic. Read: all of it back,
-ferrokafka `spark.read.format("ferrokafka")` vs a partition-range reader
-running confluent-kafka consumers in mapInPandas. Prints rows/s and ratios
-(issue 7 goal: >= 2x both ways).
+Variants, each in `local[2]` on one embedded Tansu broker, 4-partition topics:
+- ferrokafka: `df.write.format("ferrokafka")`, `spark.read.format("ferrokafka")`, and a
+  `readStream` of 10 micro-batches (`maxOffsetsPerTrigger` = rows / 10, availableNow);
+- (a) `mapInPandas` + confluent-kafka: a Producer per task producing each row; a
+  Consumer per offset range (planned from ListOffsets) reading it into a pandas frame;
+- (b) `mapInArrow` + confluent-kafka: the same from and into Arrow batches.
+The baselines have no streaming source (a user would have to write one), so the stream
+row is ferrokafka's alone. confluent-kafka keeps its defaults, ferrokafka too.
+
+Protocol (the project's benchmark rules): every run is a fresh child process building
+its own SparkSession, so every Spark process (driver JVM, Python workers) descends from
+it and the broker does not; a warm-up job of the same variant runs first (workers
+started, imports done); each timed job writes to or reads from a fresh topic (read and
+stream topics are filled beforehand, untimed). CPU is the kernel's account of the
+child's whole process tree (utime + stime of every living process, plus cutime +
+cstime for the children each has reaped, so exited workers count), before and after
+the job, split by process kind. The variants' order is rotated over the rounds; per
+variant the best wall time and the lowest CPU are kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import os
+import subprocess
 import sys
 import time
+import uuid
 
-import ferrokafka as fk
+HERE = os.path.dirname(os.path.abspath(__file__))
+DOCS = os.path.join(os.path.dirname(HERE), "docs")
+CLIENTS = ["ferrokafka", "pandas", "arrow"]
+LABEL = {"ferrokafka": "ferrokafka data source", "pandas": "mapInPandas + confluent-kafka",
+         "arrow": "mapInArrow + confluent-kafka"}
+PARTS = 4
+
+# ------------------------------------------------------------------------------------------
+# CPU of a process tree, from /proc
+# ------------------------------------------------------------------------------------------
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--broker", choices=("tansu", "mock"), default="tansu",
-                    help="tansu: the embedded broker (end offsets from Fetch high watermarks, its "
-                         "ListOffsets(latest) is stale); mock: librdkafka's mock (bounded log, small fetches)")
-    args = ap.parse_args()
+def _stat(pid: int):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    rest = s[s.rindex(")") + 2:].split()
+    # fields after the comm: state(3) ppid(4) ... utime(14) stime(15) cutime(16) cstime(17)
+    ppid = int(rest[1])
+    ticks = sum(int(x) for x in rest[11:15])
+    return ppid, ticks, cmd
+
+
+def tree_cpu(root: int) -> dict:
+    """CPU seconds of `root` and all its descendants, by kind."""
+    procs = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            st = _stat(int(d))
+            if st:
+                procs[int(d)] = st
+    kids: dict = {}
+    for pid, (ppid, _, _) in procs.items():
+        kids.setdefault(ppid, []).append(pid)
+    out = {"driver": 0.0, "jvm": 0.0, "workers": 0.0}
+    hz = os.sysconf("SC_CLK_TCK")
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        if pid not in procs:
+            continue
+        _, ticks, cmd = procs[pid]
+        kind = "driver" if pid == root else "jvm" if "java" in cmd.split(" ")[0] else "workers"
+        out[kind] += ticks / hz
+        stack.extend(kids.get(pid, []))
+    out["total"] = out["driver"] + out["jvm"] + out["workers"]
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# child: one SparkSession, one client's jobs
+# ------------------------------------------------------------------------------------------
+
+
+def _ck_write_rows(bs: str, topic: str, rows):
+    import confluent_kafka
+
+    p = confluent_kafka.Producer({"bootstrap.servers": bs})
+    n = 0
+    for k, v in rows:
+        while True:
+            try:
+                p.produce(topic, value=v, key=k)
+                break
+            except BufferError:
+                p.poll(0.01)
+        n += 1
+        if n % 1000 == 0:
+            p.poll(0)
+    left = p.flush(120)
+    if left:
+        raise RuntimeError(f"{left} records not delivered")
+    return n
+
+
+def _ck_read_range(bs: str, topic: str, part: int, start: int, end: int):
+    """The values of [start, end) of one partition, in order."""
+    import confluent_kafka
+
+    c = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "bench-" + uuid.uuid4().hex[:8],
+                                  "enable.auto.commit": False})
+    c.assign([confluent_kafka.TopicPartition(topic, part, start)])
+    vals, pos = [], start
+    while pos < end:
+        for m in c.consume(10000, 1.0):
+            if m.error() is not None:
+                raise RuntimeError(str(m.error()))
+            if m.offset() < end:
+                vals.append(m.value())
+            pos = max(pos, m.offset() + 1)
+    c.close()
+    return vals
+
+
+def child(spec: dict) -> dict:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    import ferrokafka as fk
+
+    bs, client, n, size = spec["bootstrap"], spec["client"], spec["rows"], spec["size"]
+    spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(PARTS))
+             .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(fk.spark.KafkaDataSource)
-    n, size = args.rows, args.size
-    import contextlib
+    fk.spark.register(spark)
 
-    with contextlib.ExitStack() as stack:
-        if args.broker == "mock":
-            m = stack.enter_context(fk.testing.MockCluster(num_brokers=1))
-            bs = m.bootstrap_servers
-            create = lambda t: m.create_topic(t, 4, 1)  # noqa: E731
-        else:
-            b = stack.enter_context(fk.testing.EmbeddedBroker())
-            bs = b.bootstrap_servers
-            admin = fk.Admin(bs)
-            create = lambda t: admin.create_topics([fk.NewTopic(t, 4, 1)])  # noqa: E731
-        for t in ("fk", "ck"):
-            create(t)
-        df = (spark.range(n, numPartitions=4)
-              .selectExpr("cast(cast(id as string) as binary) as key",
-                          f"cast(repeat('x', {size}) as binary) as value").cache())
-        df.count()
+    def frame(rows: int):
+        return spark.range(rows, numPartitions=PARTS).selectExpr(
+            "cast(cast(id as string) as binary) as key", f"cast(repeat('x', {size}) as binary) as value")
 
-        # Warm both paths up first (Python workers, JIT, imports), so the
-        # first timed job does not pay Spark's start-up for both.
-        create("warm")
-        small = df.limit(20_000)
-        small.write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", "warm").mode("append").save()
-
-        t0 = time.perf_counter()
-        df.write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", "fk") \
-            .mode("append").save()
-        w_fk = time.perf_counter() - t0
-
-        def ck_write_warm(it):
-            import confluent_kafka  # noqa: F401
-            import pandas as pd
-
-            for _ in it:
-                pass
-            yield pd.DataFrame({"n": [0]})
-
-        def ck_write(it):
-            import confluent_kafka
-            import pandas as pd
-
-            p = confluent_kafka.Producer({"bootstrap.servers": bs, "linger.ms": 10})
-            c = 0
-            for pdf in it:
-                for k, v in zip(pdf["key"], pdf["value"]):
-                    while True:
-                        try:
-                            p.produce("ck", value=v, key=k)
-                            break
-                        except BufferError:
-                            p.poll(0.01)
-                    c += 1
-                p.poll(0)
-            p.flush(120)
-            yield pd.DataFrame({"n": [c]})
-
-        small.mapInPandas(ck_write_warm, "n long").collect()
-        t0 = time.perf_counter()
-        written = df.mapInPandas(ck_write, "n long").collect()
-        w_ck = time.perf_counter() - t0
-        assert sum(r.n for r in written) == n
-
-        # The mock keeps a bounded log per partition (old segments go), so
-        # compare with what it still holds, not with n.
-        def held(topic):
-            c = fk.Consumer(bs, auto_offset_reset="earliest")
-            tps = [fk.TopicPartition(topic, p) for p in range(4)]
-            lo = c.beginning_offsets(tps)
-            if args.broker == "mock":
-                hi = c.end_offsets(tps)
-            else:
-                # the high watermark of a Fetch answer (Tansu's ListOffsets(latest) is stale)
-                c.assign(tps)
-                hi = {}
-                while len(hi) < 4:
-                    c.poll(200)
-                    for tp in tps:
-                        w = c.get_watermark_offsets(tp, cached=True)
-                        if w[1] >= 0:
-                            hi[tp] = w[1]
-            c.close()
+    def ends(topic: str) -> dict:
+        c = fk.Consumer(bs)
+        try:
+            tps = [fk.TopicPartition(topic, p) for p in range(PARTS)]
+            lo, hi = c.beginning_offsets(tps), c.end_offsets(tps)
             return {tp.partition: (lo[tp], hi[tp]) for tp in tps}
+        finally:
+            c.close()
 
-        fk_held = held("fk")
-        n_fk = sum(h - lo for lo, h in fk_held.values())
-        t0 = time.perf_counter()
-        ending = json.dumps({"fk": {str(p): h for p, (_, h) in fk_held.items()}})
-        got = spark.read.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("subscribe", "fk") \
-            .option("startingOffsets", "earliest").option("endingOffsets", ending).load() \
-            .selectExpr("sum(length(value)) as b").collect()
-        r_fk = time.perf_counter() - t0
-        assert got[0].b == n_fk * size, (got[0].b, n_fk * size)
+    def write(topic: str, rows: int) -> None:
+        df = frame(rows)
+        if client == "ferrokafka":
+            df.write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", topic) \
+                .mode("append").save()
+            return
 
-        ck_held = held("ck")
-        n_ck = sum(h - lo for lo, h in ck_held.values())
-        ranges = spark.createDataFrame([(p, lo, h) for p, (lo, h) in ck_held.items()], "p int, s long, e long").repartition(4)
+        if client == "pandas":
+            def run(it):
+                import pandas as pd
 
-        def ck_read(it):
-            import confluent_kafka
-            import pandas as pd
+                for pdf in it:
+                    yield pd.DataFrame({"n": [_ck_write_rows(bs, topic, zip(pdf["key"], pdf["value"]))]})
 
-            for pdf in it:
-                for p, s, e in zip(pdf["p"], pdf["s"], pdf["e"]):
-                    co = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "bench", "enable.auto.commit": False})
-                    co.assign([confluent_kafka.TopicPartition("ck", int(p), int(s))])
-                    keys, vals, offs = [], [], []
-                    pos = s
-                    while pos < e:
-                        for msg in co.consume(10000, 1.0):
-                            if msg.error() is None and msg.offset() < e:
-                                keys.append(msg.key())
-                                vals.append(msg.value())
-                                offs.append(msg.offset())
-                                pos = msg.offset() + 1
-                    co.close()
-                    yield pd.DataFrame({"key": keys, "value": vals, "offset": offs})
+            got = df.mapInPandas(run, "n long").collect()
+        else:
+            def run(it):
+                import pyarrow as pa
 
-        t0 = time.perf_counter()
-        got = ranges.mapInPandas(ck_read, "key binary, value binary, offset long").selectExpr("sum(length(value)) as b").collect()
-        r_ck = time.perf_counter() - t0
-        assert got[0].b == n_ck * size, (got[0].b, n_ck * size)
+                for b in it:
+                    rows_ = zip(b.column("key").to_pylist(), b.column("value").to_pylist())
+                    yield pa.RecordBatch.from_pydict({"n": [_ck_write_rows(bs, topic, rows_)]})
+
+            got = df.mapInArrow(run, "n long").collect()
+        assert sum(r.n for r in got) == rows
+
+    def read(topic: str, rows: int) -> None:
+        if client == "ferrokafka":
+            got = spark.read.format("ferrokafka").option("kafka.bootstrap.servers", bs) \
+                .option("subscribe", topic).option("startingOffsets", "earliest").load() \
+                .selectExpr("sum(length(value)) as b").collect()
+        else:
+            bounds = ends(topic)
+            ranges = spark.createDataFrame([(p, lo, hi) for p, (lo, hi) in bounds.items()],
+                                           "p int, s long, e long").repartition(PARTS)
+            if client == "pandas":
+                def run(it):
+                    import pandas as pd
+
+                    for pdf in it:
+                        for p, s, e in zip(pdf["p"], pdf["s"], pdf["e"]):
+                            yield pd.DataFrame({"value": _ck_read_range(bs, topic, int(p), int(s), int(e))})
+
+                out = ranges.mapInPandas(run, "value binary")
+            else:
+                def run(it):
+                    import pyarrow as pa
+
+                    for b in it:
+                        for p, s, e in zip(*(b.column(c).to_pylist() for c in ("p", "s", "e"))):
+                            vals = _ck_read_range(bs, topic, p, s, e)
+                            yield pa.RecordBatch.from_arrays([pa.array(vals, pa.binary())], ["value"])
+
+                out = ranges.mapInArrow(run, "value binary")
+            got = out.selectExpr("sum(length(value)) as b").collect()
+        assert got[0].b == rows * size, (got[0].b, rows * size)
+
+    def stream(topic: str, rows: int) -> None:
+        q = (spark.readStream.format("ferrokafka").option("kafka.bootstrap.servers", bs)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", str(rows // 10)).load()
+             .writeStream.format("noop").option("checkpointLocation", f"/tmp/bench-spark-chk-{uuid.uuid4().hex}")
+             .trigger(availableNow=True).start())
+        q.awaitTermination(600)
+        if q.exception() is not None:
+            raise RuntimeError(str(q.exception()))
+        batches = [p for p in q.recentProgress if p.numInputRows]
+        assert sum(p.numInputRows for p in batches) == rows, [p.numInputRows for p in batches]
+        assert len(batches) == 10, len(batches)
+
+    # warm-up: the same variant on the warm-up topic (workers started, imports done)
+    write(spec["warm"], 20_000)
+    read(spec["warm"], 20_000)
+    out = {}
+    me = os.getpid()
+    jobs = [("write", spec["topics"]["write"], write), ("read", spec["topics"]["read"], read)]
+    if client == "ferrokafka":
+        jobs.append(("stream", spec["topics"]["stream"], stream))
+    for job, topic, fn in jobs:
+        c0, t0 = tree_cpu(me), time.perf_counter()
+        fn(topic, n)
+        wall, c1 = time.perf_counter() - t0, tree_cpu(me)
+        out[job] = {"wall": wall, **{k: c1[k] - c0[k] for k in c0}}
+        if job == "write":
+            got = sum(hi - lo for lo, hi in ends(topic).values())
+            assert got == n, f"wrote {got} of {n}"
     spark.stop()
-    print(f"write: ferrokafka {n / w_fk:,.0f} rows/s, mapInPandas+confluent {n / w_ck:,.0f} rows/s -> {w_ck / w_fk:.2f}x")
-    a, b = n_fk / r_fk, n_ck / r_ck
-    print(f"read:  ferrokafka {a:,.0f} rows/s ({n_fk} rows), mapInPandas+confluent {b:,.0f} rows/s ({n_ck} rows) -> {a / b:.2f}x")
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# parent: broker, topics, rotation, report
+# ------------------------------------------------------------------------------------------
+
+
+def fill(bs: str, topic: str, n: int, size: int) -> None:
+    import ferrokafka as fk
+
+    with fk.Producer(bs) as p:
+        futs = [p.send_batch(topic, [b"x" * size] * min(10_000, n - i), partition=(i // 10_000) % PARTS)
+                for i in range(0, n, 10_000)]
+        for f in futs:
+            f.result(300)
+
+
+def run_child(spec: dict, timeout: float = 1800) -> dict:
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
+                          capture_output=True, text=True, timeout=timeout)
+    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-3:]
+        return {"error": f"exit {proc.returncode}: {' | '.join(tail)[:400]}"}
+    return json.loads(lines[-1])
+
+
+def summarize(runs: dict, rows: int) -> dict:
+    out = {}
+    for client, rs in runs.items():
+        ok = [r for r in rs if "error" not in r]
+        for job in ("write", "read", "stream"):
+            xs = [r[job] for r in ok if job in r]
+            if not xs:
+                continue
+            best = min(xs, key=lambda x: x["total"])
+            out[f"{job}/{client}"] = {
+                "best_wall": min(x["wall"] for x in xs), "worst_wall": max(x["wall"] for x in xs),
+                "cpu_per_m": best["total"] / rows * 1e6, "split_per_m": {k: best[k] / rows * 1e6 for k in
+                                                                         ("driver", "jvm", "workers")},
+                "rate": rows / min(x["wall"] for x in xs), "runs": len(xs),
+            }
+        errs = [r["error"] for r in rs if "error" in r]
+        if errs:
+            out[f"errors/{client}"] = errs
+    return out
+
+
+def tables(summary: dict) -> list:
+    rows = ["| job | variant | rows/s | wall (best) | CPU s per 1M rows (whole tree) | driver / JVM / Python workers "
+            "| CPU vs this variant: ferrokafka | wall vs this variant: ferrokafka |",
+            "|---|---|---|---|---|---|---|---|"]
+    for job in ("write", "read", "stream"):
+        ours = summary.get(f"{job}/ferrokafka")
+        for client in CLIENTS:
+            s = summary.get(f"{job}/{client}")
+            if not s:
+                continue
+            sp = s["split_per_m"]
+            vs_cpu = vs_wall = "-"
+            if ours and client != "ferrokafka":
+                vs_cpu = f"{s['cpu_per_m'] / ours['cpu_per_m']:.2f}x less"
+                vs_wall = f"{s['best_wall'] / ours['best_wall']:.2f}x faster"
+            rows.append(f"| {job} | {LABEL[client]} | {s['rate']:,.0f} | {s['best_wall']:.2f} s | "
+                        f"{s['cpu_per_m']:.2f} | {sp['driver']:.2f} / {sp['jvm']:.2f} / {sp['workers']:.2f} | "
+                        f"{vs_cpu} | {vs_wall} |")
+    return rows
+
+
+def goals(summary: dict) -> list:
+    rows = ["| goal | job | figure | met |", "|---|---|---|---|"]
+    for job in ("write", "read"):
+        ours = summary.get(f"{job}/ferrokafka")
+        for client in ("pandas", "arrow"):
+            s = summary.get(f"{job}/{client}")
+            if not (ours and s):
+                continue
+            c = s["cpu_per_m"] / ours["cpu_per_m"]
+            w = s["best_wall"] / ours["best_wall"]
+            rows.append(f"| ≥ 2x less CPU per row than {LABEL[client]}, wall no worse | {job} | "
+                        f"{c:.2f}x less CPU, {w:.2f}x its wall speed | {'yes' if c >= 2 and w >= 1 else '**no**'} |")
+    return rows
+
+
+def render(data: dict) -> str:
+    env, s = data["environment"], data["summary"]
+    out = ["# Spark benchmark: the ferrokafka data source vs mapInPandas / mapInArrow + confluent-kafka", ""]
+    if data["smoke"]:
+        out += ["> **Smoke run, not evidence** (small N or fewer than 3 rounds).", ""]
+    out += [f"Generated by `{data['command']}` on {env['date_utc']}; do not edit by hand. "
+            "JSON with every run: `docs/benchmarks-spark.json`.", "",
+            "## How measured", "",
+            f"{data['rows']:,} rows of {data['size']} B, {PARTS}-partition topics on one embedded Tansu broker "
+            f"(loopback); Spark {env['pyspark']} `local[2]`, Java {env['java']}; confluent-kafka "
+            f"{env['confluent_kafka']}; {env['nproc']} CPUs, load average {env['loadavg_start'][0]:.1f} at the "
+            f"start and {env['loadavg_end'][0]:.1f} at the end (a shared machine). {data['rounds']} round(s), "
+            "order of variants rotated; per variant the best wall time and the lowest CPU.", "",
+            "CPU is the kernel's account (`/proc/<pid>/stat` utime + stime, plus cutime + cstime of "
+            "reaped children) of the whole process tree of the run's child process: its Python driver, "
+            "the Spark JVM and every Python worker, and not the broker; taken before and after each job, "
+            "after a warm-up job of the same variant (Python workers started). Each timed job uses a "
+            "fresh topic; read and stream topics are filled beforehand, untimed. Both clients keep their "
+            "defaults. The write job produces a generated DataFrame (`spark.range` + casts) and checks "
+            "the topic holds every row; the read job reads the whole topic and sums the value lengths "
+            "(every value materialised); the stream is 10 micro-batches (`maxOffsetsPerTrigger` = rows / "
+            "10, `Trigger.AvailableNow`, `noop` sink). The baselines have no streaming source.", "",
+            "## Figures", ""] + tables(s) + ["", "## Goals of issue 21", ""] + goals(s) + [""]
+    errs = {k: v for k, v in s.items() if k.startswith("errors/")}
+    if errs:
+        out += ["## Failed runs", ""] + [f"- {k[7:]}: {e}" for k, v in errs.items() for e in v] + [""]
+    return "\n".join(out)
+
+
+def environment() -> dict:
+    import confluent_kafka
+    import pyspark
+
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    return {"date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "nproc": os.cpu_count(), "loadavg_start": os.getloadavg(), "pyspark": pyspark.__version__,
+            "java": java[0] if java else "?", "confluent_kafka": confluent_kafka.version()[0]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="100k rows, 1 round")
+    ap.add_argument("--write-docs", action="store_true", help="write docs/benchmarks-spark.md and .json")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))), flush=True)
+        return
+    if args.quick:
+        args.rows, args.rounds = 100_000, 1
+    import ferrokafka as fk
+    from ferrokafka.testing import EmbeddedBroker
+
+    env = environment()
+    runs: dict = {c: [] for c in CLIENTS}
+    with EmbeddedBroker() as broker:
+        bs = broker.bootstrap_servers
+        admin = fk.Admin(bs)
+
+        def topic() -> str:
+            name = "bench-spark-" + uuid.uuid4().hex[:10]
+            admin.create_topics([fk.NewTopic(name, PARTS, 1)])
+            return name
+
+        for r in range(args.rounds):
+            order = CLIENTS[r % len(CLIENTS):] + CLIENTS[:r % len(CLIENTS)]
+            for client in order:
+                topics = {"write": topic(), "read": topic(), "stream": topic()}
+                fill(bs, topics["read"], args.rows, args.size)
+                if client == "ferrokafka":
+                    fill(bs, topics["stream"], args.rows, args.size)
+                spec = {"bootstrap": bs, "client": client, "rows": args.rows, "size": args.size,
+                        "topics": topics, "warm": topic()}
+                out = run_child(spec)
+                runs[client].append(out)
+                brief = out.get("error") or ", ".join(f"{j} {v['wall']:.1f} s / {v['total']:.1f} cpu-s"
+                                                       for j, v in out.items())
+                print(f"round {r + 1} {client:<10} {brief}", flush=True)
+                try:
+                    admin.delete_topics(list(topics.values()) + [spec["warm"]])
+                except Exception:
+                    pass
+        admin.close()
+    env["loadavg_end"] = os.getloadavg()
+    data = {"command": "python benches/bench_spark.py" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""),
+            "rows": args.rows, "size": args.size, "rounds": args.rounds,
+            "smoke": args.quick or args.rounds < 3 or args.rows < 1_000_000,
+            "environment": env, "runs": runs, "summary": summarize(runs, args.rows)}
+    print("\n".join(tables(data["summary"])))
+    print("\n".join(goals(data["summary"])))
+    if args.write_docs:
+        with open(os.path.join(DOCS, "benchmarks-spark.json"), "w") as f:
+            json.dump(data, f, indent=1)
+        with open(os.path.join(DOCS, "benchmarks-spark.md"), "w") as f:
+            f.write(render(data))
+        print("wrote docs/benchmarks-spark.md and docs/benchmarks-spark.json")
 
 
 if __name__ == "__main__":
