@@ -46,6 +46,10 @@ _SIGNATURES = {
     "rd_kafka_mock_clear_request_errors": (None, [c_void_p, c_int16]),
     "rd_kafka_mock_set_apiversion": (_err, [c_void_p, c_int16, c_int16, c_int16]),
     "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [c_void_p, c_int32]),
+    "rd_kafka_mock_sharegroup_set_auto_offset_reset": (None, [c_void_p, c_int]),
+    "rd_kafka_mock_sharegroup_set_record_lock_duration": (None, [c_void_p, c_int]),
+    "rd_kafka_mock_sharegroup_set_session_timeout": (None, [c_void_p, c_int]),
+    "rd_kafka_mock_sharegroup_set_heartbeat_interval": (None, [c_void_p, c_int]),
 }
 
 _lib = None
@@ -213,6 +217,20 @@ class MockCluster(Closing):
 
     def set_group_initial_rebalance_delay_ms(self, ms: int) -> None:
         self._lib.rd_kafka_mock_group_initial_rebalance_delay_ms(self._h(), ms)
+
+    def set_share_auto_offset_reset(self, earliest: bool) -> None:
+        """Where share groups start reading (Kafka's share.auto.offset.reset; latest by default)."""
+        self._lib.rd_kafka_mock_sharegroup_set_auto_offset_reset(self._h(), 1 if earliest else 0)
+
+    def set_share_record_lock_duration(self, ms: int) -> None:
+        """How long a share group's acquired record stays locked to its member."""
+        self._lib.rd_kafka_mock_sharegroup_set_record_lock_duration(self._h(), int(ms))
+
+    def set_share_session_timeout(self, ms: int) -> None:
+        self._lib.rd_kafka_mock_sharegroup_set_session_timeout(self._h(), int(ms))
+
+    def set_share_heartbeat_interval(self, ms: int) -> None:
+        self._lib.rd_kafka_mock_sharegroup_set_heartbeat_interval(self._h(), int(ms))
 
     def close(self) -> None:
         # The cluster runs on the handle's threads: destroy it before the handle.
