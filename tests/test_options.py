@@ -15,7 +15,7 @@ from ferrokafka._config import OPTIONS, REQUIRED, OptionNotSupportedError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TABLES = {"Producer": _config.PRODUCER, "Consumer": _config.CONSUMER, "Admin": _config.ADMIN,
-          "NetworkClient": _config.NETWORK_CLIENT}
+          "NetworkClient": _config.NETWORK_CLIENT, "ShareConsumer": _config.SHARE_CONSUMER}
 BS = {"bootstrap_servers": "h:1"}
 
 
@@ -78,8 +78,10 @@ def test_every_option_reaches_the_core(client, opt):
     table says it fills, as the client's bindings build them."""
     table = TABLES[client]
     base = {k: _needed(v) for k, v in opt.needs}
-    before = _core.effective_config(client, table.resolve(BS, **base))
-    after = _core.effective_config(client, table.resolve(BS, **base, **{opt.name: _other_value(opt)}))
+    # A share consumer always names its group.
+    bs = {**BS, "group_id": "sg"} if client == "ShareConsumer" else BS
+    before = _core.effective_config(client, table.resolve(bs, **base))
+    after = _core.effective_config(client, table.resolve(bs, **base, **{opt.name: _other_value(opt)}))
     filled = [f for f in opt.effect_detail if f in after]
     assert filled, f"{opt.name} fills none of {opt.effect_detail} for {client}"
     for f in filled:

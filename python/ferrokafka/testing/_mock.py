@@ -218,6 +218,14 @@ class MockCluster(Closing):
     def set_group_initial_rebalance_delay_ms(self, ms: int) -> None:
         self._lib.rd_kafka_mock_group_initial_rebalance_delay_ms(self._h(), ms)
 
+    def enable_share_groups(self, *, earliest: bool = True) -> None:
+        """Advertise KIP-932's APIs (ShareGroupHeartbeat 76, ShareFetch 78,
+        ShareAcknowledge 79; the mock serves them but leaves them out of its
+        ApiVersions answer by default) and set where share groups start."""
+        for api_key in (76, 78, 79):
+            self.set_apiversion(api_key, 1, 1)
+        self.set_share_auto_offset_reset(earliest)
+
     def set_share_auto_offset_reset(self, earliest: bool) -> None:
         """Where share groups start reading (Kafka's share.auto.offset.reset; latest by default)."""
         self._lib.rd_kafka_mock_sharegroup_set_auto_offset_reset(self._h(), 1 if earliest else 0)

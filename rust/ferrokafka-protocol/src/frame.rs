@@ -475,6 +475,9 @@ pub fn request_api_key(req: &RequestKind) -> i16 {
         R::ConsumerGroupHeartbeat(_) => ApiKey::ConsumerGroupHeartbeat,
         R::ConsumerGroupDescribe(_) => ApiKey::ConsumerGroupDescribe,
         R::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
+        R::ShareGroupHeartbeat(_) => ApiKey::ShareGroupHeartbeat,
+        R::ShareFetch(_) => ApiKey::ShareFetch,
+        R::ShareAcknowledge(_) => ApiKey::ShareAcknowledge,
         _ => return -1,
     };
     k as i16

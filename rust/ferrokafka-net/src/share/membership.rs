@@ -191,6 +191,12 @@ impl ShareMembership {
         }
         let resp = match r {
             Ok(resp) => resp,
+            Err(e @ Error::UnsupportedVersion { .. }) => {
+                // The coordinator does not speak KIP-932: retrying will not
+                // help until the cluster changes; the application is told.
+                self.retry_at_ms = now + self.backoff_ms.max(1000);
+                return Err(e);
+            }
             Err(e) => {
                 // Transport trouble: look for the coordinator again.
                 log::debug!(target: "ferrokafka::share", "share group heartbeat failed: {e}");
