@@ -219,11 +219,10 @@ class MockCluster(Closing):
         self._lib.rd_kafka_mock_group_initial_rebalance_delay_ms(self._h(), ms)
 
     def enable_share_groups(self, *, earliest: bool = True) -> None:
-        """Advertise KIP-932's APIs (ShareGroupHeartbeat 76, ShareFetch 78,
-        ShareAcknowledge 79; the mock serves them but leaves them out of its
-        ApiVersions answer by default) and set where share groups start."""
-        for api_key in (76, 78, 79):
-            self.set_apiversion(api_key, 1, 1)
+        """Ready the mock for share-group tests: it serves KIP-932's APIs
+        (ShareGroupHeartbeat 76, ShareFetch 78, ShareAcknowledge 79) as is, but
+        starts share groups at the latest offset like Kafka; ``earliest`` makes
+        records produced before the first member joined visible."""
         self.set_share_auto_offset_reset(earliest)
 
     def set_share_auto_offset_reset(self, earliest: bool) -> None:

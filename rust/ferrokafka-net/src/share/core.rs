@@ -468,7 +468,17 @@ impl ShareCore {
                 self.out.push(Action::MetadataUpdate);
             }
         }
-        let buffered: BTreeSet<i32> = self.buffer.iter().map(|b| b.node).collect();
+        // A leader is asked for more only once everything it gave us was
+        // returned by poll and the application polled again (or committed):
+        // the acknowledgements then ride on that ShareFetch, as Java's share
+        // consumer does, and the broker never sees a fetch while records it
+        // handed out are still undecided.
+        let buffered: BTreeSet<i32> = self
+            .buffer
+            .iter()
+            .map(|b| b.node)
+            .chain(self.delivered.keys().map(|(n, _)| *n))
+            .collect();
         let ids = self.cluster.clone();
         let id_of = |t: &str| ids.topic_id(t);
         let nodes: Vec<i32> = self.sessions.keys().copied().collect();
@@ -502,6 +512,10 @@ impl ShareCore {
                 self.commit_nodes.remove(&node).unwrap_or_default()
             };
             let acked: Vec<TopicPartition> = acks.keys().cloned().collect();
+            if !acks.is_empty() {
+                log::debug!(target: "ferrokafka::share", "node {node} epoch {}: acknowledging {:?}", self.sessions[&node].epoch,
+                    acks.iter().map(|(tp, a)| (tp.partition, crate::share::acks::batches(a))).collect::<Vec<_>>());
+            }
             let names = names_of(&self.cluster);
             let sess = &self.sessions[&node];
             let node_dest = sess.node.clone();
@@ -659,6 +673,20 @@ impl ShareCore {
         self.out.push(Action::WakeApplication);
     }
 
+    /// Offsets of `tp` from `node` this member holds: buffered, or returned
+    /// and not yet acknowledged.
+    fn held(&self, node: i32, tp: &TopicPartition) -> BTreeSet<i64> {
+        let mut out: BTreeSet<i64> = self
+            .delivered
+            .get(&(node, tp.clone()))
+            .map(|d| d.keys().copied().collect())
+            .unwrap_or_default();
+        for b in self.buffer.iter().filter(|b| b.node == node && &b.tp == tp) {
+            out.extend(b.rows.iter().map(|&r| b.cols.offsets[r]));
+        }
+        out
+    }
+
     /// A request failed as a whole: its session is reset (or backed off).
     fn session_failed(&mut self, node: i32, e: &Error, now: i64) {
         let session_gone = matches!(e.code(), c if c == SHARE_SESSION_NOT_FOUND || c == INVALID_SHARE_SESSION_EPOCH);
@@ -745,9 +773,24 @@ impl ShareCore {
                     .iter()
                     .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
                     .collect();
+                log::debug!(target: "ferrokafka::share", "node {node} {}-{}: acquired {ranges:?}", tp.topic, tp.partition);
                 let blob = p.records.unwrap_or_default();
                 match acquired_rows(&blob, &ranges, opts) {
-                    Ok((cols, rows, counts, gaps)) => {
+                    Ok((cols, mut rows, mut counts, gaps)) => {
+                        // A record we still hold (buffered or returned and not
+                        // yet acknowledged) is not handed out twice, should a
+                        // broker list it again.
+                        let held = self.held(node, &tp);
+                        if !held.is_empty() {
+                            let keep: Vec<bool> = rows
+                                .iter()
+                                .map(|&r| !held.contains(&cols.offsets[r]))
+                                .collect();
+                            let mut k = keep.iter();
+                            rows.retain(|_| *k.next().unwrap_or(&true));
+                            let mut k = keep.iter();
+                            counts.retain(|_| *k.next().unwrap_or(&true));
+                        }
                         if !gaps.is_empty() {
                             let a = self
                                 .pending
@@ -801,6 +844,15 @@ impl ShareCore {
         });
         if stale_routes {
             self.out.push(Action::MetadataUpdate);
+        }
+        if !got {
+            // Nothing acquired: the broker held the fetch up to
+            // fetch_max_wait_ms already, or (a broker that does not hold
+            // share fetches) answered at once; the next fetch is paced so
+            // such a broker is not asked in a tight loop.
+            if let Some(s) = self.sessions.get_mut(&node) {
+                s.retry_at_ms = now + EMPTY_FETCH_PACE_MS.min(self.cfg.fetch_max_wait_ms as i64);
+            }
         }
         if got {
             self.out.push(Action::WakeApplication);
@@ -872,6 +924,9 @@ impl ShareCore {
         });
     }
 }
+
+/// Least time between two ShareFetch to a leader whose last answer was empty.
+const EMPTY_FETCH_PACE_MS: i64 = 100;
 
 pub const SHARE_SESSION_NOT_FOUND: i16 = 122;
 pub const INVALID_SHARE_SESSION_EPOCH: i16 = 123;

@@ -320,20 +320,30 @@ fn share_fetch_opens_session_and_returns_only_acquired_records() {
         )),
         10,
     );
-    assert!(c.begin_poll().unwrap() == false);
+    assert!(!c.begin_poll().unwrap());
     let got = c.take_records(100);
     assert_eq!(got.len(), 1);
     let b = &got[0];
     let offs: Vec<i64> = b.rows.iter().map(|&r| b.cols.offsets[r]).collect();
     assert_eq!(offs, vec![1, 2, 3]);
     assert_eq!(b.delivery_counts, vec![1, 2, 2]);
-    // Nothing buffered: the next ShareFetch goes out at once, epoch 1, no
-    // partitions re-listed, carrying nothing yet (not polled again).
+    // Everything returned but not yet acknowledged: no new fetch until the
+    // application polls again, and that fetch carries the acknowledgements
+    // (epoch 1, partition 1 not re-listed: already in the session).
+    let (a, _) = c.step(10);
+    assert!(sends(a).is_empty());
+    assert!(c.begin_poll().unwrap());
     let (a, _) = c.step(10);
     let mut s = sends(a);
     let f2 = fetch_of(&mut s[0]);
     assert_eq!(f2.share_session_epoch, 1);
-    assert!(f2.topics.is_empty());
+    assert_eq!(f2.topics.len(), 1);
+    let parts: Vec<(i32, usize)> = f2.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.acknowledgement_batches.len()))
+        .collect();
+    assert_eq!(parts, vec![(0, 1)]);
 }
 
 #[test]
@@ -351,17 +361,35 @@ fn implicit_mode_accepts_the_previous_poll_in_the_next_fetch() {
     assert!(sends(a).is_empty());
     assert!(c.begin_poll().unwrap(), "acknowledgements to send");
     let _ = c.take_records(10); // offset 2
+                                // Offset 2 is still undecided, so no fetch: the acknowledgements of 0
+                                // and 1 go out at once in a ShareAcknowledge.
     let (a, _) = c.step(10);
     let mut s = sends(a);
-    let req = fetch_of(&mut s[0]);
+    let req = ack_of(&mut s[0]);
     assert_eq!(req.share_session_epoch, 1);
+    let b = &req.topics[0].partitions[0].acknowledgement_batches;
+    assert_eq!(
+        (
+            b[0].first_offset,
+            b[0].last_offset,
+            b[0].acknowledge_types.clone()
+        ),
+        (0, 1, vec![1])
+    );
+    c.on_answer(s.remove(0).tag, ok(ack_answer(0, 0)), 20);
+    // The next poll accepts offset 2; that ShareFetch carries it.
+    assert!(c.begin_poll().unwrap());
+    let (a, _) = c.step(20);
+    let mut s = sends(a);
+    let req = fetch_of(&mut s[0]);
+    assert_eq!(req.share_session_epoch, 2);
     let p = &req.topics[0].partitions[0];
     let b: Vec<(i64, i64, Vec<i8>)> = p
         .acknowledgement_batches
         .iter()
         .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
         .collect();
-    assert_eq!(b, vec![(0, 1, vec![1])]);
+    assert_eq!(b, vec![(2, 2, vec![1])]);
 }
 
 #[test]
