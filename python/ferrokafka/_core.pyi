@@ -25,6 +25,7 @@ __all__ = [
     'TopicMetadata',
     'TopicPartition',
     '_Consumer',
+    '_ShareConsumer',
     '_NetworkClient',
     '_BatchResult',
     '_Producer',

@@ -74,7 +74,7 @@ class ShareConsumer:
         n = self.config["max_poll_records"] if max_records is None else int(max_records)
         return self._c().poll(int(timeout_ms), max(1, n))
 
-    def acknowledge(self, record: Message, type: str = "ACCEPT") -> None:  # noqa: A002 (Java's name)
+    def acknowledge(self, record: Message, type: str = "ACCEPT") -> None:
         """Explicit mode: how the broker should treat ``record`` (a record the
         last poll returned): ``"ACCEPT"``, ``"RELEASE"`` (deliver again) or
         ``"REJECT"`` (never deliver again). Sent with the next poll or commit."""

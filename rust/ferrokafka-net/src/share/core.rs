@@ -415,7 +415,7 @@ impl ShareCore {
                 self.send(Dest::LeastLoaded, body, Tag::FindCoordinator);
             }
             Some(MemberSend::Heartbeat(node, req)) => {
-                let body = Body::Ready(RequestKind::ShareGroupHeartbeat(req));
+                let body = Body::Ready(RequestKind::ShareGroupHeartbeat(*req));
                 self.send(Dest::Node(node), body, Tag::Heartbeat);
             }
             None => {}
@@ -522,7 +522,9 @@ impl ShareCore {
             if self.closing {
                 if opening && acks.is_empty() {
                     // Never opened (or already lost): nothing to close.
-                    self.sessions.get_mut(&node).map(|s| s.closed = true);
+                    if let Some(s) = self.sessions.get_mut(&node) {
+                        s.closed = true;
+                    }
                     continue;
                 }
                 let req = sess.acknowledge_request(

@@ -32,7 +32,7 @@ pub fn new_member_id() -> String {
 #[derive(Debug)]
 pub enum MemberSend {
     FindCoordinator,
-    Heartbeat(Node, ShareGroupHeartbeatRequest),
+    Heartbeat(Node, Box<ShareGroupHeartbeatRequest>),
 }
 
 #[derive(Debug)]
@@ -130,7 +130,7 @@ impl ShareMembership {
             return None;
         }
         self.heartbeat_in_flight = true;
-        Some(MemberSend::Heartbeat(node, self.heartbeat_body()))
+        Some(MemberSend::Heartbeat(node, Box::new(self.heartbeat_body())))
     }
 
     fn heartbeat_body(&mut self) -> ShareGroupHeartbeatRequest {
