@@ -368,7 +368,7 @@ pub static OPTIONS: &[Spec] = &[
         .choices(&["implicit", "explicit"])
         .core(
             &["ShareConfig.ack_mode"],
-            "implicit: every record poll returned is accepted at the next poll or commit; explicit: acknowledge() each record before polling again (docs/semantics.md, Share groups).",
+            "implicit: every record poll returned is accepted at the next poll or commit; explicit: acknowledge() each record before polling again (docs/semantics.md §6.5).",
         ),
     // --- Python-side callbacks ---------------------------------------------------------
     opt("error_cb", Kind::Callable, Default::Null, PCA)
