@@ -77,6 +77,24 @@ def test_one_share_consumer_reads_every_record_implicitly_acknowledged(share_clu
         assert sc.poll(300) == [], "accepted records are never delivered again"
 
 
+def test_poll_arrow_returns_records_with_delivery_counts(share_cluster):
+    pa = pytest.importorskip("pyarrow")
+    bs = share_cluster.bootstrap_servers
+    expected = _produce(bs, 30)
+    with _sc(bs) as sc:
+        rows: list = []
+        end = time.monotonic() + 10
+        while len(rows) < 30 and time.monotonic() < end:
+            b = sc.poll_arrow(100)
+            assert isinstance(b, pa.RecordBatch)
+            assert b.schema.field("delivery_count").type == pa.int16()
+            rows += b.select(["partition", "offset", "delivery_count", "value"]).to_pylist()
+        assert {(r["partition"], r["offset"]) for r in rows} == expected
+        assert len(rows) == 30 and all(r["delivery_count"] == 1 for r in rows)
+        assert all(r["value"].startswith(b"v") for r in rows)
+        assert sc.poll_arrow(200).num_rows == 0, "the implicit acknowledgement accepted them"
+
+
 def test_two_members_never_hold_the_same_record(share_cluster):
     bs = share_cluster.bootstrap_servers
     expected = _produce(bs, 300)

@@ -74,6 +74,18 @@ class ShareConsumer:
         n = self.config["max_poll_records"] if max_records is None else int(max_records)
         return self._c().poll(int(timeout_ms), max(1, n))
 
+    def poll_arrow(self, timeout_ms: int = 0, max_records: Optional[int] = None) -> Any:
+        """Like ``poll``, as one ``pyarrow.RecordBatch``: the consumer's columns
+        (Spark's Kafka source: key, value, topic, partition, offset, timestamp,
+        timestampType, headers) plus ``delivery_count`` (int16). Acknowledgement
+        works as for ``poll``; in explicit mode ``acknowledge`` takes any object
+        with ``topic``, ``partition`` and ``offset`` for a row."""
+        import pyarrow as pa
+
+        n = self.config["max_poll_records"] if max_records is None else int(max_records)
+        batch, counts = self._c().poll_arrow(int(timeout_ms), max(1, n))
+        return pa.record_batch(batch).append_column("delivery_count", pa.array(counts, type=pa.int16()))
+
     def acknowledge(self, record: Message, type: str = "ACCEPT") -> None:
         """Explicit mode: how the broker should treat ``record`` (a record the
         last poll returned): ``"ACCEPT"``, ``"RELEASE"`` (deliver again) or
@@ -81,7 +93,7 @@ class ShareConsumer:
         t = str(type).upper()
         if t not in ACK_TYPES:
             raise ValueError(f"invalid acknowledgement type {type!r}: expected one of {', '.join(ACK_TYPES)}")
-        self._c().acknowledge(record.topic, record.partition, record.offset, t)
+        self._c().acknowledge(str(record.topic), int(record.partition), int(record.offset), t)
 
     def commit_sync(self, timeout_ms: Optional[int] = None) -> Dict[TopicPartition, Optional[KafkaError]]:
         """Send the acknowledgements decided so far (implicit mode: the last

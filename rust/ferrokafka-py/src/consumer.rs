@@ -618,7 +618,7 @@ pub struct ArrowBatch {
 }
 
 impl ArrowBatch {
-    fn gather(mut slices: Vec<RecordSlice>) -> ArrowBatch {
+    pub(crate) fn gather(mut slices: Vec<RecordSlice>) -> ArrowBatch {
         let n: usize = slices.iter().map(|s| s.to - s.from).sum();
         // One whole fetched run that nobody else holds (the common case when
         // the application keeps up): its columns become the batch as they

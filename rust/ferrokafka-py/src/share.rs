@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferrokafka_net::cluster::TopicPartition;
+use ferrokafka_net::consumer::client::RecordSlice;
 use ferrokafka_net::error::Error;
 use ferrokafka_net::options::Client;
 use ferrokafka_net::share::acks::AckType;
@@ -13,7 +14,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::consumer::{message, PyMessage};
+use crate::consumer::{message, ArrowBatch, PyMessage};
 use crate::errors::FkError;
 use crate::gil::interruptible;
 use crate::types::PyTopicPartition;
@@ -99,6 +100,47 @@ impl PyShareConsumer {
             }
         }
         Ok(out)
+    }
+
+    /// Like `poll`, with the records as one Arrow batch (the consumer's
+    /// columns) and their delivery counts, in the batch's row order.
+    #[pyo3(signature = (timeout_ms=0, max_records=500))]
+    fn poll_arrow(
+        &self,
+        py: Python<'_>,
+        timeout_ms: i64,
+        max_records: usize,
+    ) -> PyResult<(ArrowBatch, Vec<i16>)> {
+        let core = self.core()?;
+        let batches = interruptible(py, |interrupted| {
+            core.poll(max_records, ms(timeout_ms), interrupted)
+        })?
+        .map_err(err)?;
+        // Acquired rows are runs of consecutive rows of a decoded fetch: each
+        // run becomes one slice of the consumer's Arrow export.
+        let mut slices = Vec::new();
+        let mut counts = Vec::new();
+        for b in batches {
+            counts.extend_from_slice(&b.delivery_counts);
+            let mut i = 0;
+            while i < b.rows.len() {
+                let from = b.rows[i];
+                let mut to = from + 1;
+                i += 1;
+                while i < b.rows.len() && b.rows[i] == to {
+                    to += 1;
+                    i += 1;
+                }
+                slices.push(RecordSlice {
+                    tp: b.tp.clone(),
+                    cols: b.cols.clone(),
+                    from,
+                    to,
+                });
+            }
+        }
+        let batch = py.detach(move || ArrowBatch::gather(slices));
+        Ok((batch, counts))
     }
 
     /// `ack_type`: "ACCEPT", "RELEASE" or "REJECT".
