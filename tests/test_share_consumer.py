@@ -239,6 +239,9 @@ def test_invalid_options_and_arguments(share_cluster):
         fk.ShareConsumer(bs)
     with pytest.raises(ValueError, match="auto_offset_reset"):
         fk.ShareConsumer(bs, group_id="sg", auto_offset_reset="earliest")  # a broker setting for share groups
+    with fk.ShareConsumer(bs, group_id="sg") as idle:
+        with pytest.raises(IllegalStateError, match="not subscribed"):
+            idle.poll(0)
     _produce(bs, 1, partitions=1)
     with _sc(bs) as sc:
         [recs] = _drain([sc], 1)
@@ -249,6 +252,8 @@ def test_invalid_options_and_arguments(share_cluster):
         with pytest.raises(ValueError, match="MAYBE"):
             sc.acknowledge(recs[0], type="MAYBE")
         sc.acknowledge(recs[0])
+        sc.unsubscribe()
+        assert sc.subscription() == []
     sc.close()
     with pytest.raises(KafkaError):
         sc.poll(0)

@@ -136,6 +136,12 @@ impl ShareConsumer {
     ) -> Result<Vec<ShareBatch>, Error> {
         let deadline = Instant::now() + timeout;
         let mut st = self.open()?;
+        if st.member.subscription().is_empty() && st.buffer.is_empty() {
+            // Java's KafkaShareConsumer.poll: IllegalStateException.
+            return Err(Error::State {
+                detail: "the share consumer is not subscribed to any topic".into(),
+            });
+        }
         self.drain_async_commits(&mut st);
         if st.begin_poll()? {
             self.inner.wake();

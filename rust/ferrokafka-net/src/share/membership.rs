@@ -206,6 +206,15 @@ impl ShareMembership {
             }
         };
         match resp.error_code {
+            codes::NONE if resp.member_epoch < 0 => {
+                // The answer to a leave the member took back (subscribed
+                // again while it was in flight): join afresh.
+                self.epoch = 0;
+                self.assignment.clear();
+                self.subscription_dirty = true;
+                self.next_heartbeat_ms = 0;
+                Ok(())
+            }
             codes::NONE => {
                 if let Some(id) = &resp.member_id {
                     // The coordinator echoes our id; a different one is its to give.

@@ -611,3 +611,73 @@ fn fatal_heartbeat_error_reaches_the_application() {
         codes::GROUP_AUTHORIZATION_FAILED
     );
 }
+
+#[test]
+fn a_record_listed_again_while_held_is_not_returned_twice() {
+    let (mut c, f) = joined(AckMode::Implicit, &[0, 1], 0);
+    c.on_answer(
+        f.tag,
+        ok(fetch_answer(0, Some(records(0, 4)), &[(0, 3, 1)])),
+        10,
+    );
+    let _ = c.take_records(2); // 0, 1 returned; 2, 3 buffered
+                               // A broker lists 0..=5 again as acquired by us (same delivery count).
+    let mut s = ShareFetchResponse::default();
+    if let ResponseKind::ShareFetch(r) = fetch_answer(0, Some(records(0, 6)), &[(0, 5, 1)]) {
+        s = r;
+    }
+    let tag = Tag::Fetch {
+        node: 1,
+        change: Default::default(),
+        acked: vec![],
+        commits: vec![],
+        names: [(TID, "t".to_string())].into(),
+    };
+    c.on_answer(tag, ok(ResponseKind::ShareFetch(s)), 20);
+    let got = c.take_records(100);
+    let offs: Vec<i64> = got
+        .iter()
+        .flat_map(|b| b.rows.iter().map(|&r| b.cols.offsets[r]))
+        .collect();
+    assert_eq!(offs, vec![2, 3, 4, 5]);
+}
+
+#[test]
+fn an_empty_answer_paces_the_next_fetch() {
+    let (mut c, f) = joined(AckMode::Implicit, &[0], 0);
+    c.on_answer(f.tag, ok(fetch_answer(0, None, &[])), 10);
+    let (a, wake) = c.step(10);
+    assert!(sends(a).is_empty(), "not again at once");
+    assert!(wake <= 110);
+    let (a, _) = c.step(110);
+    let mut s = sends(a);
+    assert_eq!(fetch_of(&mut s[0]).share_session_epoch, 1);
+}
+
+#[test]
+fn answer_to_a_leave_taken_back_rejoins() {
+    let (mut c, _f) = joined(AckMode::Implicit, &[0], 0);
+    c.unsubscribe();
+    let (a, _) = c.step(10);
+    let mut hb: Vec<Request> = sends(a)
+        .into_iter()
+        .filter(|r| matches!(r.tag, Tag::Heartbeat))
+        .collect();
+    assert_eq!(heartbeat_of(&mut hb[0]).member_epoch, -1);
+    c.subscribe(vec!["t".into()]).unwrap();
+    let mut r = ShareGroupHeartbeatResponse::default();
+    r.member_epoch = -1;
+    c.on_answer(
+        hb.remove(0).tag,
+        ok(ResponseKind::ShareGroupHeartbeat(r)),
+        20,
+    );
+    let (a, _) = c.step(20);
+    let mut hb: Vec<Request> = sends(a)
+        .into_iter()
+        .filter(|r| matches!(r.tag, Tag::Heartbeat))
+        .collect();
+    let h = heartbeat_of(&mut hb[0]);
+    assert_eq!(h.member_epoch, 0);
+    assert!(h.subscribed_topic_names.is_some());
+}
