@@ -609,7 +609,9 @@ impl ShareCore {
                     Ok(_) => Err(unexpected("FindCoordinator")),
                     Err(e) => Err(e),
                 };
-                self.member.on_coordinator(r, now);
+                if let Err(e) = self.member.on_coordinator(r, now) {
+                    self.report(e);
+                }
             }
             Tag::Heartbeat => {
                 let r = match result {

@@ -162,14 +162,26 @@ impl ShareMembership {
             .with_subscribed_topic_names(if self.leaving { None } else { topics })
     }
 
-    /// The FindCoordinator answer: the node, or why not.
-    pub fn on_coordinator(&mut self, r: Result<Node, Error>, now: i64) {
+    /// The FindCoordinator answer: the node, or why not. Errors the
+    /// application must see (authorization, an invalid group id) are
+    /// returned; the lookup is retried after the backoff either way.
+    pub fn on_coordinator(&mut self, r: Result<Node, Error>, now: i64) -> Result<(), Error> {
         self.find_in_flight = false;
         match r {
-            Ok(n) => self.coordinator = Some(n),
+            Ok(n) => {
+                self.coordinator = Some(n);
+                Ok(())
+            }
             Err(e) => {
                 log::debug!(target: "ferrokafka::share", "share group {} coordinator lookup failed: {e}", self.group_id);
                 self.retry_at_ms = now + self.backoff_ms;
+                match e.code() {
+                    codes::GROUP_AUTHORIZATION_FAILED | codes::INVALID_GROUP_ID => {
+                        self.retry_at_ms = now + self.backoff_ms.max(1000);
+                        Err(e)
+                    }
+                    _ => Ok(()),
+                }
             }
         }
     }

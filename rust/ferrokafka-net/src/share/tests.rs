@@ -681,3 +681,29 @@ fn answer_to_a_leave_taken_back_rejoins() {
     assert_eq!(h.member_epoch, 0);
     assert!(h.subscribed_topic_names.is_some());
 }
+
+#[test]
+fn coordinator_authorization_failure_reaches_the_application() {
+    let mut c = ShareCore::new(cfg(AckMode::Implicit));
+    c.set_cluster(cluster(1));
+    c.subscribe(vec!["t".into()]).unwrap();
+    let (a, _) = c.step(0);
+    let mut co = Coordinator::default();
+    co.key = StrBytes::from_static_str("sg");
+    co.error_code = codes::GROUP_AUTHORIZATION_FAILED;
+    let mut r = FindCoordinatorResponse::default();
+    r.coordinators.push(co);
+    c.on_answer(
+        sends(a).remove(0).tag,
+        ok(ResponseKind::FindCoordinator(r)),
+        0,
+    );
+    assert_eq!(
+        c.errors.pop_front().unwrap().code(),
+        codes::GROUP_AUTHORIZATION_FAILED
+    );
+    // Retried later, not in a tight loop.
+    let (a, wake) = c.step(10);
+    assert!(sends(a).is_empty());
+    assert!(wake >= 1000);
+}
