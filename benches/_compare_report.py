@@ -124,6 +124,26 @@ def ceiling_table(summary: dict, floor_us: float) -> list:
     return rows
 
 
+def aio_table(summary: dict) -> list:
+    from _aio_children import AIO_VARIANTS
+
+    rows = ["| mode | variant | records/s | CPU µs/record | wall spread | ferrokafka.aio vs this |",
+            "|---|---|---|---|---|---|"]
+    for client, mode, label in AIO_VARIANTS:
+        s = summary.get(f"aio/{mode}/{client}")
+        if s is None:
+            continue
+        if "rate" not in s:
+            rows.append(f"| {mode} | {label} | failed: {'; '.join(s['errors'])[:120]} | | | |")
+            continue
+        spread = f"{(s['worst_wall'] / s['best_wall'] - 1) * 100:.0f} %" if s["runs_ok"] > 1 else "-"
+        ours = summary.get(f"aio/{mode}/ferrokafka", {})
+        vs = (f"{_ratio(ours['rate'] / s['rate'])} throughput, {_ratio(ours['cpu_us'] / s['cpu_us'])} CPU"
+              if "rate" in ours and client != "ferrokafka" else "-")
+        rows.append(f"| {mode} | {label} | {_fmt_rate(s['rate'])} | {s['cpu_us']:.2f} | {spread} | {vs} |")
+    return rows
+
+
 def goals_table(summary: dict, floor_us) -> list:
     """Issue 17's goals, checked against this run's figures (a goal with no figure
     in this run is left out)."""
@@ -165,6 +185,14 @@ def goals_table(summary: dict, floor_us) -> list:
         add("acknowledgement latency p50 and p99 ≤ confluent's", "10k/s, linger 0, acks=all",
             f"p50 {lf['p50']:.2f} vs {lc['p50']:.2f} ms, p99 {lf['p99']:.2f} vs {lc['p99']:.2f} ms",
             lf["p50"] <= lc["p50"] and lf["p99"] <= lc["p99"])
+    for mode in ("produce_each", "consume_each"):
+        ours = summary.get(f"aio/{mode}/ferrokafka", {})
+        for peer, goal in (("aiokafka", 5.0), ("confluent", 2.0)):
+            s = summary.get(f"aio/{mode}/{peer}", {})
+            if "rate" in ours and "rate" in s:
+                x = ours["rate"] / s["rate"]
+                add(f"asyncio per-record `{mode}` ≥ {goal:g}x {peer} throughput (issue 20)", "1 partition",
+                    f"{x:.2f}x", x >= goal)
     if floor_us:
         for api in ("send_batch_list", "send_batch_arrow", "poll_arrow"):
             kind = "consumer" if api.startswith("poll") else "producer"
@@ -339,8 +367,18 @@ def render_docs(data: dict, images: list) -> str:
                 f"what copying a {a['size']} B record and CRC32C over it costs on this machine "
                 f"(`fake_broker --floor`): {floor:.3f} µs per record.", ""]
         out += ceiling_table(summary, floor) + [""]
-    out += ["## Goals of issue 17, checked against this run", ""] + goals_table(summary, env.get("floor_us")) + [""]
-    missing = [s for s in ("producer", "consumer", "latency", "ceiling") if s not in secs]
+    if "aio" in secs:
+        out += ["## asyncio: ferrokafka.aio vs aiokafka vs confluent-kafka's AIO classes", "",
+                "One partition, each client with its defaults (issue 20). Per-record produce: every "
+                "record through the client's per-record call, its delivery futures awaited once more "
+                "than 10,000 are pending (the same window for all), clock to the last delivery. "
+                "Per-record consume: one record per `await`. Batched forms where the client has "
+                "one (confluent's `AIOProducer` has no batch call). Same protocol as above: fresh "
+                "topic and child process per run, rotation, best wall, lowest CPU "
+                "(`getrusage` of the child: the loop, the client's threads and executors).", ""]
+        out += aio_table(summary) + [""]
+    out += ["## Goals of issues 17 and 20, checked against this run", ""] + goals_table(summary, env.get("floor_us")) + [""]
+    missing = [s for s in ("producer", "consumer", "latency", "ceiling", "aio") if s not in secs]
     if missing:
         out += [f"Not measured in this run: {', '.join(missing)}.", ""]
     return "\n".join(out)
@@ -348,7 +386,8 @@ def render_docs(data: dict, images: list) -> str:
 
 def print_tables(summary: dict, floor_us=None) -> None:
     secs = {k.split("/")[0] for k in summary}
-    for name, fn in (("producer", producer_table), ("consumer", consumer_table), ("latency", latency_table)):
+    for name, fn in (("producer", producer_table), ("consumer", consumer_table), ("latency", latency_table),
+                     ("aio", aio_table)):
         if name in secs:
             print(f"\n## {name}\n" + "\n".join(fn(summary)))
     if "ceiling" in secs and floor_us:

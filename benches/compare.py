@@ -355,6 +355,10 @@ def run_child(spec: dict) -> dict:
         return child_consumer(spec)
     if kind == "latency":
         return child_latency(spec)
+    if kind == "aio":
+        from _aio_children import child_aio
+
+        return child_aio(spec)
     raise ValueError(kind)
 
 
@@ -447,7 +451,20 @@ def latency_cells(args) -> list:
              "size": args.size} for c in ("confluent", "ferrokafka")]
 
 
+def aio_cells(args) -> list:
+    import importlib.util
+
+    from _aio_children import AIO_VARIANTS
+
+    have = {"ferrokafka": True, "confluent": importlib.util.find_spec("confluent_kafka.aio") is not None,
+            "aiokafka": importlib.util.find_spec("aiokafka") is not None}
+    return [{"kind": "aio", "client": client, "mode": mode, "partitions": 1, "records": args.records,
+             "size": args.size} for client, mode, _ in AIO_VARIANTS if have[client]]
+
+
 def cell_key(c: dict) -> str:
+    if c["kind"] == "aio":
+        return f"aio/{c['mode']}/{c['client']}"
     if c.get("ceiling"):
         return f"ceiling/{c['kind']}/{c['client']}.{c['api']}"
     if c["kind"] == "producer":
@@ -458,7 +475,7 @@ def cell_key(c: dict) -> str:
 
 
 def run_one(r: Runner, cell: dict) -> dict:
-    if cell["kind"] == "consumer" and not cell.get("ceiling"):
+    if (cell["kind"] == "consumer" and not cell.get("ceiling")) or cell.get("mode", "").startswith("consume"):
         topic = r.topic(cell["partitions"])
         try:
             fill = r.child({"kind": "fill", "topic": topic, "records": cell["records"],
@@ -488,7 +505,7 @@ def run_all(args, bootstrap: str, sink: Optional[str] = None) -> dict:
     # The sink serves every fetch from memory: its consumer runs need no fill.
     r_sink = Runner(sink) if sink else None
     sections = {"producer": producer_cells, "consumer": consumer_cells, "latency": latency_cells,
-                "ceiling": ceiling_cells}
+                "ceiling": ceiling_cells, "aio": aio_cells}
     cells = {s: sections[s](args) for s in args.only}
     runs: dict = {}
     total = sum(len(v) for v in cells.values()) * args.rounds
@@ -520,7 +537,7 @@ def summarize(runs: dict) -> dict:
         cell, ok = v["cell"], [x for x in v["runs"] if "error" not in x]
         s = {"cell": cell, "runs_ok": len(ok), "runs": len(v["runs"]),
              "errors": [x["error"] for x in v["runs"] if "error" in x]}
-        if ok and cell["kind"] in ("producer", "consumer"):
+        if ok and cell["kind"] in ("producer", "consumer", "aio"):
             n = cell["records"]
             walls = [x["wall"] for x in ok]
             s.update(best_wall=min(walls), worst_wall=max(walls), lowest_cpu=min(x["cpu"] for x in ok),
@@ -594,7 +611,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=300_000, help="records per producer/consumer run")
     ap.add_argument("--size", type=int, default=100, help="value size in bytes")
     ap.add_argument("--rounds", type=int, default=3, help="rounds, the order rotated in each")
-    ap.add_argument("--only", default="producer,consumer,latency,ceiling", help="comma-separated sections")
+    ap.add_argument("--only", default="producer,consumer,latency,ceiling,aio", help="comma-separated sections")
     ap.add_argument("--quick", action="store_true", help="smoke test: 20k records, 1 round, 1 s of latency")
     ap.add_argument("--latency-rate", type=int, default=10_000)
     ap.add_argument("--latency-seconds", type=float, default=3.0)
@@ -617,7 +634,7 @@ def main() -> None:
         if args.quick:
             args.records, args.rounds, args.latency_seconds = 20_000, 1, 1.0
         args.only = [s.strip() for s in args.only.split(",") if s.strip()]
-        bad = set(args.only) - {"producer", "consumer", "latency", "ceiling"}
+        bad = set(args.only) - {"producer", "consumer", "latency", "ceiling", "aio"}
         if bad:
             ap.error(f"unknown section(s) in --only: {', '.join(sorted(bad))}")
         broker = None

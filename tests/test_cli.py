@@ -335,11 +335,20 @@ def test_console_script_entry_point(capsys, monkeypatch):
     with open(pyproject, "rb") as f:
         scripts = tomllib.load(f)["project"]["scripts"]
     assert scripts["ferrokafka"] == "ferrokafka.cli:entry_point"
+    import logging
+
     from ferrokafka.cli import entry_point
 
     monkeypatch.setattr(sys, "argv", ["ferrokafka", "version"])
-    with pytest.raises(SystemExit) as exit_:
-        entry_point()
+    log = logging.getLogger("ferrokafka")
+    saved = (list(log.handlers), log.level, log.propagate)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            entry_point()
+    finally:
+        # The CLI configures the ferrokafka logger for its process; this one
+        # is pytest's, whose later tests read records through propagation.
+        log.handlers[:], log.level, log.propagate = saved[0], saved[1], saved[2]
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == ferrokafka.__version__
 
 

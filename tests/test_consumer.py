@@ -246,8 +246,10 @@ def test_blocking_calls_start_no_thread(embedded_broker, topic_name):
         sampler.join()
         c.close()
     # A thread per call would show up here (the sampler runs whenever a
-    # call releases the GIL); a stray runtime thread is tolerated.
-    assert len(seen - before) <= 2, seen - before
+    # call releases the GIL): 100 calls, 100 threads. A few stray threads
+    # are tolerated: the runtime's blocking pool, and clients of earlier
+    # tests that the garbage collector closes meanwhile on a loaded machine.
+    assert len(seen - before) <= 4, seen - before
 
 
 def test_config_errors_name_the_option():

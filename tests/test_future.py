@@ -79,8 +79,10 @@ def test_a_failing_callback_does_not_stop_the_others(caplog):
     time.sleep(0.05)
     assert _core._test_run_callbacks() == 2
     assert seen == ["ok"]
-    assert any("ZeroDivisionError" in (r.exc_text or "") or r.exc_info for r in caplog.records)
-    assert caplog.records[0].name == "ferrokafka"
+    # Only this test's own record counts: a client another test left to the
+    # garbage collector may still log a connection warning meanwhile.
+    mine = [r for r in caplog.records if r.name == "ferrokafka"]
+    assert any("ZeroDivisionError" in (r.exc_text or "") or r.exc_info for r in mine), caplog.records
 
 
 def test_await_without_executor():

@@ -3,7 +3,7 @@
 The mock serves ShareGroupHeartbeat / ShareFetch / ShareAcknowledge but leaves them
 out of its ApiVersions answer unless asked (``MockCluster.enable_share_groups``), and
 starts share groups at the latest offset unless told otherwise; both are set here.
-docs/semantics.md §6 has the rules these tests check.
+docs/semantics.md §11 has the rules these tests check.
 """
 
 from __future__ import annotations

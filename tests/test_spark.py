@@ -46,17 +46,96 @@ def test_offsets_options_and_caps():
     with pytest.raises(ValueError, match="exactly one"):
         _plan.strategy({"subscribe": "a", "assign": "{}"})
     with pytest.raises(ValueError, match="unknown option 'subscrbe'"):
-        _plan.check_options({"subscrbe": "t"}, _plan.SOURCE_OPTIONS, "batch source")
+        _plan.check_options({"subscrbe": "t"}, _plan.SOURCE, False, "batch source")
     with pytest.raises(ValueError, match="kafka.bootstrap.servers"):
         _plan.client_config({"subscribe": "t"})
 
 
-@pytest.mark.parametrize("name", ["endingTimestamp", "startingOffsetsByTimestamp", "fetchOffset.numRetries",
-                                  "kafkaConsumer.pollTimeoutMs"])
-def test_spark_options_not_implemented_are_refused_not_ignored(name):
-    """These were accepted and had no effect (issue 14: an option taken must take effect)."""
-    with pytest.raises(ValueError, match=f"'{name}'.*not implemented"):
-        _plan.check_options({"subscribe": "t", name: "1"}, _plan.SOURCE_OPTIONS, "batch source")
+# Every option of Spark 4.x's "Structured Streaming + Kafka Integration Guide"
+# (source and sink), as the guide spells them: each is in the table, and each
+# is either taken or refused with a reason (issue 21).
+SPARK_GUIDE_OPTIONS = [
+    "assign", "subscribe", "subscribePattern", "kafka.bootstrap.servers", "startingTimestamp",
+    "startingOffsetsByTimestamp", "startingOffsets", "endingTimestamp", "endingOffsetsByTimestamp",
+    "endingOffsets", "failOnDataLoss", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+    "minPartitions", "groupIdPrefix", "kafka.group.id", "includeHeaders",
+    "startingOffsetsByTimestampStrategy", "maxRecordsPerPartition", "topic",
+]
+
+
+def test_every_spark_option_is_in_the_one_table():
+    from ferrokafka.spark import _options
+
+    names = {o.name for o in _options.OPTIONS}
+    assert set(SPARK_GUIDE_OPTIONS) <= names
+    for o in _options.OPTIONS:
+        assert bool(o.refused) != bool(o.meaning), f"{o.name}: either a meaning or a reason to refuse"
+
+
+@pytest.mark.parametrize("name,why", [("groupIdPrefix", "never joins a consumer group"),
+                                      ("kafka.group.id", "commitOffsetsToGroup"),
+                                      ("kafka.key.deserializer", "CAST\\(key AS STRING\\)"),
+                                      ("kafka.value.deserializer", "from_json"),
+                                      ("kafka.auto.offset.reset", "startingOffsets"),
+                                      ("kafka.enable.auto.commit", "commitOffsetsToGroup")])
+def test_refused_options_say_why_and_what_instead(name, why):
+    with pytest.raises(ValueError, match=f"'{name}' is not supported.*{why}"):
+        _plan.check_options({"subscribe": "t", name: "x"}, _plan.SOURCE, True, "streaming source")
+
+
+def test_options_of_the_other_side_or_mode_are_refused():
+    with pytest.raises(ValueError, match="'endingOffsets' is for batch queries only"):
+        _plan.check_options({"endingOffsets": "latest"}, _plan.SOURCE, True, "streaming source")
+    with pytest.raises(ValueError, match="'minOffsetsPerTrigger' is for streaming"):
+        _plan.check_options({"minOffsetsPerTrigger": "5"}, _plan.SOURCE, False, "batch source")
+    with pytest.raises(ValueError, match="'topic' is a sink option"):
+        _plan.check_options({"topic": "t"}, _plan.SOURCE, False, "batch source")
+    with pytest.raises(ValueError, match="'subscribe' is a source option"):
+        _plan.check_options({"subscribe": "t"}, _plan.SINK, False, "sink")
+    with pytest.raises(ValueError, match="kafka.value.serializer"):
+        _plan.check_options({"kafka.value.serializer": "x"}, _plan.SINK, False, "sink")
+    _plan.check_options({"kafka.linger.ms": "5", "topic": "t", "includeHeaders": "true"}, _plan.SINK, True, "sink")
+
+
+def test_max_records_per_partition_splits_after_min_partitions():
+    ranges = [Range("t", 0, 0, 1000), Range("t", 1, 0, 10)]
+    parts = _plan.split_ranges(ranges, 4, 300)
+    assert max(r.size for r in parts) <= 300
+    for src in ranges:
+        mine = sorted((r.start, r.end) for r in parts if r.partition == src.partition)
+        assert mine[0][0] == src.start and mine[-1][1] == src.end
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:])), "gap or overlap"
+    assert len(_plan.split_ranges([Range("t", 0, 0, 1000)], None, 1000)) == 1
+    assert len(_plan.split_ranges([Range("t", 0, 0, 1001)], None, 1000)) == 2
+
+
+def test_durations_and_choices():
+    assert _plan.parse_duration_ms({"maxTriggerDelay": "15m"}, "maxTriggerDelay", 0) == 900_000
+    assert _plan.parse_duration_ms({"maxTriggerDelay": "250"}, "maxTriggerDelay", 0) == 250
+    assert _plan.parse_duration_ms({}, "maxTriggerDelay", 7) == 7
+    with pytest.raises(ValueError, match="maxTriggerDelay"):
+        _plan.parse_duration_ms({"maxTriggerDelay": "soon"}, "maxTriggerDelay", 0)
+    with pytest.raises(ValueError, match="startingOffsetsByTimestampStrategy"):
+        _plan.parse_choice({"startingOffsetsByTimestampStrategy": "earliest"},
+                           "startingOffsetsByTimestampStrategy", ("error", "latest"), "error")
+    with pytest.raises(ValueError, match="startingOffsetsByTimestamp"):
+        _plan.parse_timestamps('{"t": {"0": -5}}', "startingOffsetsByTimestamp")
+
+
+def test_spark_doc_table_is_generated_from_the_table():
+    from ferrokafka.spark import _options
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "spark.md")) as f:
+        assert _options.markdown() in f.read(), "docs/spark.md is stale: run python scripts/gen-spark-doc.py"
+
+
+def test_offsets_behind_latest_from_progress():
+    got = fk.spark.offsets_behind_latest({"endOffset": '{"t": {"0": 5, "1": 3}}',
+                                          "latestOffset": {"t": {"0": 10, "1": 3}}})
+    assert got == {"minOffsetsBehindLatest": 0.0, "maxOffsetsBehindLatest": 5.0, "avgOffsetsBehindLatest": 2.5}
+    assert fk.spark.offsets_behind_latest({"endOffset": "{}", "latestOffset": None}) == {}
 
 
 # ----- Spark --------------------------------------------------------------------------------
@@ -243,3 +322,182 @@ def test_exact_counts_on_embedded_broker(spark, embedded_broker, topic_name, tmp
     assert q.exception() is None
     rows = spark.read.parquet(out).collect()
     assert len(rows) == total and len({(r.partition, r.offset) for r in rows}) == total
+
+
+# ----- the options of issue 21 ---------------------------------------------------------------
+
+
+def test_timestamp_options_and_max_records(spark, embedded_broker, topic_name):
+    """startingTimestamp / startingOffsetsByTimestamp / endingTimestamp with
+    Spark's precedence and strategy, and maxRecordsPerPartition splitting,
+    on the broker that answers ListOffsets by time exactly."""
+    bs = embedded_broker.bootstrap_servers
+    with fk.Admin(bs) as a:
+        a.create_topics([fk.NewTopic(topic_name, 1, 1)])
+    base = 1_700_000_000_000
+    with fk.Producer(bs, linger_ms=5) as p:
+        for i in range(250):
+            p.send(topic_name, value=b"%d" % i, partition=0, timestamp_ms=base + 1000 * i)
+        assert p.flush(30) == 0
+
+    def offsets(**opts):
+        return sorted(r.offset for r in _read(spark, bs, subscribe=topic_name, **opts).select("offset").collect())
+
+    assert offsets(startingTimestamp=str(base + 50_000), endingTimestamp=str(base + 60_000)) == list(range(50, 60))
+    assert offsets(startingOffsetsByTimestamp=f'{{"{topic_name}": {{"0": {base + 200_500}}}}}') == list(range(201, 250))
+    # startingTimestamp wins over startingOffsets
+    assert offsets(startingTimestamp=str(base + 240_000), startingOffsets="earliest") == list(range(240, 250))
+    late = str(base + 10_000_000)
+    with pytest.raises(Exception, match="no record at or after timestamp"):
+        offsets(startingTimestamp=late)
+    assert offsets(startingTimestamp=late, startingOffsetsByTimestampStrategy="latest") == []
+    df = _read(spark, bs, subscribe=topic_name, startingOffsets="earliest", maxRecordsPerPartition="100")
+    assert df.rdd.getNumPartitions() == 3
+    assert sorted(r.offset for r in df.select("offset").collect()) == list(range(250))
+
+
+def test_client_options_are_checked_at_analysis(spark, mock_cluster):
+    bs = mock_cluster.bootstrap_servers
+    with pytest.raises(Exception, match="kafka.key.deserializer.*CAST"):
+        _read(spark, bs, subscribe="t", **{"kafka.key.deserializer": "org.apache.kafka.StringDeserializer"}).count()
+    with pytest.raises(Exception, match="fetch_max_wait_ms|fetch.max.wait.ms"):
+        _read(spark, bs, subscribe="t", **{"kafka.fetch.max.wait.ms": "soon"}).count()
+    with pytest.raises(Exception, match="groupIdPrefix.*never joins"):
+        _read(spark, bs, subscribe="t", groupIdPrefix="team-a").count()
+
+
+def test_poll_timeout_fails_a_range_that_makes_no_progress(mock_cluster):
+    from ferrokafka.spark._source import read_range
+
+    bs = mock_cluster.bootstrap_servers
+    mock_cluster.create_topic("pt", 1, 1)
+    with fk.Producer(bs) as p:
+        for i in range(10):
+            p.send("pt", value=b"%d" % i)
+        assert p.flush(30) == 0
+    got = []
+    with pytest.raises(fk.KafkaTimeoutError, match="no progress at offset 10.*pollTimeoutMs"):
+        for b in read_range({"bootstrap.servers": bs}, Range("pt", 0, 0, 1000), False, True, poll_timeout_ms=1500):
+            got.extend(b.column("offset").to_pylist())
+    assert got == list(range(10))
+
+
+def test_offset_lookups_are_retried():
+    from ferrokafka.spark._source import Retry
+
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise fk.KafkaError("not yet")
+        return "ok"
+
+    assert Retry(3, 1).call(flaky) == "ok" and len(calls) == 3
+    calls.clear()
+    with pytest.raises(fk.KafkaError, match="not yet"):
+        Retry(1, 1).call(flaky)
+    assert len(calls) == 2
+
+
+def test_min_offsets_per_trigger_waits_at_most_max_trigger_delay(spark, mock_cluster):
+    """latestOffset skips triggers while fewer than minOffsetsPerTrigger
+    offsets wait, until maxTriggerDelay has passed (driven directly: a
+    processing-time query would take the delay in wall time per check)."""
+    import time
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from ferrokafka.spark._source import KafkaStreamReader
+
+    bs = mock_cluster.bootstrap_servers
+    mock_cluster.create_topic("mo", 1, 1)
+    r = KafkaStreamReader({"kafka.bootstrap.servers": bs, "subscribe": "mo", "startingOffsets": "earliest",
+                           "minOffsetsPerTrigger": "100", "maxTriggerDelay": "1s"})
+    start = r.initialOffset()
+    with fk.Producer(bs) as p:
+        for i in range(40):
+            p.send("mo", value=b"%d" % i)
+        assert p.flush(30) == 0
+    assert r.latestOffset(start, ReadAllAvailable()) == start, "40 < 100 offsets: no batch yet"
+    time.sleep(1.1)
+    assert r.latestOffset(start, ReadAllAvailable()) == {"mo": {"0": 40}}, "the delay passed: take what there is"
+    assert r.reportLatestOffset() == {"mo": {"0": 40}}
+    with pytest.raises(ValueError, match="minOffsetsPerTrigger"):
+        KafkaStreamReader({"kafka.bootstrap.servers": bs, "subscribe": "mo", "minOffsetsPerTrigger": "10",
+                           "maxOffsetsPerTrigger": "5"})
+
+
+def test_commit_offsets_to_group_makes_lag_visible(spark, embedded_broker, topic_name, tmp_path, confluent_kafka):
+    # The embedded broker: the mock cluster cannot answer a whole-group
+    # OffsetFetch (test_broker_conformance.py), which Admin needs here.
+    bs = embedded_broker.bootstrap_servers
+    with fk.Admin(bs) as a:
+        a.create_topics([fk.NewTopic(topic_name, 2, 1)])
+    with fk.Producer(bs) as p:
+        for i in range(300):
+            p.send(topic_name, value=b"%d" % i, partition=i % 2)
+        assert p.flush(30) == 0
+    group = f"lag-{topic_name}"
+    q = (spark.readStream.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("subscribe", topic_name)
+         .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "200")
+         .option("commitOffsetsToGroup", group).load()
+         .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+    # Spark commits the source after each batch; the last commit may trail
+    # the query's end by a moment.
+    c = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": group})
+    try:
+        want = {0: 150, 1: 150}
+        got = {}
+        for _ in range(50):
+            tps = c.committed([confluent_kafka.TopicPartition(topic_name, p) for p in (0, 1)], timeout=10)
+            got = {tp.partition: tp.offset for tp in tps}
+            if got == want:
+                break
+            import time
+
+            time.sleep(0.2)
+        assert got == want
+    finally:
+        c.close()
+    with fk.Admin(bs) as a:
+        offs = a.list_consumer_group_offsets(group)
+    assert {tp.partition: (o.offset if hasattr(o, "offset") else o) for tp, o in offs.items()} == {0: 150, 1: 150}
+    first = q.recentProgress[0]["sources"][0]
+    assert fk.spark.offsets_behind_latest(first)["maxOffsetsBehindLatest"] > 0, first
+
+
+def test_sink_include_headers(spark, mock_cluster):
+    bs = mock_cluster.bootstrap_servers
+    mock_cluster.create_topic("hd", 1, 1)
+    df = spark.range(3).selectExpr("cast(cast(id as string) as binary) as value",
+                                   "array(named_struct('key', 'h', 'value', cast('x' as binary))) as headers")
+    w = df.write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", "hd").mode("append")
+    w.option("includeHeaders", "false").save()
+    back = _read(spark, bs, subscribe="hd", startingOffsets="earliest", includeHeaders="true").collect()
+    assert [list(r.headers or []) for r in back] == [[], [], []]
+    with pytest.raises(Exception, match="includeHeaders=true but the DataFrame has no 'headers'"):
+        (df.select("value").write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", "hd")
+         .option("includeHeaders", "true").mode("append").save())
+
+
+def test_spark_finds_the_source_without_register():
+    """Spark's own lookup of Python data sources (run by the driver when a
+    session first resolves a format) finds format "ferrokafka" through the
+    `pyspark_ferrokafka` module, so no register() call is needed."""
+    import io
+
+    from pyspark.serializers import UTF8Deserializer, read_int
+    from pyspark.sql.worker.lookup_data_sources import _main
+
+    out = io.BytesIO()
+    _main(io.BytesIO(), out)
+    out.seek(0)
+    names = []
+    for _ in range(read_int(out)):
+        names.append(UTF8Deserializer().loads(out))
+        out.read(read_int(out))  # the pickled class
+    assert "ferrokafka" in names

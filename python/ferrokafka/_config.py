@@ -345,6 +345,18 @@ def _consumer_rule(out: dict, given: frozenset) -> None:
         elif out["enable_auto_commit"]:
             raise ValueError("invalid value True for option 'enable_auto_commit': "
                              "it cannot be true when no group_id is set")
+    # KIP-848 (docs/semantics.md §6): the coordinator
+    # owns the session, the heartbeat interval and the assignment, so the
+    # classic settings of them are refused when set, as Java refuses them.
+    if out.get("group_protocol") == "consumer":
+        for key in ("partition_assignment_strategy", "session_timeout_ms", "heartbeat_interval_ms"):
+            if key in given:
+                raise ValueError(
+                    f"option {key!r} is not supported with group_protocol='consumer' "
+                    "(the group coordinator decides it; see group_remote_assignor)")
+        return
+    if out.get("group_remote_assignor") is not None:
+        raise ValueError("option 'group_remote_assignor' needs group_protocol='consumer'")
     # Heartbeat: the interval must be below the session timeout (only a group
     # member heartbeats, so only then).
     if group is not None and out["heartbeat_interval_ms"] >= out["session_timeout_ms"]:

@@ -4,7 +4,7 @@ Members of a share group read the same partitions; the broker hands each record
 to one member at a time, under an acquisition lock, and the member acknowledges
 it: ACCEPT (done), RELEASE (deliver it again, to anyone) or REJECT (never deliver
 it again). A record whose lock runs out is delivered again too; every delivery
-increments its ``delivery_count``. docs/semantics.md §6
+increments its ``delivery_count``. docs/semantics.md §11
 gives the rules; a Rust thread runs the group membership (ShareGroupHeartbeat) and
 one share session per leader (ShareFetch / ShareAcknowledge) without the GIL.
 """

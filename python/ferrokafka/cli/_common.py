@@ -180,12 +180,30 @@ def cluster(args: argparse.Namespace) -> Iterator[str]:
         yield broker.bootstrap_servers
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at each record (as logging's own
+    last-resort handler), not the stream of the moment it was made: a CLI
+    run in-process (tests, notebooks) must not leave a handler on a stream
+    that is later replaced or closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def setup_logging(verbose: int) -> None:
     """The client's own warnings (a broker down, ...) on stderr, one line each."""
     log = logging.getLogger("ferrokafka")
     if any(getattr(h, "_ferrokafka_cli", False) for h in log.handlers):
         return
-    h = logging.StreamHandler(sys.stderr)
+    h = _Stderr()
     h.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
     h._ferrokafka_cli = True  # type: ignore[attr-defined]
     log.addHandler(h)

@@ -10,25 +10,15 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
+
+# Which options are taken, refused or unknown: the one table in _options.py.
+from ._options import SINK, SOURCE, check_options
+
+__all__ = ["SINK", "SOURCE", "check_options"]  # re-exported for the source and its tests
 
 EARLIEST = -2
 LATEST = -1
-
-SOURCE_OPTIONS = {
-    "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets",
-    "startingtimestamp", "minpartitions", "maxoffsetspertrigger",
-    "includeheaders", "failondataloss",
-    "path", "checkpointlocation", "queryname",
-}
-# Options of Spark's Kafka source that this one does not implement: refused by
-# name (an option that is accepted must take effect), not silently ignored.
-NOT_IMPLEMENTED_SOURCE_OPTIONS = {
-    "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
-    "fetchoffset.numretries", "fetchoffset.retryintervalms", "kafkaconsumer.polltimeoutms",
-}
-SINK_OPTIONS = {"topic", "includeheaders", "path", "checkpointlocation", "queryname"}
-
 
 @dataclass(frozen=True)
 class Range:
@@ -56,19 +46,6 @@ def client_config(options: Mapping[str, str]) -> Dict[str, str]:
     if "bootstrap.servers" not in {k.lower() for k in out}:
         raise ValueError("option 'kafka.bootstrap.servers' is required")
     return out
-
-
-def check_options(options: Mapping[str, str], allowed: Iterable[str], what: str) -> None:
-    allowed = set(allowed)
-    for k in options:
-        kl = k.lower()
-        if kl.startswith("kafka.") or kl in allowed:
-            continue
-        if kl in NOT_IMPLEMENTED_SOURCE_OPTIONS:
-            raise ValueError(f"option {k!r} of Spark's Kafka source is not implemented by the ferrokafka "
-                             f"{what}; remove it (it would otherwise be ignored)")
-        raise ValueError(f"unknown option {k!r} for the ferrokafka {what}; accepted: "
-                         + ", ".join(sorted(allowed - {"path"})) + ", kafka.*")
 
 
 def strategy(options: Mapping[str, str]) -> Tuple[str, object]:
@@ -144,25 +121,32 @@ def resolve(spec: Dict[Tuple[str, int], int], earliest: Mapping[Tuple[str, int],
     return out
 
 
-def split_ranges(ranges: List[Range], min_partitions: Optional[int]) -> List[Range]:
+def split_ranges(ranges: List[Range], min_partitions: Optional[int],
+                 max_records: Optional[int] = None) -> List[Range]:
     """Spark's KafkaOffsetRangeCalculator: with minPartitions above the number
-    of ranges, big ranges are cut into parts in proportion to their size; the
-    parts of a range tile it exactly (no gap, no overlap)."""
+    of ranges, big ranges are cut into parts in proportion to their size;
+    then, with maxRecordsPerPartition, any part still longer is cut into
+    equal parts of at most that many offsets. The parts of a range tile it
+    exactly (no gap, no overlap)."""
     ranges = [r for r in ranges if r.size > 0]
-    if not min_partitions or min_partitions <= len(ranges):
-        return ranges
-    total = sum(r.size for r in ranges)
-    out: List[Range] = []
-    for r in ranges:
-        parts = max(1, round(r.size / total * min_partitions))
-        parts = min(parts, r.size)
-        step, extra = divmod(r.size, parts)
-        at = r.start
-        for i in range(parts):
-            n = step + (1 if i < extra else 0)
-            out.append(Range(r.topic, r.partition, at, at + n))
-            at += n
-        assert at == r.end
+    if min_partitions and min_partitions > len(ranges):
+        total = sum(r.size for r in ranges)
+        ranges = [part for r in ranges
+                  for part in _cut(r, min(r.size, max(1, round(r.size / total * min_partitions))))]
+    if max_records:
+        ranges = [part for r in ranges for part in _cut(r, -(-r.size // max_records))]
+    return ranges
+
+
+def _cut(r: Range, parts: int) -> List[Range]:
+    """``r`` in ``parts`` consecutive ranges whose sizes differ by at most one."""
+    step, extra = divmod(r.size, parts)
+    out, at = [], r.start
+    for i in range(parts):
+        n = step + (1 if i < extra else 0)
+        out.append(Range(r.topic, r.partition, at, at + n))
+        at += n
+    assert at == r.end
     return out
 
 
@@ -215,3 +199,46 @@ def parse_int(options: Mapping[str, str], name: str, default: Optional[int], min
     if n < minimum:
         raise ValueError(f"invalid option {name!r} {n}: must be >= {minimum}")
     return n
+
+
+def parse_timestamps(value: str, option: str) -> Dict[Tuple[str, int], int]:
+    """JSON ``{topic: {partition: ms}}`` -> {tp: ms}."""
+    try:
+        spec = json.loads(value)
+        out = {(str(t), int(p)): int(ts) for t, ps in spec.items() for p, ts in ps.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise ValueError(f"invalid option {option!r} {value!r}: expected JSON like "
+                         "{\"topic\": {\"0\": 1700000000000}}") from None
+    for tp, ts in out.items():
+        if ts < 0:
+            raise ValueError(f"invalid timestamp {ts} for {tp[0]}-{tp[1]} in option {option!r}")
+    return out
+
+
+def parse_choice(options: Mapping[str, str], name: str, choices: Tuple[str, ...], default: str) -> str:
+    v = lower(options).get(name.lower())
+    if v is None:
+        return default
+    if v.strip().lower() not in choices:
+        raise ValueError(f"invalid option {name!r} {v!r}: expected one of {', '.join(choices)}")
+    return v.strip().lower()
+
+
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(options: Mapping[str, str], name: str, default_ms: int) -> int:
+    """Spark's time strings (``500ms``, ``30s``, ``15m``, ``1h``; a bare
+    number is ms) -> ms."""
+    v = lower(options).get(name.lower())
+    if v is None:
+        return default_ms
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", v.lower())
+    if not m or (m.group(2) or "ms") not in _UNITS_MS:
+        raise ValueError(f"invalid option {name!r} {v!r}: expected a duration like 500ms, 30s, 15m or 1h")
+    return int(m.group(1)) * _UNITS_MS[m.group(2) or "ms"]
+
+
+def available(start: Mapping[Tuple[str, int], int], end: Mapping[Tuple[str, int], int]) -> int:
+    """Offsets between ``start`` and ``end`` over all partitions."""
+    return sum(max(0, e - start.get(tp, e)) for tp, e in end.items())

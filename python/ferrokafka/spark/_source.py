@@ -8,8 +8,10 @@ Arrow batch with `Producer.send_batch` (no Python object per row).
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -56,13 +58,47 @@ class KafkaPartition(InputPartition):
 # ----- client helpers ---------------------------------------------------------------
 
 
-def _consumer(cfg: Dict[str, str]) -> fk.Consumer:
-    c = dict(cfg)
+def _consumer_config(cfg: Dict[str, str], **extra: Any) -> Dict[str, Any]:
+    c: Dict[str, Any] = dict(cfg)
     # Ranges are read by position: no group, no commits, errors (not resets)
-    # when a range start fell off the log.
-    for k in ("group.id", "enable.auto.commit", "auto.offset.reset"):
-        c.pop(k, None)
-    return fk.Consumer(c, enable_auto_commit=False, auto_offset_reset="none")
+    # when a range start fell off the log. (The kafka.* options that would
+    # change this are refused when the query is analysed: _options.py.)
+    c.update(enable_auto_commit=False, auto_offset_reset="none")
+    c.update(extra)
+    return c
+
+
+def _consumer(cfg: Dict[str, str], **extra: Any) -> fk.Consumer:
+    return fk.Consumer(_consumer_config(cfg, **extra))
+
+
+def check_client_options(cfg: Dict[str, str]) -> None:
+    """The kafka.* options against the client's own option table, on the
+    driver and without connecting, so a typo fails the query at analysis
+    and not in the first task."""
+    from .._config import CONSUMER
+
+    CONSUMER.resolve(_consumer_config(cfg))
+
+
+@dataclass(frozen=True)
+class Retry:
+    """fetchOffset.numRetries / fetchOffset.retryIntervalMs (docs/semantics.md
+    §9.3): the driver's
+    offset lookups are retried on a Kafka error, as Spark's
+    KafkaOffsetReader does, before the query fails with the last error."""
+
+    retries: int = 3
+    interval_ms: int = 10
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        for attempt in range(self.retries + 1):
+            try:
+                return fn(*args)
+            except fk.KafkaError:
+                if attempt == self.retries:
+                    raise
+                time.sleep(self.interval_ms / 1000)
 
 
 def _topics(cfg: Dict[str, str]) -> Dict[str, int]:
@@ -85,17 +121,27 @@ def _bounds(cfg: Dict[str, str], tps: List[Tuple[str, int]]) -> Tuple[Dict, Dict
         c.close()
 
 
-def _by_timestamp(cfg: Dict[str, str], tps: List[Tuple[str, int]], ts: int, fallback: Dict) -> Dict:
+def _by_timestamp(cfg: Dict[str, str], stamps: Dict[Tuple[str, int], int]) -> Dict[Tuple[str, int], Optional[int]]:
+    """{tp: the first offset at or after its timestamp, or None (no such record)}."""
     c = _consumer(cfg)
     try:
-        r = c.offsets_for_times({fk.TopicPartition(t, p): ts for t, p in tps})
-        return {(tp.topic, tp.partition): (o[0] if o else fallback[(tp.topic, tp.partition)]) for tp, o in r.items()}
+        r = c.offsets_for_times({fk.TopicPartition(t, p): ts for (t, p), ts in stamps.items()})
+        return {(tp.topic, tp.partition): (o[0] if o else None) for tp, o in r.items()}
     finally:
         c.close()
 
 
-def read_range(cfg: Dict[str, str], r: Range, include_headers: bool, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
-    """Records [start, end) of one partition as Arrow batches."""
+def read_range(cfg: Dict[str, str], r: Range, include_headers: bool, fail_on_data_loss: bool,
+               poll_timeout_ms: int = 120_000) -> Iterator[pa.RecordBatch]:
+    """Records [start, end) of one partition as Arrow batches
+    (docs/semantics.md §9.2).
+
+    Stops at ``end`` exactly, by position, not by counting records: under
+    read_committed, aborted records and control markers leave gaps in the
+    offsets, and the position still passes them. ``poll_timeout_ms``
+    (kafkaConsumer.pollTimeoutMs) bounds how long the range may make no
+    progress: a partition whose leader never answers fails the task
+    instead of hanging it."""
     if r.end <= r.start:
         return
     c = _consumer(cfg)
@@ -103,9 +149,10 @@ def read_range(cfg: Dict[str, str], r: Range, include_headers: bool, fail_on_dat
     try:
         c.assign([tp])
         c.seek(tp, r.start)
+        last, since = r.start, time.monotonic()
         while True:
             try:
-                b = c.poll_arrow(POLL_TIMEOUT_MS, max_records=100_000)
+                b = c.poll_arrow(min(POLL_TIMEOUT_MS, poll_timeout_ms), max_records=100_000)
             except fk.KafkaError as e:
                 if getattr(e, "code", None) == 1 and not fail_on_data_loss:  # OFFSET_OUT_OF_RANGE
                     c.seek_to_beginning([tp])
@@ -120,8 +167,15 @@ def read_range(cfg: Dict[str, str], r: Range, include_headers: bool, fail_on_dat
                     b = b.drop_columns(["headers"])
                 if b.num_rows:
                     yield b
-            if c.position(tp) >= r.end:
+            pos = c.position(tp)
+            if pos >= r.end:
                 return
+            if pos != last:
+                last, since = pos, time.monotonic()
+            elif (time.monotonic() - since) * 1000 >= poll_timeout_ms:
+                raise fk.KafkaTimeoutError(
+                    f"{r.topic}-{r.partition}: no progress at offset {pos} for {poll_timeout_ms} ms while "
+                    f"reading up to {r.end} (kafkaConsumer.pollTimeoutMs)")
     finally:
         c.close()
 
@@ -268,46 +322,100 @@ class KafkaDataSource(DataSource):
 
 
 class _ReaderBase:
-    def __init__(self, options: Dict[str, str], what: str) -> None:
-        _plan.check_options(options, _plan.SOURCE_OPTIONS, what)
+    def __init__(self, options: Dict[str, str], streaming: bool, what: str) -> None:
+        _plan.check_options(options, _plan.SOURCE, streaming, what)
         self.options = options
         self.cfg = _plan.client_config(options)
+        check_client_options(self.cfg)
         self.strategy = _plan.strategy(options)
         self.include_headers = _plan.parse_bool(options, "includeHeaders", False)
         self.fail_on_data_loss = _plan.parse_bool(options, "failOnDataLoss", True)
         self.min_partitions = _plan.parse_int(options, "minPartitions", None)
+        self.max_records = _plan.parse_int(options, "maxRecordsPerPartition", None)
+        self.poll_timeout_ms = _plan.parse_int(options, "kafkaConsumer.pollTimeoutMs", 120_000)
+        self.retry = Retry(_plan.parse_int(options, "fetchOffset.numRetries", 3, minimum=0),
+                           _plan.parse_int(options, "fetchOffset.retryIntervalMs", 10, minimum=0))
+        self.ts_strategy = _plan.parse_choice(options, "startingOffsetsByTimestampStrategy",
+                                              ("error", "latest"), "error")
+        # Parse every offset option now (analysis), not at the first plan.
+        o = _plan.lower(options)
+        self.starting_ts = _plan.parse_int(options, "startingTimestamp", None, minimum=0)
+        self.starting_by_ts = (_plan.parse_timestamps(o["startingoffsetsbytimestamp"], "startingOffsetsByTimestamp")
+                               if "startingoffsetsbytimestamp" in o else None)
+        _plan.parse_offsets(o.get("startingoffsets"), "startingOffsets", LATEST, [])
 
     def _tps(self) -> List[Tuple[str, int]]:
-        return _plan.topic_partitions(self.strategy, _topics(self.cfg))
+        return _plan.topic_partitions(self.strategy, self.retry.call(_topics, self.cfg))
+
+    def _bounds(self, tps: List[Tuple[str, int]]) -> Tuple[Dict, Dict]:
+        return self.retry.call(_bounds, self.cfg, tps)
 
     def _start(self, tps, lo, hi, default: int) -> Dict:
+        """Starting offsets: startingTimestamp, else startingOffsetsByTimestamp
+        (its partitions), else startingOffsets (Spark's precedence)."""
         o = _plan.lower(self.options)
-        if "startingtimestamp" in o:
-            ts = _plan.parse_int(self.options, "startingTimestamp", None, minimum=0)
-            return _by_timestamp(self.cfg, tps, ts, hi)
-        spec = _plan.parse_offsets(o.get("startingoffsets"), "startingOffsets", default, tps)
-        return _plan.resolve(spec, lo, hi)
+        start = _plan.resolve(_plan.parse_offsets(o.get("startingoffsets"), "startingOffsets", default, tps), lo, hi)
+        stamps: Dict[Tuple[str, int], int] = {}
+        if self.starting_ts is not None:
+            stamps = {tp: self.starting_ts for tp in tps}
+        elif self.starting_by_ts is not None:
+            stamps = {tp: ts for tp, ts in self.starting_by_ts.items() if tp in start}
+        if stamps:
+            found = self.retry.call(_by_timestamp, self.cfg, stamps)
+            for tp, off in found.items():
+                if off is None and self.ts_strategy == "error":
+                    raise fk.KafkaError(
+                        f"{tp[0]}-{tp[1]}: no record at or after timestamp {stamps[tp]} to start from "
+                        "(set startingOffsetsByTimestampStrategy=latest to start at the end instead)")
+                start[tp] = hi[tp] if off is None else off
+        return start
+
+    def _ranges(self, ranges: List[Range]) -> List[KafkaPartition]:
+        return [KafkaPartition(r.topic, r.partition, r.start, r.end)
+                for r in _plan.split_ranges(ranges, self.min_partitions, self.max_records)]
 
     def read(self, partition: KafkaPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, KafkaPartition):
+            # Nothing to read: for an empty plan Spark still runs one task
+            # with a bare InputPartition.
+            return
         r = Range(partition.topic, partition.partition, partition.start, partition.end)
-        yield from read_range(self.cfg, r, self.include_headers, self.fail_on_data_loss)
+        yield from read_range(self.cfg, r, self.include_headers, self.fail_on_data_loss, self.poll_timeout_ms)
 
 
 class KafkaBatchReader(_ReaderBase, DataSourceReader):
     def __init__(self, options: Dict[str, str]) -> None:
-        super().__init__(options, "batch source")
-        if "maxoffsetspertrigger" in _plan.lower(options):
-            raise ValueError("option 'maxOffsetsPerTrigger' is for streaming reads only")
+        super().__init__(options, False, "batch source")
+        o = _plan.lower(options)
+        self.ending_ts = _plan.parse_int(options, "endingTimestamp", None, minimum=0)
+        self.ending_by_ts = (_plan.parse_timestamps(o["endingoffsetsbytimestamp"], "endingOffsetsByTimestamp")
+                             if "endingoffsetsbytimestamp" in o else None)
+        _plan.parse_offsets(o.get("endingoffsets"), "endingOffsets", LATEST, [], allow_earliest=False)
+
+    def _end(self, tps, lo, hi) -> Dict:
+        """Ending offsets: endingTimestamp, else endingOffsetsByTimestamp (its
+        partitions), else endingOffsets; a timestamp after every record ends
+        at the end of the log."""
+        o = _plan.lower(self.options)
+        end = _plan.resolve(_plan.parse_offsets(o.get("endingoffsets"), "endingOffsets", LATEST, tps,
+                                                allow_earliest=False), lo, hi)
+        stamps: Dict[Tuple[str, int], int] = {}
+        if self.ending_ts is not None:
+            stamps = {tp: self.ending_ts for tp in tps}
+        elif self.ending_by_ts is not None:
+            stamps = {tp: ts for tp, ts in self.ending_by_ts.items() if tp in end}
+        if stamps:
+            for tp, off in self.retry.call(_by_timestamp, self.cfg, stamps).items():
+                end[tp] = hi[tp] if off is None else off
+        return end
 
     def partitions(self) -> List[KafkaPartition]:
         tps = self._tps()
         if not tps:
             return []
-        lo, hi = _bounds(self.cfg, tps)
+        lo, hi = self._bounds(tps)
         start = self._start(tps, lo, hi, EARLIEST)
-        o = _plan.lower(self.options)
-        end = _plan.resolve(_plan.parse_offsets(o.get("endingoffsets"), "endingOffsets", LATEST, tps,
-                                                allow_earliest=False), lo, hi)
+        end = self._end(tps, lo, hi)
         ranges = []
         for tp in tps:
             s, e = start[tp], end[tp]
@@ -317,28 +425,38 @@ class KafkaBatchReader(_ReaderBase, DataSourceReader):
                                         "(data lost; set failOnDataLoss=false to skip it)")
                 s = lo[tp]
             ranges.append(Range(tp[0], tp[1], s, e))
-        return [KafkaPartition(r.topic, r.partition, r.start, r.end)
-                for r in _plan.split_ranges(ranges, self.min_partitions)]
+        return self._ranges(ranges)
 
 
 class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Dict[str, str]) -> None:
-        super().__init__(options, "streaming source")
-        if "endingoffsets" in _plan.lower(options):
-            raise ValueError("option 'endingOffsets' is for batch reads only")
+        super().__init__(options, True, "streaming source")
         self.max_per_trigger = _plan.parse_int(options, "maxOffsetsPerTrigger", None)
+        self.min_per_trigger = _plan.parse_int(options, "minOffsetsPerTrigger", None)
+        self.max_trigger_delay_ms = _plan.parse_duration_ms(options, "maxTriggerDelay", 15 * 60_000)
+        if self.min_per_trigger and self.max_per_trigger and self.min_per_trigger > self.max_per_trigger:
+            raise ValueError(f"option 'minOffsetsPerTrigger' ({self.min_per_trigger}) is above "
+                             f"'maxOffsetsPerTrigger' ({self.max_per_trigger})")
+        self.lag_group = _plan.lower(options).get("commitoffsetstogroup")
+        if self.lag_group is not None and not self.lag_group.strip():
+            raise ValueError("option 'commitOffsetsToGroup' is empty: give the group id to commit to")
         # Trigger.AvailableNow: the end offsets when the query started; later
         # records wait for the next run (and still respect the read limit).
         self.target: Optional[Dict] = None
+        # minOffsetsPerTrigger waits at most maxTriggerDelay since the last (§9.4)
+        # micro-batch (or since the query started) before taking what there is.
+        self.last_batch = time.monotonic()
+        self.latest: Optional[Dict] = None
+        self.published: Dict[Tuple[str, int], int] = {}
 
     def prepareForTriggerAvailableNow(self) -> None:
         tps = self._tps()
-        _, hi = _bounds(self.cfg, tps)
+        _, hi = self._bounds(tps)
         self.target = dict(hi)
 
     def initialOffset(self) -> dict:
         tps = self._tps()
-        lo, hi = _bounds(self.cfg, tps)
+        lo, hi = self._bounds(tps)
         return _plan.offsets_json(self._start(tps, lo, hi, LATEST))
 
     def getDefaultReadLimit(self) -> Any:
@@ -347,8 +465,10 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         return ReadMaxRows(self.max_per_trigger) if self.max_per_trigger else ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: Any) -> dict:
+        self._publish(start)  # the end of the last completed micro-batch
         tps = self._tps()
-        lo, hi = _bounds(self.cfg, tps)
+        lo, hi = self._bounds(tps)
+        self.latest = {tp: hi[tp] for tp in tps}
         begin = _plan.offsets_from_json(start)
         # partitions that appeared since the start read from their beginning
         for tp in tps:
@@ -357,31 +477,83 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         top = {tp: hi[tp] for tp in tps}
         if self.target is not None:
             top = {tp: min(o, self.target.get(tp, begin[tp])) for tp, o in top.items()}
+        elif self.min_per_trigger:
+            waited_ms = (time.monotonic() - self.last_batch) * 1000
+            if _plan.available(begin, top) < self.min_per_trigger and waited_ms < self.max_trigger_delay_ms:
+                return start  # not enough yet: no micro-batch this trigger
         end = _plan.cap_ranges(begin, top, rows)
+        if _plan.available(begin, end):
+            self.last_batch = time.monotonic()
         return _plan.offsets_json(end)
+
+    def reportLatestOffset(self) -> Optional[dict]:
+        """The log end offsets seen by the last latestOffset: Spark shows them
+        as the source's `latestOffset` in the query's progress, next to its
+        `endOffset` (``offsets_behind_latest`` computes the lag from both)."""
+        return None if self.latest is None else _plan.offsets_json(self.latest)
 
     def partitions(self, start: dict, end: dict) -> List[KafkaPartition]:
         s, e = _plan.offsets_from_json(start), _plan.offsets_from_json(end)
-        ranges = [Range(t, p, s.get((t, p), 0), o) for (t, p), o in e.items()]
-        return [KafkaPartition(r.topic, r.partition, r.start, r.end)
-                for r in _plan.split_ranges(ranges, self.min_partitions)]
+        return self._ranges([Range(t, p, s.get((t, p), 0), o) for (t, p), o in e.items()])
 
     def commit(self, end: dict) -> None:
-        pass
+        self._publish(end)
+
+    def _publish(self, end: dict) -> None:
+        """commitOffsetsToGroup (docs/semantics.md §9.5): publish processed offsets under that group
+        for lag tools. Spark calls ``commit`` for a batch only once the
+        *next* batch has data, so the last batch of a query would never be
+        published; ``latestOffset``'s ``start`` is the end of the last
+        completed batch, so it publishes that too. Offsets only move
+        forward; never read back (the checkpoint drives planning); a failure
+        is logged, not raised, so lag reporting cannot stop the query."""
+        if self.lag_group is None:
+            return
+        new = {tp: o for tp, o in _plan.offsets_from_json(end).items() if self.published.get(tp, -1) < o}
+        if not new:
+            return
+        offsets = {fk.TopicPartition(t, p): fk.OffsetAndMetadata(o) for (t, p), o in new.items()}
+        try:
+            c = _consumer(self.cfg, group_id=self.lag_group)
+            try:
+                c.commit(offsets)
+            finally:
+                c.close()
+            self.published.update(new)
+        except fk.KafkaError as e:
+            logging.getLogger("ferrokafka.spark").warning(
+                "commitOffsetsToGroup %r: committing %d offsets failed: %s", self.lag_group, len(offsets), e)
 
 
 class _WriterBase:
-    def __init__(self, options: Dict[str, str], what: str) -> None:
-        _plan.check_options(options, _plan.SINK_OPTIONS, what)
+    def __init__(self, options: Dict[str, str], streaming: bool, what: str) -> None:
+        _plan.check_options(options, _plan.SINK, streaming, what)
         self.cfg = _plan.client_config(options)
         self.topic = _plan.lower(options).get("topic")
+        o = _plan.lower(options)
+        self.headers: Optional[bool] = (_plan.parse_bool(options, "includeHeaders", False)
+                                        if "includeheaders" in o else None)
         # Validate the producer settings here, on the driver, so a typo fails
         # the query before any task starts.
         fk.Producer(dict(self.cfg)).close(0)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        n = write_batches(iterator, self.cfg, self.topic)
+        n = write_batches(_headers_rule(iterator, self.headers), self.cfg, self.topic)
         return KafkaCommitMessage(n)
+
+
+def _headers_rule(batches: Iterator[pa.RecordBatch], include: Optional[bool]) -> Iterator[pa.RecordBatch]:
+    """The sink's includeHeaders: unset writes a `headers` column when there
+    is one (Spark's sink), false never writes headers, true requires the
+    column."""
+    for b in batches:
+        has = "headers" in b.schema.names
+        if include is False and has:
+            b = b.drop_columns(["headers"])
+        elif include is True and not has:
+            raise ValueError(f"option includeHeaders=true but the DataFrame has no 'headers' column "
+                             f"(columns: {b.schema.names})")
+        yield b
 
 
 @dataclass
@@ -391,12 +563,12 @@ class KafkaCommitMessage(WriterCommitMessage):
 
 class KafkaWriter(_WriterBase, DataSourceArrowWriter):
     def __init__(self, options: Dict[str, str]) -> None:
-        super().__init__(options, "sink")
+        super().__init__(options, False, "sink")
 
 
 class KafkaStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
     def __init__(self, options: Dict[str, str]) -> None:
-        super().__init__(options, "streaming sink")
+        super().__init__(options, True, "streaming sink")
 
     def commit(self, messages: list, batchId: int) -> None:
         pass

@@ -11,7 +11,7 @@ import ctypes
 import glob
 import os
 import threading
-from ctypes import POINTER, c_char_p, c_int, c_int16, c_int32, c_size_t, c_void_p
+from ctypes import POINTER, c_char_p, c_int, c_int16, c_int32, c_int64, c_size_t, c_void_p
 from typing import Iterable
 
 from ._net import Closing
@@ -46,6 +46,17 @@ _SIGNATURES = {
     "rd_kafka_mock_clear_request_errors": (None, [c_void_p, c_int16]),
     "rd_kafka_mock_set_apiversion": (_err, [c_void_p, c_int16, c_int16, c_int16]),
     "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [c_void_p, c_int32]),
+    # KIP-714 telemetry knobs and the request log (which API keys arrived)
+    "rd_kafka_mock_telemetry_set_requested_metrics": (_err, [c_void_p, POINTER(c_char_p), c_size_t]),
+    "rd_kafka_mock_telemetry_set_push_interval": (_err, [c_void_p, c_int64]),
+    "rd_kafka_mock_start_request_tracking": (None, [c_void_p]),
+    "rd_kafka_mock_stop_request_tracking": (None, [c_void_p]),
+    "rd_kafka_mock_get_requests": (POINTER(c_void_p), [c_void_p, POINTER(c_size_t)]),
+    "rd_kafka_mock_request_api_key": (c_int16, [c_void_p]),
+    "rd_kafka_mock_request_destroy_array": (None, [POINTER(c_void_p), c_size_t]),
+    "rd_kafka_mock_clear_requests": (None, [c_void_p]),
+    "rd_kafka_mock_set_group_consumer_session_timeout_ms": (None, [c_void_p, c_int]),
+    "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": (None, [c_void_p, c_int]),
     "rd_kafka_mock_sharegroup_set_auto_offset_reset": (None, [c_void_p, c_int]),
     "rd_kafka_mock_sharegroup_set_record_lock_duration": (None, [c_void_p, c_int]),
     "rd_kafka_mock_sharegroup_set_session_timeout": (None, [c_void_p, c_int]),
@@ -215,9 +226,40 @@ class MockCluster(Closing):
             "set_apiversion",
         )
 
+    def set_telemetry(self, requested_metrics: Iterable[str], push_interval_ms: int) -> None:
+        """KIP-714: the metric-name prefixes the brokers ask clients for
+        (``[""]``: all, ``[]``: none) and how often they ask for them."""
+        names = [m.encode() for m in requested_metrics]
+        arr = (c_char_p * max(1, len(names)))(*names)
+        self._check(self._lib.rd_kafka_mock_telemetry_set_requested_metrics(self._h(), arr, len(names)),
+                    "telemetry_set_requested_metrics")
+        self._check(self._lib.rd_kafka_mock_telemetry_set_push_interval(self._h(), int(push_interval_ms)),
+                    "telemetry_set_push_interval")
+
+    def start_request_tracking(self) -> None:
+        """Record every request the brokers receive (see ``requests``)."""
+        self._lib.rd_kafka_mock_start_request_tracking(self._h())
+
+    def requests(self) -> list[int]:
+        """The API keys of the requests received since tracking started, in order."""
+        n = c_size_t(0)
+        reqs = self._lib.rd_kafka_mock_get_requests(self._h(), ctypes.byref(n))
+        try:
+            return [self._lib.rd_kafka_mock_request_api_key(reqs[i]) for i in range(n.value)]
+        finally:
+            if reqs:
+                self._lib.rd_kafka_mock_request_destroy_array(reqs, n.value)
+
     def set_group_initial_rebalance_delay_ms(self, ms: int) -> None:
         self._lib.rd_kafka_mock_group_initial_rebalance_delay_ms(self._h(), ms)
 
+    def set_group_consumer_heartbeat_interval_ms(self, ms: int) -> None:
+        """KIP-848 groups: the heartbeat interval the coordinator hands out (default 3000)."""
+        self._lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(self._h(), ms)
+
+    def set_group_consumer_session_timeout_ms(self, ms: int) -> None:
+        """KIP-848 groups: members silent this long are fenced (default 30000)."""
+        self._lib.rd_kafka_mock_set_group_consumer_session_timeout_ms(self._h(), ms)
     def enable_share_groups(self, *, earliest: bool = True) -> None:
         """Ready the mock for share-group tests: it serves KIP-932's APIs
         (ShareGroupHeartbeat 76, ShareFetch 78, ShareAcknowledge 79) as is, but

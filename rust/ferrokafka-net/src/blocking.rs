@@ -98,6 +98,20 @@ impl BlockingClient {
         self.core().connection_state(node)
     }
 
+    /// `client.id` of this client (client telemetry names itself with it).
+    pub fn client_id(&self) -> String {
+        self.core().config().client_id.clone()
+    }
+
+    pub fn request_timeout_ms(&self) -> i64 {
+        self.core().config().request_timeout_ms
+    }
+
+    /// Whether KIP-714 client metrics push is on (`enable_metrics_push`).
+    pub fn metrics_push(&self) -> bool {
+        self.core().config().enable_metrics_push
+    }
+
     pub fn least_loaded_node(&self, now: i64) -> Option<Node> {
         self.core().least_loaded_node(now)
     }

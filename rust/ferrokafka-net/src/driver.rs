@@ -200,7 +200,9 @@ pub(crate) fn try_send(c: &BlockingClient, p: Pending, now: i64) -> Option<Pendi
     }
     // On error (closed client, unknown API) the request and its callback
     // are dropped, which resolves the waiter with `Closed`.
-    let _ = core.send(req, now);
+    if let Err(e) = core.send(req, now) {
+        log::debug!("request to node {} not sent: {e}", p.node.id);
+    }
     None
 }
 

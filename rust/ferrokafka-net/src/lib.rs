@@ -20,6 +20,7 @@ pub mod selector;
 pub mod share;
 pub mod simple_updater;
 pub mod states;
+pub mod telemetry;
 pub mod updater;
 pub mod wait;
 

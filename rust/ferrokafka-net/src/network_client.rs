@@ -49,6 +49,9 @@ pub struct ClientConfig {
     pub max_response_size: usize,
     /// TLS / SASL applied to every connection (see `security.rs`).
     pub security: crate::security::Security,
+    /// KIP-714: push client metrics to brokers that ask for them (Java's
+    /// `enable.metrics.push`, on by default). See `telemetry/`.
+    pub enable_metrics_push: bool,
 }
 
 impl Default for ClientConfig {
@@ -65,6 +68,7 @@ impl Default for ClientConfig {
             receive_buffer_bytes: 65_536,
             max_response_size: ferrokafka_protocol::DEFAULT_MAX_RESPONSE_SIZE,
             security: crate::security::Security::plaintext(),
+            enable_metrics_push: true,
         }
     }
 }

@@ -475,6 +475,8 @@ pub fn request_api_key(req: &RequestKind) -> i16 {
         R::ConsumerGroupHeartbeat(_) => ApiKey::ConsumerGroupHeartbeat,
         R::ConsumerGroupDescribe(_) => ApiKey::ConsumerGroupDescribe,
         R::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
+        R::GetTelemetrySubscriptions(_) => ApiKey::GetTelemetrySubscriptions,
+        R::PushTelemetry(_) => ApiKey::PushTelemetry,
         R::ShareGroupHeartbeat(_) => ApiKey::ShareGroupHeartbeat,
         R::ShareFetch(_) => ApiKey::ShareFetch,
         R::ShareAcknowledge(_) => ApiKey::ShareAcknowledge,

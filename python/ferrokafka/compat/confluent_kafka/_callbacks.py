@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any, Callable, List, Optional, Tuple
 
 from ._error import from_native
@@ -59,7 +60,7 @@ class _Level:
 
     def __init__(self, to_stderr: bool) -> None:
         self._root = logging.getLogger("ferrokafka")
-        self._was = self._root.level
+        self._was: Optional[int] = self._root.level
         self._root.setLevel(logging.DEBUG)
         self._handler: Optional[logging.Handler] = None
         if to_stderr:  # librdkafka's default log sink is stderr
@@ -68,7 +69,9 @@ class _Level:
             self._root.addHandler(self._handler)
 
     def close(self) -> None:
-        self._root.setLevel(self._was)
+        if self._was is not None:
+            self._root.setLevel(self._was)
+            self._was = None
         if self._handler is not None:
             self._root.removeHandler(self._handler)
             self._handler = None
@@ -124,8 +127,15 @@ def native_client(cls: Callable[[dict], Any], native: dict, facade: dict) -> Tup
     logger = logger_bridge(facade)
     try:
         with translated():
-            return cls(native), cb, logger
+            client = cls(native)
     except ValueError as e:  # an option the native table refuses
         if logger is not None:
             logger.close()
         raise config_error(str(e)) from e
+    if logger is not None:
+        # A client dropped without close() must not leave its handler (bound to
+        # the stderr of that moment) or the DEBUG level on the ferrokafka tree:
+        # undo them when the client is collected. close() running first makes
+        # this a no-op (each part's close is idempotent).
+        weakref.finalize(client, logger.close)
+    return client, cb, logger

@@ -33,6 +33,8 @@ use crate::consumer::requests::{self as rq, OffsetAndMetadata};
 use crate::driver::{AsyncClient, Body, RequestOpts, Requester};
 use crate::error::Error;
 use crate::metadata::Metadata;
+use crate::telemetry::agent::Agent;
+use crate::telemetry::Kind as TelemetryKind;
 use crate::wait;
 
 use ferrokafka_protocol::codes::{NOT_CONTROLLER, UNKNOWN_TOPIC_OR_PARTITION};
@@ -71,6 +73,17 @@ pub struct AdminClient {
     client: AsyncClient,
     /// Kept for `metrics()` (the async client owns the polling).
     net: Arc<BlockingClient>,
+    /// KIP-714 metrics push; closed first on drop, while the driver still
+    /// polls, so its terminating push can go out.
+    telemetry: Option<Agent>,
+}
+
+impl Drop for AdminClient {
+    fn drop(&mut self) {
+        if let Some(mut t) = self.telemetry.take() {
+            t.close();
+        }
+    }
 }
 
 fn timeout_err(what: &str, timeout: Duration, last: Option<Error>) -> Error {
@@ -86,11 +99,22 @@ fn timeout_err(what: &str, timeout: Duration, last: Option<Error>) -> Error {
 impl AdminClient {
     /// `metadata` must be base metadata driven by `net`'s updater.
     pub fn new(cfg: AdminConfig, metadata: Arc<Metadata>, net: Arc<BlockingClient>) -> Self {
+        let telemetry = if net.metrics_push() {
+            let n = net.clone();
+            Agent::start(
+                TelemetryKind::Admin,
+                net.clone(),
+                Box::new(move || n.node_metrics()),
+            )
+        } else {
+            None
+        };
         AdminClient {
             cfg,
             metadata,
             client: AsyncClient::start(net.clone()),
             net,
+            telemetry,
         }
     }
 

@@ -49,6 +49,8 @@ use crate::consumer::subscription::{FetchState, OffsetResetStrategy};
 use crate::driver::{Body, RequestOpts, Requester};
 use crate::error::Error;
 use crate::metadata::Metadata;
+use crate::telemetry::agent::Agent;
+use crate::telemetry::Kind as TelemetryKind;
 use crate::wait;
 
 mod commits;
@@ -65,6 +67,9 @@ pub struct Consumer {
     inner: Arc<Inner>,
     thread: Option<JoinHandle<()>>,
     commits: commits::AsyncCommits,
+    /// KIP-714 metrics push; closed (terminating push) before the
+    /// consumer's thread stops polling the network client.
+    telemetry: Mutex<Option<Agent>>,
 }
 
 impl Consumer {
@@ -85,6 +90,25 @@ impl Consumer {
             outbox: Mutex::default(),
             stop: AtomicBool::new(false),
         });
+        let telemetry = if inner.net.metrics_push() {
+            // A weak handle: the agent must not keep a dropped consumer alive.
+            let weak = Arc::downgrade(&inner);
+            Agent::start(
+                TelemetryKind::Consumer,
+                inner.net.clone(),
+                Box::new(move || {
+                    weak.upgrade()
+                        .map(|i| {
+                            let mut out = i.lock().metrics(now_ms());
+                            out.extend(i.net.node_metrics());
+                            out
+                        })
+                        .unwrap_or_default()
+                }),
+            )
+        } else {
+            None
+        };
         let worker = inner.clone();
         let thread = std::thread::Builder::new()
             .name("ferrokafka-consumer".into())
@@ -96,6 +120,7 @@ impl Consumer {
             inner,
             thread: Some(thread),
             commits: commits::AsyncCommits::default(),
+            telemetry: Mutex::new(telemetry),
         })
     }
 
@@ -677,6 +702,14 @@ impl Consumer {
             let _ = self
                 .inner
                 .request_blocking(node, body, opts, ready_ms, &interrupted);
+        }
+        let agent = self
+            .telemetry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(mut agent) = agent {
+            agent.close();
         }
         self.inner.stop.store(true, Ordering::Release);
         self.inner.wake();

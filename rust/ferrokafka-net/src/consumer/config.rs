@@ -31,7 +31,34 @@ pub struct ConsumerConfig {
     pub retry_backoff_ms: i64,
     pub request_timeout_ms: i64,
     pub default_api_timeout_ms: i64,
+    /// Classic (JoinGroup/SyncGroup) or KIP-848 (ConsumerGroupHeartbeat).
+    pub group_protocol: GroupProtocol,
+    /// KIP-848: the coordinator's assignor to use (None: its default).
+    pub group_remote_assignor: Option<String>,
 }
+
+/// Java `group.protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupProtocol {
+    #[default]
+    Classic,
+    /// KIP-848: the coordinator assigns, the member reconciles
+    /// (docs/semantics.md §6).
+    Consumer,
+}
+
+impl GroupProtocol {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "classic" => Some(GroupProtocol::Classic),
+            "consumer" => Some(GroupProtocol::Consumer),
+            _ => None,
+        }
+    }
+}
+
+/// The coordinator-side assignors a KIP-848 member may ask for.
+pub const REMOTE_ASSIGNORS: &[&str] = &["uniform", "range"];
 
 impl Default for ConsumerConfig {
     fn default() -> Self {
@@ -55,6 +82,8 @@ impl Default for ConsumerConfig {
             retry_backoff_ms: 100,
             request_timeout_ms: 30_000,
             default_api_timeout_ms: 60_000,
+            group_protocol: GroupProtocol::Classic,
+            group_remote_assignor: None,
         }
     }
 }
@@ -89,6 +118,20 @@ impl ConsumerConfig {
                 return bad(
                     "partition_assignment_strategy",
                     format!("unknown assignor {a:?}"),
+                );
+            }
+        }
+        if let Some(a) = &self.group_remote_assignor {
+            if !REMOTE_ASSIGNORS.contains(&a.as_str()) {
+                return bad(
+                    "group_remote_assignor",
+                    format!("unknown assignor {a:?} (expected one of {REMOTE_ASSIGNORS:?})"),
+                );
+            }
+            if self.group_protocol != GroupProtocol::Consumer {
+                return bad(
+                    "group_remote_assignor",
+                    "only used with group_protocol=\"consumer\"".into(),
                 );
             }
         }

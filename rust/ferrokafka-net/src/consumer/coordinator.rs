@@ -119,7 +119,10 @@ pub fn commit_reaction(code: i16) -> Reaction {
         // the member rejoins and its partitions may belong to someone else now.
         UNKNOWN_MEMBER_ID => Reaction::ResetAndRejoin,
         ILLEGAL_GENERATION => Reaction::ResetGeneration,
-        REBALANCE_IN_PROGRESS => Reaction::CommitFailed(code),
+        // KIP-848 (docs/semantics.md §6.4, §6.5): the member epoch is no longer valid (fenced); a stale
+        // epoch only fails this commit (the member's next heartbeat catches up).
+        FENCED_MEMBER_EPOCH => Reaction::ResetAndRejoin,
+        REBALANCE_IN_PROGRESS | STALE_MEMBER_EPOCH => Reaction::CommitFailed(code),
         OFFSET_METADATA_TOO_LARGE | INVALID_COMMIT_OFFSET_SIZE | TOPIC_AUTHORIZATION_FAILED => {
             Reaction::CommitFailed(code)
         }
@@ -511,6 +514,24 @@ impl GroupMembership {
             _ => self.reset_generation(&format!("{what}: member id no longer valid"), false),
         }
         self.pending = false;
+    }
+
+    /// Under KIP-848 this membership only finds the coordinator; the
+    /// generation mirrors the member (`member::ConsumerMember`) so commits
+    /// carry its id and epoch, and it is Stable while the member has an
+    /// epoch. No JoinGroup is ever wanted.
+    pub fn adopt_consumer_member(&mut self, member_id: String, epoch: i32) {
+        self.generation = Generation {
+            generation_id: epoch,
+            member_id,
+            protocol_name: None,
+        };
+        self.state = if epoch > 0 {
+            MemberState::Stable
+        } else {
+            MemberState::Unjoined
+        };
+        self.rejoin_needed = false;
     }
 
     pub fn on_leave(&mut self, reason: &str) {

@@ -9,6 +9,7 @@ pub mod fetch;
 pub mod fetcher;
 pub mod group;
 pub mod heartbeat;
+pub mod member;
 pub mod protocol;
 pub mod records;
 pub mod requests;

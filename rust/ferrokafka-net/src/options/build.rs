@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use crate::admin::client::AdminConfig;
 use crate::consumer::client::ConsumerConfig;
+use crate::consumer::config::GroupProtocol;
 use crate::consumer::subscription::OffsetResetStrategy;
 use crate::error::Error;
 use crate::metadata::default_updater::UpdaterConfig;
@@ -249,6 +250,8 @@ pub fn build(r: &Resolved, token_provider: Option<TokenProvider>) -> Result<Effe
             receive_buffer_bytes: r.int("receive_buffer_bytes")? as i32,
             max_response_size: r.int("max_response_size")? as usize,
             security: Security::plaintext(),
+            // The raw NetworkClient has no telemetry agent: off there.
+            enable_metrics_push: r.takes("enable_metrics_push") && r.flag("enable_metrics_push")?,
         };
         net.validate()?;
         e.network = Some(net);
@@ -379,6 +382,12 @@ fn consumer(r: &Resolved) -> Result<ConsumerConfig, Error> {
         retry_backoff_ms: r.int("retry_backoff_ms")?,
         request_timeout_ms: r.int("request_timeout_ms")?,
         default_api_timeout_ms: r.int("default_api_timeout_ms")?,
+        group_protocol: {
+            let p = r.str("group_protocol")?;
+            GroupProtocol::parse(&p)
+                .ok_or_else(|| bad("group_protocol", format!("unknown protocol {p:?}")))?
+        },
+        group_remote_assignor: r.opt_str("group_remote_assignor")?,
     };
     ccfg.validate()?;
     Ok(ccfg)
@@ -454,6 +463,7 @@ impl Effective {
                     send_buffer_bytes,
                     receive_buffer_bytes,
                     max_response_size,
+                    enable_metrics_push,
                 ]
             );
         }
@@ -559,6 +569,8 @@ impl Effective {
                     retry_backoff_ms,
                     request_timeout_ms,
                     default_api_timeout_ms,
+                    group_protocol,
+                    group_remote_assignor,
                 ]
             );
         }

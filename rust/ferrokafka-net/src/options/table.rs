@@ -107,6 +107,12 @@ pub static OPTIONS: &[Spec] = &[
     opt("client_id", Kind::Str, Default::Str("ferrokafka"), PCA | S | N)
         .java("client.id")
         .core(&["ClientConfig.client_id"], "Sent in every request header; brokers log and quota by it."),
+    opt("enable_metrics_push", Kind::Bool, Default::Bool(true), PCA)
+        .java("enable.metrics.push")
+        .core(
+            &["ClientConfig.enable_metrics_push"],
+            "KIP-714: push this client's metrics to brokers that subscribe to them (docs/semantics.md §10); on by default, as in Java.",
+        ),
     int("request_timeout_ms", 30_000, 1, PCA | S | N)
         .java("request.timeout.ms")
         .max(INT_MAX)
@@ -300,6 +306,18 @@ pub static OPTIONS: &[Spec] = &[
         .java("group.instance.id")
         .needs(GROUP)
         .core(&["ConsumerConfig.group_instance_id"], "Static membership id (needs group_id)."),
+    opt("group_protocol", Kind::Str, Default::Str("classic"), C)
+        .java("group.protocol")
+        .choices(&["classic", "consumer"])
+        .core(
+            &["ConsumerConfig.group_protocol"],
+            "classic = JoinGroup/SyncGroup; consumer = KIP-848 (the coordinator assigns; refuses session_timeout_ms, heartbeat_interval_ms, partition_assignment_strategy; docs/semantics.md §6).",
+        ),
+    opt("group_remote_assignor", Kind::Str, Default::Null, C)
+        .java("group.remote.assignor")
+        .choices(&["uniform", "range"])
+        .needs(&[("group_protocol", "consumer"), ("group_id", "*")])
+        .core(&["ConsumerConfig.group_remote_assignor"], "group_protocol=\"consumer\" only: the coordinator's assignor to use (None = the broker's default)."),
     opt("auto_offset_reset", Kind::Str, Default::Str("latest"), C)
         .java("auto.offset.reset")
         .choices(&["earliest", "latest", "none"])
@@ -368,7 +386,7 @@ pub static OPTIONS: &[Spec] = &[
         .choices(&["implicit", "explicit"])
         .core(
             &["ShareConfig.ack_mode"],
-            "implicit: every record poll returned is accepted at the next poll or commit; explicit: acknowledge() each record before polling again (docs/semantics.md §6.5).",
+            "implicit: every record poll returned is accepted at the next poll or commit; explicit: acknowledge() each record before polling again (docs/semantics.md §11.5).",
         ),
     // --- Python-side callbacks ---------------------------------------------------------
     opt("error_cb", Kind::Callable, Default::Null, PCA)

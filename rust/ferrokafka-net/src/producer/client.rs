@@ -26,6 +26,8 @@ use crate::producer::core::{ProducerCore, Refused, TopicInfo};
 use crate::producer::runner::{self, Core, Shared, Stats};
 use crate::producer::sender::EncodableBatch;
 use crate::producer::stats::Gauges;
+use crate::telemetry::agent::Agent;
+use crate::telemetry::Kind as TelemetryKind;
 
 pub use crate::producer::config::ProducerConfig;
 pub use crate::producer::runner::{Completion, DeliveredRecord, Finished, RecordHandle};
@@ -59,6 +61,28 @@ pub struct Producer<B: EncodableBatch + Send + 'static, C: Completion> {
     shared: Arc<Shared<B, C>>,
     async_client: Option<AsyncClient>,
     sender_thread: Option<JoinHandle<()>>,
+    /// KIP-714 metrics push (`enable_metrics_push`), stopped before the
+    /// network client closes so its terminating push can go out.
+    telemetry: Option<Agent>,
+}
+
+/// The producer's Java-named figures (docs/metrics.md), for `metrics()` and
+/// for telemetry: its counters and its network client's per-node figures.
+fn metrics_of<B: EncodableBatch + Send + 'static, C: Completion>(
+    shared: &Shared<B, C>,
+) -> Vec<(String, f64)> {
+    let (free, in_flight) = {
+        let st = shared.lock();
+        (st.free_memory(), st.in_flight_batches())
+    };
+    let mut out = shared.stats.metrics(Gauges {
+        records_pending: shared.pending.load(Ordering::Acquire) as f64,
+        buffer_available: free as f64,
+        buffer_total: shared.cfg.buffer_memory as f64,
+        batches_in_flight: in_flight as f64,
+    });
+    out.extend(shared.net.node_metrics());
+    out
 }
 
 /// One record as `send`, `try_send` and `send_until` take it: borrowed from
@@ -100,6 +124,17 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         });
         // The driver thread polls the network client (I/O, metadata refresh,
         // callbacks); the runner thread steps the producer's state machine.
+        let telemetry = if net.metrics_push() {
+            // A weak handle: the agent must not keep a dropped producer alive.
+            let weak = Arc::downgrade(&shared);
+            Agent::start(
+                TelemetryKind::Producer,
+                net.clone(),
+                Box::new(move || weak.upgrade().map(|s| metrics_of(&s)).unwrap_or_default()),
+            )
+        } else {
+            None
+        };
         let async_client = AsyncClient::start(net);
         let worker = shared.clone();
         let sender_thread = std::thread::Builder::new()
@@ -112,6 +147,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             shared,
             async_client: Some(async_client),
             sender_thread: Some(sender_thread),
+            telemetry,
         })
     }
 
@@ -704,18 +740,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// Java-named figures (docs/metrics.md): the producer's counters and
     /// its network client's per-node figures.
     pub fn metrics(&self) -> Vec<(String, f64)> {
-        let (free, in_flight) = {
-            let st = self.lock();
-            (st.free_memory(), st.in_flight_batches())
-        };
-        let mut out = self.shared.stats.metrics(Gauges {
-            records_pending: self.shared.pending.load(Ordering::Acquire) as f64,
-            buffer_available: free as f64,
-            buffer_total: self.shared.cfg.buffer_memory as f64,
-            batches_in_flight: in_flight as f64,
-        });
-        out.extend(self.shared.net.node_metrics());
-        out
+        metrics_of(&self.shared)
     }
 
     /// Flush (up to `timeout`), then fail what is left and stop the threads.
@@ -724,6 +749,9 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             return;
         }
         self.flush(timeout);
+        if let Some(mut t) = self.telemetry.take() {
+            t.close();
+        }
         self.shared.closing.store(true, Ordering::Release);
         self.wake();
         if let Some(t) = self.sender_thread.take() {

@@ -1,5 +1,5 @@
 //! Acknowledgements and their wire form (docs/semantics.md
-//! §6.5): per partition a map offset -> type, sent as batches of
+//! §11.5): per partition a map offset -> type, sent as batches of
 //! consecutive offsets that share one type.
 
 use std::collections::BTreeMap;

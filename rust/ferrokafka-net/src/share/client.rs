@@ -127,7 +127,7 @@ impl ShareConsumer {
 
     /// Records acquired for this member, at most `max_records`, waiting up
     /// to `timeout` for some. The previous poll's records are acknowledged
-    /// first (docs/semantics.md §6.5).
+    /// first (docs/semantics.md §11.5).
     pub fn poll(
         &self,
         max_records: usize,

@@ -4,7 +4,7 @@
 //! subscription, then heartbeats at the interval the coordinator gives;
 //! the coordinator answers with the partitions assigned to it (by topic
 //! id). Leaving is a heartbeat with epoch -1. Rules: docs/semantics.md
-//! §6.1.
+//! §11.1.
 
 use std::collections::{BTreeMap, BTreeSet};
 

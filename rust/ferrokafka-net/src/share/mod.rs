@@ -1,7 +1,7 @@
 //! Share groups (KIP-932): queue-like consumption where the broker hands
 //! each record to one member at a time under an acquisition lock, and the
 //! member acknowledges it (accept, release, reject). Rules in
-//! docs/semantics.md §6 (Share groups).
+//! docs/semantics.md §11 (Share groups).
 //!
 //! Split like the consumer: sans-IO decisions in `membership` (the
 //! ShareGroupHeartbeat protocol), `session` (one share session per leader:

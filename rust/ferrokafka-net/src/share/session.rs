@@ -2,7 +2,7 @@
 //! with epoch 0 and the partitions to fetch, every later ShareFetch or
 //! ShareAcknowledge (api 79) carries the next epoch and only what changed
 //! (partitions added in `topics`, removed in `forgotten_topics_data`), and
-//! a ShareAcknowledge with epoch -1 closes it (docs/semantics.md §6.2). The broker serialises a
+//! a ShareAcknowledge with epoch -1 closes it (docs/semantics.md §11.2). The broker serialises a
 //! session, so one request per session is in flight at a time.
 
 use std::collections::{BTreeMap, BTreeSet};

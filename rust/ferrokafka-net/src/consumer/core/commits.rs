@@ -145,7 +145,12 @@ impl ConsumerCore {
             log::debug!(target: "ferrokafka::consumer", "auto-commit failed: {e}");
         }
         self.auto_commit_in_flight = false;
-        if pre_join && self.prepare == Prepare::Committing {
+        if self.member.is_some() {
+            // KIP-848: the commit before a revocation; the reconciliation goes on.
+            if pre_join {
+                self.member_commit_done();
+            }
+        } else if pre_join && self.prepare == Prepare::Committing {
             // Java commits before revoking and goes on even when the
             // commit fails.
             self.prepare = Prepare::AwaitUser;
@@ -166,6 +171,25 @@ impl ConsumerCore {
         sent: Option<&Generation>,
         now: i64,
     ) {
+        if self.member.is_some() {
+            match r {
+                Reaction::CoordinatorUnknown => {
+                    if let Some(g) = self.group.as_mut() {
+                        g.mark_coordinator_unknown(what, now);
+                    }
+                    self.member.as_mut().expect("member").coordinator_lost(now);
+                }
+                Reaction::ResetAndRejoin | Reaction::ResetGeneration => {
+                    let stale = sent
+                        .is_some_and(|s| self.group.as_ref().is_some_and(|g| s != g.generation()));
+                    if !stale {
+                        self.member_fenced_by_commit();
+                    }
+                }
+                _ => {}
+            }
+            return;
+        }
         let lost = {
             let Some(g) = self.group.as_mut() else { return };
             let stale = sent.is_some_and(|s| s != g.generation());

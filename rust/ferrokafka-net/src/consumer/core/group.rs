@@ -187,7 +187,7 @@ impl ConsumerCore {
             .collect()
     }
 
-    fn send_find_coordinator(&mut self) {
+    pub(super) fn send_find_coordinator(&mut self) {
         let gid = self.group().group_id.clone();
         let body = Body::Versioned {
             api_key: ApiKey::FindCoordinator as i16,
@@ -539,7 +539,7 @@ impl ConsumerCore {
     /// An unexpected JoinGroup/SyncGroup error for poll to raise; the member
     /// rejoins by itself. One of a kind waits at a time: a member that polls
     /// rarely must not find a backlog of the same error.
-    fn raise_once(&mut self, code: i16, what: &str) {
+    pub(super) fn raise_once(&mut self, code: i16, what: &str) {
         if !self.errors.iter().any(|e| e.code() == code) {
             self.errors.push_back(Error::broker(
                 code,
@@ -585,6 +585,9 @@ impl ConsumerCore {
     /// LeaveGroup for the current member, resetting the membership. Static
     /// members do not leave (KIP-345): their partitions wait for them.
     pub(super) fn leave_request(&mut self, reason: &str) -> Option<Request> {
+        if self.member.is_some() {
+            return self.member_leave_request(reason);
+        }
         let g = self.group.as_mut()?;
         let node = g.coordinator().cloned();
         let member_id = g.generation().member_id.clone();

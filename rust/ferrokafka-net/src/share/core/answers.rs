@@ -1,6 +1,6 @@
 //! How answers change the share consumer's state: FindCoordinator,
 //! ShareGroupHeartbeat, ShareFetch (acquired records, acknowledgement
-//! outcomes) and ShareAcknowledge (docs/semantics.md §6.2-§6.6).
+//! outcomes) and ShareAcknowledge (docs/semantics.md §11.2-§11.6).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -377,7 +377,7 @@ fn is_fatal(e: &Error) -> bool {
 }
 
 /// Decode a partition's blob and keep only the records inside the acquired
-/// ranges (docs/semantics.md §6.3), each with its delivery count. Acquired offsets with no record
+/// ranges (docs/semantics.md §11.3), each with its delivery count. Acquired offsets with no record
 /// (control records, compacted holes) are returned as gaps.
 #[allow(clippy::type_complexity)]
 pub fn acquired_rows(

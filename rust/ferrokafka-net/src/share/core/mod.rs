@@ -1,7 +1,7 @@
 //! The share consumer's decisions as a sans-IO state machine (the design of
 //! `consumer::core`): time is the `now` argument, the cluster snapshot is
 //! handed in, and every effect is an [`Action`] for the shell
-//! (`share::client`) to carry out. Rules: docs/semantics.md §6.
+//! (`share::client`) to carry out. Rules: docs/semantics.md §11.
 //!
 //! Where a record is in its life here: `buffer` (acquired and decoded, not
 //! yet returned by poll), `delivered` (returned, waiting for the
@@ -242,7 +242,7 @@ impl ShareCore {
         }
     }
 
-    /// Explicit mode (docs/semantics.md §6.5): every record of the previous
+    /// Explicit mode (docs/semantics.md §11.5): every record of the previous
     /// poll must have been acknowledged (Java's IllegalStateException otherwise).
     pub fn check_acknowledged(&self) -> Result<(), Error> {
         if self.cfg.ack_mode == AckMode::Explicit {
@@ -332,7 +332,7 @@ impl ShareCore {
         })
     }
 
-    /// docs/semantics.md §6.6: send the decided acknowledgements now (ShareAcknowledge or the next
+    /// docs/semantics.md §11.6: send the decided acknowledgements now (ShareAcknowledge or the next
     /// ShareFetch); the returned id's results come from [`take_commit`].
     pub fn commit(&mut self) -> u64 {
         self.flush_delivered(false);
@@ -367,7 +367,7 @@ impl ShareCore {
         }
     }
 
-    /// Start closing (docs/semantics.md §6.7): acknowledgements go out, acquired records not yet
+    /// Start closing (docs/semantics.md §11.7): acknowledgements go out, acquired records not yet
     /// returned are released, every share session is closed (epoch -1) and
     /// the member leaves the group.
     pub fn begin_close(&mut self) {
@@ -464,7 +464,7 @@ impl ShareCore {
                 self.out.push(Action::MetadataUpdate);
             }
         }
-        // docs/semantics.md §6.4: a leader is asked for more only once everything it gave us was
+        // docs/semantics.md §11.4: a leader is asked for more only once everything it gave us was
         // returned by poll and the application polled again (or committed):
         // the acknowledgements then ride on that ShareFetch, as Java's share
         // consumer does, and the broker never sees a fetch while records it
