@@ -15,8 +15,13 @@ from ferrokafka._config import OPTIONS, REQUIRED, OptionNotSupportedError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TABLES = {"Producer": _config.PRODUCER, "Consumer": _config.CONSUMER, "Admin": _config.ADMIN,
-          "NetworkClient": _config.NETWORK_CLIENT}
+          "NetworkClient": _config.NETWORK_CLIENT, "ShareConsumer": _config.SHARE_CONSUMER}
 BS = {"bootstrap_servers": "h:1"}
+
+
+def _bs(client: str) -> dict:
+    """The options every `client` needs (a share consumer also names its group)."""
+    return {**BS, "group_id": "sg"} if client == "ShareConsumer" else BS
 
 
 def test_docs_page_is_generated_from_the_table():
@@ -78,8 +83,9 @@ def test_every_option_reaches_the_core(client, opt):
     table says it fills, as the client's bindings build them."""
     table = TABLES[client]
     base = {k: _needed(v) for k, v in opt.needs}
-    before = _core.effective_config(client, table.resolve(BS, **base))
-    after = _core.effective_config(client, table.resolve(BS, **base, **{opt.name: _other_value(opt)}))
+    bs = _bs(client)
+    before = _core.effective_config(client, table.resolve(bs, **base))
+    after = _core.effective_config(client, table.resolve(bs, **base, **{opt.name: _other_value(opt)}))
     filled = [f for f in opt.effect_detail if f in after]
     assert filled, f"{opt.name} fills none of {opt.effect_detail} for {client}"
     for f in filled:
@@ -155,7 +161,7 @@ def test_socket_buffers_reach_every_client():
     """send/receive buffer sizes were NetworkClient-only; the high-level
     clients now take them too (Java's producer and consumer do)."""
     for client, table in TABLES.items():
-        eff = _core.effective_config(client, table.resolve(BS, send_buffer_bytes=4096))
+        eff = _core.effective_config(client, table.resolve(_bs(client), send_buffer_bytes=4096))
         assert eff["ClientConfig.send_buffer_bytes"] == "4096", client
 
 

@@ -16,6 +16,7 @@ from .errors import (
 from .metadata import Metadata, ProducerMetadata
 from .network import ClientResponse, NetworkClient
 from .producer import Producer
+from .share import ShareConsumer
 from .types import Cluster, MetadataResponse, Node, PartitionMetadata, TopicMetadata, TopicPartition
 
 __version__ = _core.__version__
@@ -29,6 +30,7 @@ __all__ = [
     "NetworkClient",
     "Producer",
     "Consumer",
+    "ShareConsumer",
     "Coordinator",
     "Message",
     "OffsetAndMetadata",

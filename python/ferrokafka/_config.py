@@ -228,7 +228,8 @@ COMMON = [o for o in OPTIONS.values() if {"Producer", "Consumer", "Admin"} <= se
 # resolves it, and logged as Java logs it.
 
 _LOGGERS = {"Producer": "ferrokafka.producer", "Consumer": "ferrokafka.consumer",
-            "Admin": "ferrokafka.admin", "NetworkClient": "ferrokafka.network"}
+            "Admin": "ferrokafka.admin", "NetworkClient": "ferrokafka.network",
+            "ShareConsumer": "ferrokafka.share"}
 
 _INT_MAX = 2**31 - 1
 
@@ -364,6 +365,14 @@ def _consumer_rule(out: dict, given: frozenset) -> None:
             f"must be lower than session_timeout_ms ({out['session_timeout_ms']})")
 
 
+def _share_rule(out: dict, given: frozenset) -> None:
+    # A share consumer always belongs to a share group (KafkaShareConsumer
+    # requires group.id).
+    if not out["group_id"]:
+        raise ValueError("invalid value None for option 'group_id': a ShareConsumer needs the "
+                         "share group's id")
+
+
 def _admin_rule(out: dict, given: frozenset) -> None:
     # KafkaAdminClient.configureDefaultApiTimeoutMs: an explicit
     # default_api_timeout_ms below request_timeout_ms is an error; the default
@@ -398,6 +407,8 @@ NETWORK_CLIENT = ConfigTable("NetworkClient", _taken_by("NetworkClient"), rules=
 PRODUCER = ConfigTable("Producer", _taken_by("Producer"), rules=_rules("Producer", _producer_rule, _stats_rule))
 CONSUMER = ConfigTable("Consumer", _taken_by("Consumer"), rules=_rules("Consumer", _consumer_rule, _stats_rule))
 ADMIN = ConfigTable("Admin", _taken_by("Admin"), rules=_rules("Admin", _admin_rule))
+SHARE_CONSUMER = ConfigTable("ShareConsumer", _taken_by("ShareConsumer"),
+                             rules=_rules("ShareConsumer", _share_rule))
 
 
 # --- docs/options.md -----------------------------------------------------------------
@@ -420,13 +431,13 @@ def options_markdown() -> str:
         "marked *refused* raises `OptionNotSupportedError` when set.",
         "",
         "Clients: P = Producer, C = Consumer, A = Admin, N = NetworkClient,",
-        "M = Metadata, PM = ProducerMetadata.",
+        "M = Metadata, PM = ProducerMetadata, S = ShareConsumer.",
         "",
         "| Option | Also accepted as | Clients | Default | Accepts | Effect | Meaning |",
         "|---|---|---|---|---|---|---|",
     ]
     short = {"Producer": "P", "Consumer": "C", "Admin": "A", "NetworkClient": "N",
-             "Metadata": "M", "ProducerMetadata": "PM"}
+             "Metadata": "M", "ProducerMetadata": "PM", "ShareConsumer": "S"}
     for o in OPTIONS.values():
         names = ", ".join(f"`{n}`" for n in dict.fromkeys((o.dotted, *o.aliases)) if n != o.name)
         default = "required" if o.default is REQUIRED else f"`{o.default!r}`"

@@ -57,6 +57,10 @@ _SIGNATURES = {
     "rd_kafka_mock_clear_requests": (None, [c_void_p]),
     "rd_kafka_mock_set_group_consumer_session_timeout_ms": (None, [c_void_p, c_int]),
     "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": (None, [c_void_p, c_int]),
+    "rd_kafka_mock_sharegroup_set_auto_offset_reset": (None, [c_void_p, c_int]),
+    "rd_kafka_mock_sharegroup_set_record_lock_duration": (None, [c_void_p, c_int]),
+    "rd_kafka_mock_sharegroup_set_session_timeout": (None, [c_void_p, c_int]),
+    "rd_kafka_mock_sharegroup_set_heartbeat_interval": (None, [c_void_p, c_int]),
 }
 
 _lib = None
@@ -256,6 +260,26 @@ class MockCluster(Closing):
     def set_group_consumer_session_timeout_ms(self, ms: int) -> None:
         """KIP-848 groups: members silent this long are fenced (default 30000)."""
         self._lib.rd_kafka_mock_set_group_consumer_session_timeout_ms(self._h(), ms)
+    def enable_share_groups(self, *, earliest: bool = True) -> None:
+        """Ready the mock for share-group tests: it serves KIP-932's APIs
+        (ShareGroupHeartbeat 76, ShareFetch 78, ShareAcknowledge 79) as is, but
+        starts share groups at the latest offset like Kafka; ``earliest`` makes
+        records produced before the first member joined visible."""
+        self.set_share_auto_offset_reset(earliest)
+
+    def set_share_auto_offset_reset(self, earliest: bool) -> None:
+        """Where share groups start reading (Kafka's share.auto.offset.reset; latest by default)."""
+        self._lib.rd_kafka_mock_sharegroup_set_auto_offset_reset(self._h(), 1 if earliest else 0)
+
+    def set_share_record_lock_duration(self, ms: int) -> None:
+        """How long a share group's acquired record stays locked to its member."""
+        self._lib.rd_kafka_mock_sharegroup_set_record_lock_duration(self._h(), int(ms))
+
+    def set_share_session_timeout(self, ms: int) -> None:
+        self._lib.rd_kafka_mock_sharegroup_set_session_timeout(self._h(), int(ms))
+
+    def set_share_heartbeat_interval(self, ms: int) -> None:
+        self._lib.rd_kafka_mock_sharegroup_set_heartbeat_interval(self._h(), int(ms))
 
     def close(self) -> None:
         # The cluster runs on the handle's threads: destroy it before the handle.

@@ -17,6 +17,7 @@ pub mod options;
 pub mod producer;
 pub mod security;
 pub mod selector;
+pub mod share;
 pub mod simple_updater;
 pub mod states;
 pub mod telemetry;

@@ -102,16 +102,19 @@ pub enum Client {
     NetworkClient,
     Metadata,
     ProducerMetadata,
+    /// KIP-932 share groups (`share::client::ShareConsumer`).
+    ShareConsumer,
 }
 
 impl Client {
-    pub const ALL: [Client; 6] = [
+    pub const ALL: [Client; 7] = [
         Client::Producer,
         Client::Consumer,
         Client::Admin,
         Client::NetworkClient,
         Client::Metadata,
         Client::ProducerMetadata,
+        Client::ShareConsumer,
     ];
 
     pub fn name(self) -> &'static str {
@@ -122,6 +125,7 @@ impl Client {
             Client::NetworkClient => "NetworkClient",
             Client::Metadata => "Metadata",
             Client::ProducerMetadata => "ProducerMetadata",
+            Client::ShareConsumer => "ShareConsumer",
         }
     }
 

@@ -477,6 +477,9 @@ pub fn request_api_key(req: &RequestKind) -> i16 {
         R::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
         R::GetTelemetrySubscriptions(_) => ApiKey::GetTelemetrySubscriptions,
         R::PushTelemetry(_) => ApiKey::PushTelemetry,
+        R::ShareGroupHeartbeat(_) => ApiKey::ShareGroupHeartbeat,
+        R::ShareFetch(_) => ApiKey::ShareFetch,
+        R::ShareAcknowledge(_) => ApiKey::ShareAcknowledge,
         _ => return -1,
     };
     k as i16

@@ -38,7 +38,8 @@ type OffsetAndTimestamp = Option<(i64, i64)>;
 
 /// One consumed record. Attributes: topic, partition, offset, key,
 /// value, headers (list of (str, bytes | None)), timestamp_ms,
-/// timestamp_type (0 CreateTime, 1 LogAppendTime, -1 none), leader_epoch.
+/// timestamp_type (0 CreateTime, 1 LogAppendTime, -1 none), leader_epoch,
+/// delivery_count (share groups only: how often the broker delivered it).
 #[pyclass(name = "Message", module = "ferrokafka", frozen)]
 pub struct PyMessage {
     #[pyo3(get)]
@@ -56,6 +57,9 @@ pub struct PyMessage {
     #[pyo3(get)]
     timestamp_type: i32,
     leader_epoch: i32,
+    /// Set for records of a share group (KIP-932); None for the consumer's.
+    #[pyo3(get)]
+    delivery_count: Option<i16>,
     /// Built into a list on access: most applications never read headers,
     /// and an empty list per record would cost more than the record.
     cols: Arc<RecordColumns>,
@@ -77,6 +81,12 @@ impl PyMessage {
             })
             .collect();
         PyList::new(py, items)
+    }
+
+    /// The record's timestamp in ms (the same as `timestamp_ms`).
+    #[getter]
+    fn timestamp(&self) -> i64 {
+        self.timestamp_ms
     }
 
     /// None when the broker did not say (legacy formats).
@@ -118,36 +128,50 @@ fn messages(py: Python<'_>, slices: Vec<RecordSlice>) -> PyResult<Vec<Py<PyMessa
     let mut out = Vec::with_capacity(slices.iter().map(|s| s.to - s.from).sum());
     for s in slices {
         let topic = PyString::new(py, &s.tp.topic).unbind();
-        let c = &s.cols;
         for i in s.from..s.to {
-            let m = Py::new(
-                py,
-                PyMessage {
-                    topic: topic.clone_ref(py),
-                    partition: s.tp.partition,
-                    offset: c.offsets[i],
-                    key: c.keys.get(i).map(|k| PyBytes::new(py, k).unbind()),
-                    value: c.values.get(i).map(|v| PyBytes::new(py, v).unbind()),
-                    timestamp_ms: c.timestamps[i],
-                    timestamp_type: c.timestamp_types[i],
-                    leader_epoch: c.leader_epochs[i],
-                    cols: s.cols.clone(),
-                    row: i,
-                },
-            )?;
-            // A frozen Message refers only to str and bytes objects (no
-            // containers), so it can never be part of a reference cycle;
-            // yet pyo3 makes it a GC type, and the collector walked every
-            // Message an application held on to: a third of poll()'s CPU
-            // went to collections. Untracked, it is freed by reference
-            // counting exactly as before.
-            // SAFETY: a live object of a GC type; untracking an object twice
-            // (its dealloc does it again) is allowed.
-            unsafe { pyo3::ffi::PyObject_GC_UnTrack(m.as_ptr().cast()) };
-            out.push(m);
+            out.push(message(py, &topic, s.tp.partition, &s.cols, i, None)?);
         }
     }
     Ok(out)
+}
+
+/// One `Message` for row `i` of `cols` (the consumer's and the share
+/// consumer's records alike).
+pub(crate) fn message(
+    py: Python<'_>,
+    topic: &Py<PyString>,
+    partition: i32,
+    cols: &Arc<RecordColumns>,
+    i: usize,
+    delivery_count: Option<i16>,
+) -> PyResult<Py<PyMessage>> {
+    let c = cols;
+    let m = Py::new(
+        py,
+        PyMessage {
+            topic: topic.clone_ref(py),
+            partition,
+            offset: c.offsets[i],
+            key: c.keys.get(i).map(|k| PyBytes::new(py, k).unbind()),
+            value: c.values.get(i).map(|v| PyBytes::new(py, v).unbind()),
+            timestamp_ms: c.timestamps[i],
+            timestamp_type: c.timestamp_types[i],
+            leader_epoch: c.leader_epochs[i],
+            delivery_count,
+            cols: cols.clone(),
+            row: i,
+        },
+    )?;
+    // A frozen Message refers only to str and bytes objects (no
+    // containers), so it can never be part of a reference cycle;
+    // yet pyo3 makes it a GC type, and the collector walked every
+    // Message an application held on to: a third of poll()'s CPU
+    // went to collections. Untracked, it is freed by reference
+    // counting exactly as before.
+    // SAFETY: a live object of a GC type; untracking an object twice
+    // (its dealloc does it again) is allowed.
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(m.as_ptr().cast()) };
+    Ok(m)
 }
 
 // ----- _Consumer ---------------------------------------------------------------------
@@ -594,7 +618,7 @@ pub struct ArrowBatch {
 }
 
 impl ArrowBatch {
-    fn gather(mut slices: Vec<RecordSlice>) -> ArrowBatch {
+    pub(crate) fn gather(mut slices: Vec<RecordSlice>) -> ArrowBatch {
         let n: usize = slices.iter().map(|s| s.to - s.from).sum();
         // One whole fetched run that nobody else holds (the common case when
         // the application keeps up): its columns become the batch as they

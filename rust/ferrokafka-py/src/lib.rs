@@ -19,6 +19,7 @@ pub mod network;
 pub mod producer;
 pub mod records;
 pub mod requests;
+pub mod share;
 pub mod types;
 
 #[pymodule]
@@ -41,5 +42,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     records::register(m)?;
     consumer::register(m)?;
     admin::register(m)?;
+    share::register(m)?;
     Ok(())
 }

@@ -18,6 +18,7 @@ use crate::producer::partitioner::Partitioner;
 use crate::protocol::compression::Compression;
 use crate::protocol::sasl::Mechanism;
 use crate::security::{SaslOptions, Security, SecurityProtocol, TlsOptions, TokenProvider};
+use crate::share::config::{AckMode, ShareConfig};
 
 use super::{lookup, Client, Constraint, Raw, Spec, Value, OPTIONS};
 
@@ -199,6 +200,7 @@ pub struct Effective {
     /// Codec and level (None = the codec's default) of record batches.
     pub compression: Option<(Compression, Option<i32>)>,
     pub consumer: Option<ConsumerConfig>,
+    pub share: Option<ShareConfig>,
     pub admin: Option<AdminConfig>,
 }
 
@@ -213,7 +215,10 @@ fn bad(key: &str, detail: impl Into<String>) -> Error {
 /// OAUTHBEARER callable, which only the bindings can hold.
 pub fn build(r: &Resolved, token_provider: Option<TokenProvider>) -> Result<Effective, Error> {
     let client = r.client();
-    let high_level = matches!(client, Client::Producer | Client::Consumer | Client::Admin);
+    let high_level = matches!(
+        client,
+        Client::Producer | Client::Consumer | Client::Admin | Client::ShareConsumer
+    );
     let mut e = Effective {
         client,
         bootstrap: Vec::new(),
@@ -225,6 +230,7 @@ pub fn build(r: &Resolved, token_provider: Option<TokenProvider>) -> Result<Effe
         producer: None,
         compression: None,
         consumer: None,
+        share: None,
         admin: None,
     };
     if r.takes("bootstrap_servers") {
@@ -271,6 +277,7 @@ pub fn build(r: &Resolved, token_provider: Option<TokenProvider>) -> Result<Effe
     match client {
         Client::Producer => producer(r, &mut e)?,
         Client::Consumer => e.consumer = Some(consumer(r)?),
+        Client::ShareConsumer => e.share = Some(share(r)?),
         Client::Admin => {
             e.admin = Some(AdminConfig {
                 request_timeout_ms: r.int("request_timeout_ms")?,
@@ -384,6 +391,35 @@ fn consumer(r: &Resolved) -> Result<ConsumerConfig, Error> {
     };
     ccfg.validate()?;
     Ok(ccfg)
+}
+
+/// The share consumer's settings. `group_id` is required here (a share
+/// consumer always belongs to a share group).
+fn share(r: &Resolved) -> Result<ShareConfig, Error> {
+    let mode = r.str("share_acknowledgement_mode")?;
+    let cfg = ShareConfig {
+        group_id: r
+            .opt_str("group_id")?
+            .ok_or_else(|| bad("group_id", "a ShareConsumer needs the share group's id"))?,
+        client_rack: r.opt_str("client_rack")?,
+        ack_mode: AckMode::from_name(&mode).ok_or_else(|| {
+            bad(
+                "share_acknowledgement_mode",
+                format!("unknown mode {mode:?}"),
+            )
+        })?,
+        max_poll_records: r.int("max_poll_records")? as i32,
+        fetch_min_bytes: r.int("fetch_min_bytes")? as i32,
+        fetch_max_bytes: r.int("fetch_max_bytes")? as i32,
+        fetch_max_wait_ms: r.int("fetch_max_wait_ms")? as i32,
+        max_partition_fetch_bytes: r.int("max_partition_fetch_bytes")? as i32,
+        check_crcs: r.flag("check_crcs")?,
+        request_timeout_ms: r.int("request_timeout_ms")?,
+        retry_backoff_ms: r.int("retry_backoff_ms")?,
+        default_api_timeout_ms: r.int("default_api_timeout_ms")?,
+    };
+    cfg.validate()?;
+    Ok(cfg)
 }
 
 impl Effective {
@@ -535,6 +571,26 @@ impl Effective {
                     default_api_timeout_ms,
                     group_protocol,
                     group_remote_assignor,
+                ]
+            );
+        }
+        if let Some(c) = &self.share {
+            put!(
+                c,
+                "ShareConfig",
+                [
+                    group_id,
+                    client_rack,
+                    ack_mode,
+                    max_poll_records,
+                    fetch_min_bytes,
+                    fetch_max_bytes,
+                    fetch_max_wait_ms,
+                    max_partition_fetch_bytes,
+                    check_crcs,
+                    request_timeout_ms,
+                    retry_backoff_ms,
+                    default_api_timeout_ms,
                 ]
             );
         }

@@ -11,6 +11,7 @@ const A: u8 = Client::Admin.bit();
 const N: u8 = Client::NetworkClient.bit();
 const M: u8 = Client::Metadata.bit() | Client::ProducerMetadata.bit();
 const PM: u8 = Client::ProducerMetadata.bit();
+const S: u8 = Client::ShareConsumer.bit();
 /// The three high-level clients.
 const PCA: u8 = P | C | A;
 
@@ -99,11 +100,11 @@ impl Spec {
 /// Every option.
 pub static OPTIONS: &[Spec] = &[
     // --- every client ------------------------------------------------------------------
-    opt("bootstrap_servers", Kind::Servers, Default::Required, PCA | N)
+    opt("bootstrap_servers", Kind::Servers, Default::Required, PCA | S | N)
         .java("bootstrap.servers")
         .aliases(&["metadata.broker.list"])
         .core(&["bootstrap"], "Brokers to ask for the first metadata (docs/semantics.md §1.2)."),
-    opt("client_id", Kind::Str, Default::Str("ferrokafka"), PCA | N)
+    opt("client_id", Kind::Str, Default::Str("ferrokafka"), PCA | S | N)
         .java("client.id")
         .core(&["ClientConfig.client_id"], "Sent in every request header; brokers log and quota by it."),
     opt("enable_metrics_push", Kind::Bool, Default::Bool(true), PCA)
@@ -112,7 +113,7 @@ pub static OPTIONS: &[Spec] = &[
             &["ClientConfig.enable_metrics_push"],
             "KIP-714: push this client's metrics to brokers that subscribe to them (docs/semantics.md §10); on by default, as in Java.",
         ),
-    int("request_timeout_ms", 30_000, 1, PCA | N)
+    int("request_timeout_ms", 30_000, 1, PCA | S | N)
         .java("request.timeout.ms")
         .max(INT_MAX)
         .core(
@@ -121,87 +122,88 @@ pub static OPTIONS: &[Spec] = &[
                 "UpdaterConfig.request_timeout_ms",
                 "ProducerConfig.request_timeout_ms",
                 "ConsumerConfig.request_timeout_ms",
+                "ShareConfig.request_timeout_ms",
                 "AdminConfig.request_timeout_ms",
             ],
             "How long a request may wait for its answer before it fails and its connection is closed.",
         ),
-    int("reconnect_backoff_ms", 50, 0, PCA | N)
+    int("reconnect_backoff_ms", 50, 0, PCA | S | N)
         .java("reconnect.backoff.ms")
         .core(&["ClientConfig.reconnect_backoff_ms"], "Wait before reconnecting to a broker after a failed connection."),
-    int("reconnect_backoff_max_ms", 1000, 0, PCA | N)
+    int("reconnect_backoff_max_ms", 1000, 0, PCA | S | N)
         .java("reconnect.backoff.max.ms")
         .core(
             &["ClientConfig.reconnect_backoff_max_ms"],
             "Cap of the exponential reconnect backoff (equal to reconnect_backoff_ms when only that is set).",
         ),
-    int("socket_connection_setup_timeout_ms", 10_000, 1, PCA | N)
+    int("socket_connection_setup_timeout_ms", 10_000, 1, PCA | S | N)
         .java("socket.connection.setup.timeout.ms")
         .core(&["ClientConfig.socket_connection_setup_timeout_ms"], "How long a connect (TCP, TLS, SASL) may take."),
-    int("connections_max_idle_ms", 540_000, -1, PCA | N)
+    int("connections_max_idle_ms", 540_000, -1, PCA | S | N)
         .java("connections.max.idle.ms")
         .core(&["ClientConfig.connections_max_idle_ms"], "Close connections idle this long; -1 never."),
-    int("max_in_flight_requests_per_connection", 5, 1, PCA | N)
+    int("max_in_flight_requests_per_connection", 5, 1, PCA | S | N)
         .java("max.in.flight.requests.per.connection")
         .aliases(&["max.in.flight"])
         .core(&["ClientConfig.max_in_flight_requests_per_connection"], "Requests sent to one broker without an answer yet."),
-    int("max_response_size", 100 * 1024 * 1024, 1024, PCA | N)
+    int("max_response_size", 100 * 1024 * 1024, 1024, PCA | S | N)
         .java("max.response.size")
         .core(&["ClientConfig.max_response_size"], "Largest answer accepted; a larger one fails its request."),
-    int("send_buffer_bytes", 131_072, -1, PCA | N)
+    int("send_buffer_bytes", 131_072, -1, PCA | S | N)
         .java("send.buffer.bytes")
         .aliases(&["socket.send.buffer.bytes"])
         .max(INT_MAX)
         .core(&["ClientConfig.send_buffer_bytes"], "SO_SNDBUF of each connection; -1 the OS default."),
-    int("receive_buffer_bytes", 65_536, -1, PCA | N)
+    int("receive_buffer_bytes", 65_536, -1, PCA | S | N)
         .java("receive.buffer.bytes")
         .aliases(&["socket.receive.buffer.bytes"])
         .max(INT_MAX)
         .core(&["ClientConfig.receive_buffer_bytes"], "SO_RCVBUF of each connection; -1 the OS default."),
-    opt("security_protocol", Kind::Upper, Default::Str("PLAINTEXT"), PCA | N)
+    opt("security_protocol", Kind::Upper, Default::Str("PLAINTEXT"), PCA | S | N)
         .java("security.protocol")
         .choices(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
         .core(&["Security.protocol"], "Transport security (any case)."),
-    opt("sasl_mechanism", Kind::Str, Default::Str("PLAIN"), PCA | N)
+    opt("sasl_mechanism", Kind::Str, Default::Str("PLAIN"), PCA | S | N)
         .java("sasl.mechanism")
         .aliases(&["sasl.mechanisms"])
         .choices(&["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"])
         .needs(SASL)
         .core(&["SaslOptions.mechanism"], "SASL mechanism."),
-    opt("sasl_username", Kind::Str, Default::Null, PCA | N)
+    opt("sasl_username", Kind::Str, Default::Null, PCA | S | N)
         .java("sasl.username")
         .needs(SASL)
         .core(&["SaslOptions.username"], "SASL user (PLAIN, SCRAM)."),
-    opt("sasl_password", Kind::Secret, Default::Null, PCA | N)
+    opt("sasl_password", Kind::Secret, Default::Null, PCA | S | N)
         .java("sasl.password")
         .needs(SASL)
         .core(&["SaslOptions.password"], "SASL password (PLAIN, SCRAM); never shown in reprs or messages."),
-    opt("sasl_oauth_token_provider", Kind::Callable, Default::Null, PCA | N)
+    opt("sasl_oauth_token_provider", Kind::Callable, Default::Null, PCA | S | N)
         .java("sasl.oauth.token.provider")
         .aliases(&["oauth_cb"])
         .needs(&[("security_protocol", "SASL_PLAINTEXT|SASL_SSL"), ("sasl_mechanism", "OAUTHBEARER")])
         .core(&["SaslOptions.token_provider"], "Callable returning an OAUTHBEARER token, called before each authentication."),
-    opt("ssl_cafile", Kind::Str, Default::Null, PCA | N)
+    opt("ssl_cafile", Kind::Str, Default::Null, PCA | S | N)
         .java("ssl.ca.location")
         .aliases(&["ssl.cafile"])
         .needs(TLS)
         .core(&["TlsOptions.ca_file"], "CA bundle (PEM); None the system trust store."),
-    opt("ssl_certfile", Kind::Str, Default::Null, PCA | N)
+    opt("ssl_certfile", Kind::Str, Default::Null, PCA | S | N)
         .java("ssl.certificate.location")
         .aliases(&["ssl.certfile"])
         .needs(TLS)
         .core(&["TlsOptions.cert_file"], "Client certificate chain (PEM), for mutual TLS."),
-    opt("ssl_keyfile", Kind::Str, Default::Null, PCA | N)
+    opt("ssl_keyfile", Kind::Str, Default::Null, PCA | S | N)
         .java("ssl.key.location")
         .aliases(&["ssl.keyfile"])
         .needs(TLS)
         .core(&["TlsOptions.key_file"], "Client private key (PEM), for mutual TLS."),
-    opt("ssl_check_hostname", Kind::CheckHostname, Default::Bool(true), PCA | N)
+    opt("ssl_check_hostname", Kind::CheckHostname, Default::Bool(true), PCA | S | N)
         .java("ssl.check.hostname")
         .aliases(&["ssl.endpoint.identification.algorithm"])
         .needs(TLS)
         .core(&["TlsOptions.check_hostname"], "Check that the broker's certificate names the host connected to."),
     // --- clients that keep metadata ----------------------------------------------------
-    int("retry_backoff_ms", 100, 0, PCA | M)
+    int("retry_backoff_ms", 100, 0, PCA | S | M)
         .java("retry.backoff.ms")
         .aliases(&["refresh_backoff_ms"])
         .core(
@@ -209,18 +211,19 @@ pub static OPTIONS: &[Spec] = &[
                 "MetadataConfig.refresh_backoff_ms",
                 "ProducerConfig.retry_backoff_ms",
                 "ConsumerConfig.retry_backoff_ms",
+                "ShareConfig.retry_backoff_ms",
                 "AdminConfig.retry_backoff_ms",
             ],
             "Wait before retrying a failed request, and between two metadata refreshes (docs/semantics.md §3).",
         ),
-    int("retry_backoff_max_ms", 1000, 0, PCA | M)
+    int("retry_backoff_max_ms", 1000, 0, PCA | S | M)
         .java("retry.backoff.max.ms")
         .aliases(&["refresh_backoff_max_ms"])
         .core(
             &["MetadataConfig.refresh_backoff_max_ms", "ProducerConfig.retry_backoff_max_ms"],
             "Cap of the exponential retry backoff.",
         ),
-    int("metadata_max_age_ms", 300_000, 0, PCA | M)
+    int("metadata_max_age_ms", 300_000, 0, PCA | S | M)
         .java("metadata.max.age.ms")
         .aliases(&["metadata_expire_ms"])
         .core(&["MetadataConfig.metadata_expire_ms"], "Refresh metadata at least this often (docs/semantics.md §1.3)."),
@@ -293,9 +296,12 @@ pub static OPTIONS: &[Spec] = &[
         .low_level_min(0)
         .core(&["ProducerMetadata.metadata_idle_ms"], "Forget a topic's metadata when unused this long (docs/semantics.md §3)."),
     // --- consumer ----------------------------------------------------------------------
-    opt("group_id", Kind::Str, Default::Null, C)
+    opt("group_id", Kind::Str, Default::Null, C | S)
         .java("group.id")
-        .core(&["ConsumerConfig.group_id"], "Consumer group; None = no group (assign only, no commits)."),
+        .core(
+            &["ConsumerConfig.group_id", "ShareConfig.group_id"],
+            "Consumer group; None = no group (assign only, no commits). A ShareConsumer names its share group here.",
+        ),
     opt("group_instance_id", Kind::Str, Default::Null, C)
         .java("group.instance.id")
         .needs(GROUP)
@@ -332,44 +338,55 @@ pub static OPTIONS: &[Spec] = &[
     int("max_poll_interval_ms", 300_000, 1, C)
         .java("max.poll.interval.ms")
         .core(&["ConsumerConfig.max_poll_interval_ms"], "Longest time between polls before the member leaves the group."),
-    int("max_poll_records", 500, 1, C)
+    int("max_poll_records", 500, 1, C | S)
         .java("max.poll.records")
-        .python("consumer.py Consumer.poll", "Most records one poll returns."),
+        .python(
+            "consumer.py Consumer.poll, share.py ShareConsumer.poll",
+            "Most records one poll returns (a ShareConsumer also asks ShareFetch for at most this many).",
+        ),
     opt("partition_assignment_strategy", Kind::StrList, Default::List(&["range", "cooperative-sticky"]), C)
         .java("partition.assignment.strategy")
         .choices(&["range", "roundrobin", "sticky", "cooperative-sticky"])
         .core(&["ConsumerConfig.assignors"], "Assignors offered to the group, preferred first."),
-    int("fetch_min_bytes", 1, 0, C)
+    int("fetch_min_bytes", 1, 0, C | S)
         .java("fetch.min.bytes")
         .max(INT_MAX)
-        .core(&["ConsumerConfig.fetch_min_bytes"], "Bytes a fetch waits for (up to fetch_max_wait_ms)."),
-    int("fetch_max_bytes", 52_428_800, 0, C)
+        .core(&["ConsumerConfig.fetch_min_bytes", "ShareConfig.fetch_min_bytes"], "Bytes a fetch waits for (up to fetch_max_wait_ms)."),
+    int("fetch_max_bytes", 52_428_800, 0, C | S)
         .java("fetch.max.bytes")
         .max(INT_MAX)
-        .core(&["ConsumerConfig.fetch_max_bytes"], "Bytes one fetch answer may hold."),
-    int("fetch_max_wait_ms", 500, 0, C)
+        .core(&["ConsumerConfig.fetch_max_bytes", "ShareConfig.fetch_max_bytes"], "Bytes one fetch answer may hold."),
+    int("fetch_max_wait_ms", 500, 0, C | S)
         .java("fetch.max.wait.ms")
         .max(INT_MAX)
-        .core(&["ConsumerConfig.fetch_max_wait_ms"], "How long the broker holds a fetch for fetch_min_bytes."),
-    int("max_partition_fetch_bytes", 1_048_576, 1, C)
+        .core(&["ConsumerConfig.fetch_max_wait_ms", "ShareConfig.fetch_max_wait_ms"], "How long the broker holds a fetch for fetch_min_bytes."),
+    int("max_partition_fetch_bytes", 1_048_576, 1, C | S)
         .java("max.partition.fetch.bytes")
         .max(INT_MAX)
-        .core(&["ConsumerConfig.max_partition_fetch_bytes"], "Bytes per partition in one fetch."),
+        .core(&["ConsumerConfig.max_partition_fetch_bytes", "ShareConfig.max_partition_fetch_bytes"], "Bytes per partition in one fetch."),
     opt("isolation_level", Kind::Str, Default::Str("read_uncommitted"), C)
         .java("isolation.level")
         .choices(&["read_uncommitted", "read_committed"])
         .core(&["ConsumerConfig.read_committed"], "read_committed skips aborted transactional records."),
-    opt("check_crcs", Kind::Bool, Default::Bool(true), C)
+    opt("check_crcs", Kind::Bool, Default::Bool(true), C | S)
         .java("check.crcs")
-        .core(&["ConsumerConfig.check_crcs"], "Verify record batch CRCs."),
-    opt("client_rack", Kind::Str, Default::Null, C)
+        .core(&["ConsumerConfig.check_crcs", "ShareConfig.check_crcs"], "Verify record batch CRCs."),
+    opt("client_rack", Kind::Str, Default::Null, C | S)
         .java("client.rack")
-        .core(&["ConsumerConfig.client_rack"], "Rack of this client, for fetching from the nearest replica."),
-    int("default_api_timeout_ms", 60_000, 1, C | A)
+        .core(&["ConsumerConfig.client_rack", "ShareConfig.client_rack"], "Rack of this client, for fetching from the nearest replica."),
+    int("default_api_timeout_ms", 60_000, 1, C | A | S)
         .java("default.api.timeout.ms")
         .core(
-            &["ConsumerConfig.default_api_timeout_ms", "AdminConfig.default_api_timeout_ms"],
+            &["ConsumerConfig.default_api_timeout_ms", "AdminConfig.default_api_timeout_ms", "ShareConfig.default_api_timeout_ms"],
             "Timeout of calls given none (Admin: at least request_timeout_ms).",
+        ),
+    // --- share consumer (KIP-932) ------------------------------------------------------
+    opt("share_acknowledgement_mode", Kind::Str, Default::Str("implicit"), S)
+        .java("share.acknowledgement.mode")
+        .choices(&["implicit", "explicit"])
+        .core(
+            &["ShareConfig.ack_mode"],
+            "implicit: every record poll returned is accepted at the next poll or commit; explicit: acknowledge() each record before polling again (docs/semantics.md §11.5).",
         ),
     // --- Python-side callbacks ---------------------------------------------------------
     opt("error_cb", Kind::Callable, Default::Null, PCA)

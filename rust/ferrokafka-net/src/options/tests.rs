@@ -177,6 +177,10 @@ fn effective(c: Client, pairs: &[(&str, Raw)]) -> Vec<(&'static str, String)> {
         given.push(("bootstrap_servers", Raw::Str("h:1".into())));
     }
     given.extend(pairs.iter().cloned());
+    // A share consumer always names its group.
+    if c == Client::ShareConsumer && !given.iter().any(|(k, _)| *k == "group_id") {
+        given.push(("group_id", Raw::Str("sg".into())));
+    }
     let r = Resolved::from_pairs(c, given).unwrap_or_else(|e| panic!("{c:?} {pairs:?}: {e}"));
     let provider = pairs.iter().any(|(_, v)| *v == Raw::Callable).then(|| {
         let p: TokenProvider = Arc::new(|| Ok("token".to_string()));
