@@ -1,6 +1,7 @@
 """ferrokafka vs confluent-kafka, measured by the protocol of issue 17.
 
     python benches/compare.py --write-docs               # full run, rewrites docs/benchmarks.md + docs/img/*.png
+    python benches/compare.py --only aio --name benchmarks-aio --write-docs   # the asyncio section alone
     python benches/compare.py --quick --only producer     # smoke test: small N, one round
     python benches/compare.py --from-json docs/benchmarks.json --write-docs   # re-render only
 
@@ -618,7 +619,10 @@ def main() -> None:
     ap.add_argument("--bootstrap", help="use this broker instead of starting an embedded Tansu")
     ap.add_argument("--json", help="results file (default: docs/benchmarks.json with --write-docs, "
                                    "else compare-results.json in the current directory)")
-    ap.add_argument("--write-docs", action="store_true", help="rewrite docs/benchmarks.md and docs/img/*.png")
+    ap.add_argument("--write-docs", action="store_true", help="rewrite docs/NAME.md and docs/img/*.png")
+    ap.add_argument("--name", default="benchmarks",
+                    help="docs/NAME.md and docs/NAME.json (a run of some sections only, e.g. "
+                         "--only aio --name benchmarks-aio, must not overwrite the full run's page)")
     ap.add_argument("--from-json", help="skip measuring; render this results file")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -677,7 +681,7 @@ def main() -> None:
             "smoke": args.quick or args.rounds < 3 or args.records < 300_000,
             "environment": env, "runs": runs, "summary": summarize(runs),
         }
-    path = args.json or (os.path.join(DOCS, "benchmarks.json") if args.write_docs else "compare-results.json")
+    path = args.json or (os.path.join(DOCS, f"{args.name}.json") if args.write_docs else "compare-results.json")
     if not args.from_json or args.json:
         with open(path, "w") as f:
             json.dump(data, f, indent=1)
@@ -687,9 +691,9 @@ def main() -> None:
     print_tables(data["summary"], data["environment"].get("floor_us"))
     if args.write_docs:
         images = make_plots(data["summary"], IMG, data["smoke"])
-        with open(os.path.join(DOCS, "benchmarks.md"), "w") as f:
+        with open(os.path.join(DOCS, f"{args.name}.md"), "w") as f:
             f.write(render_docs(data, images))
-        print(f"wrote docs/benchmarks.md and {len(images)} plot(s) in docs/img/")
+        print(f"wrote docs/{args.name}.md and {len(images)} plot(s) in docs/img/")
 
 
 if __name__ == "__main__":

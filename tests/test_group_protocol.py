@@ -246,3 +246,29 @@ def test_valid_configuration_and_default():
                     group_remote_assignor="uniform")
     assert c.config["group_remote_assignor"] == "uniform"
     c.close()
+
+
+def test_coordinator_moves_mid_group_lose_nothing(mock, confluent_kafka):
+    """3 brokers; the group's coordinator moves twice while two members
+    consume, with heartbeat errors injected at each move (NOT_COORDINATOR,
+    then COORDINATOR_NOT_AVAILABLE): every record is delivered, and the
+    members end up sharing all partitions without overlap."""
+    bs = mock.bootstrap_servers
+    a, b = member(bs, group="moving"), member(bs, group="moving")
+    a.subscribe([TOPIC])
+    b.subscribe([TOPIC])
+    try:
+        produce(confluent_kafka, bs, n=100)
+        seen = poll_until([a, b], lambda s: len(set(s[0]) | set(s[1])) >= 100)
+        for broker, code in ((2, 16), (3, 15)):
+            mock.set_coordinator("moving", broker)
+            mock.push_request_errors(68, [code])
+            start = len(set(seen[0]) | set(seen[1]))
+            produce(confluent_kafka, bs, n=100, start=start)
+            seen = poll_until([a, b], lambda s, n=start + 100: len(set(s[0]) | set(s[1])) >= n, seen=seen)
+        seen = poll_until([a, b], lambda s: parts(a) | parts(b) == {0, 1, 2} and not parts(a) & parts(b)
+                          and parts(a) and parts(b), seen=seen)
+        assert set(seen[0]) | set(seen[1]) == set(range(N))
+    finally:
+        a.close()
+        b.close()
