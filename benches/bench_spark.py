@@ -367,7 +367,12 @@ def environment() -> dict:
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     return {"date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "nproc": os.cpu_count(), "loadavg_start": os.getloadavg(), "pyspark": pyspark.__version__,
-            "java": java[0] if java else "?", "confluent_kafka": confluent_kafka.version()[0]}
+            "java": java[0] if java else "?", "confluent_kafka": _version(confluent_kafka.version())}
+
+
+def _version(v) -> str:
+    # confluent_kafka.version() is a (str, int) tuple in some releases, a str in others
+    return v[0] if isinstance(v, tuple) else str(v)
 
 
 def main() -> None:
@@ -377,8 +382,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="100k rows, 1 round")
     ap.add_argument("--write-docs", action="store_true", help="write docs/benchmarks-spark.md and .json")
+    ap.add_argument("--from-json", help="skip measuring; render this results file")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            data = json.load(f)
+        data["environment"]["confluent_kafka"] = _version(data["environment"]["confluent_kafka"])
+        if args.write_docs:
+            with open(os.path.join(DOCS, "benchmarks-spark.md"), "w") as f:
+                f.write(render(data))
+        print(render(data))
+        return
     if args.child:
         print(json.dumps(child(json.loads(args.child))), flush=True)
         return
