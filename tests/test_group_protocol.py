@@ -254,7 +254,11 @@ def test_coordinator_moves_mid_group_lose_nothing(mock, confluent_kafka):
     then COORDINATOR_NOT_AVAILABLE): every record is delivered, and the
     members end up sharing all partitions without overlap."""
     bs = mock.bootstrap_servers
-    a, b = member(bs, group="moving"), member(bs, group="moving")
+    # No auto-commit: the close of the second member would commit with the
+    # epoch the first one's leaving made stale (STALE_MEMBER_EPOCH fails that
+    # commit today, see docs/semantics.md §6); not what this test is about.
+    a = member(bs, group="moving", enable_auto_commit=False)
+    b = member(bs, group="moving", enable_auto_commit=False)
     a.subscribe([TOPIC])
     b.subscribe([TOPIC])
     try:
