@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import _core, errors, metadata, protocol, types
 from ._core import DeliveryFuture, RecordMetadata, coordinator_partition_for
 from .admin import Admin, NewTopic
-from .consumer import Consumer, Coordinator, Message, OffsetAndMetadata
+from .consumer import Consumer, ConsumerGroupMetadata, Coordinator, Message, OffsetAndMetadata
 from .errors import (
     AuthenticationError,
     KafkaError,
@@ -34,6 +34,7 @@ __all__ = [
     "Coordinator",
     "Message",
     "OffsetAndMetadata",
+    "ConsumerGroupMetadata",
     "Admin",
     "NewTopic",
     "ClientResponse",

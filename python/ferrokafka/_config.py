@@ -279,6 +279,10 @@ def _producer_rule(out: dict, given: frozenset) -> None:
     # idempotence is on by default only when nothing conflicts with it. An
     # explicit enable_idempotence=True with a conflict is an error; the default
     # quietly gives way.
+    if out.get("transactional_id") is not None and out["enable_idempotence"]:
+        # Java: a transactional id needs idempotence, so a conflict with it is
+        # an error, never a quiet downgrade (docs/semantics.md §7).
+        given = given | {"enable_idempotence"}
     if out["enable_idempotence"]:
         explicit = "enable_idempotence" in given
         conflicts = []

@@ -30,8 +30,9 @@ from typing import (
 from . import _core, _events, _stats
 from ._config import CONSUMER
 from ._core import Message, TopicPartition
+from .errors import IllegalStateError
 
-__all__ = ["Consumer", "Coordinator", "Message", "OffsetAndMetadata"]
+__all__ = ["Consumer", "ConsumerGroupMetadata", "Coordinator", "Message", "OffsetAndMetadata"]
 
 Callback = Callable[[List[TopicPartition]], Any]
 
@@ -55,6 +56,38 @@ class OffsetAndMetadata(tuple):
 
     def __repr__(self) -> str:
         return f"OffsetAndMetadata(offset={self[0]}, metadata={self[1]!r})"
+
+
+class ConsumerGroupMetadata(tuple):
+    """The consumer's group membership for
+    ``Producer.send_offsets_to_transaction`` (KIP-447): the group coordinator
+    refuses a transactional offset commit from a member that has since left
+    the generation, so a zombie's transaction cannot commit offsets."""
+
+    def __new__(cls, group_id: str, generation_id: int = -1, member_id: str = "",
+                group_instance_id: Optional[str] = None) -> "ConsumerGroupMetadata":
+        return super().__new__(cls, (str(group_id), int(generation_id), str(member_id),
+                                     group_instance_id))
+
+    @property
+    def group_id(self) -> str:
+        return self[0]
+
+    @property
+    def generation_id(self) -> int:
+        return self[1]
+
+    @property
+    def member_id(self) -> str:
+        return self[2]
+
+    @property
+    def group_instance_id(self) -> Optional[str]:
+        return self[3]
+
+    def __repr__(self) -> str:
+        return (f"ConsumerGroupMetadata(group_id={self[0]!r}, generation_id={self[1]}, "
+                f"member_id={self[2]!r}, group_instance_id={self[3]!r})")
 
 
 def _tps(partitions: Any) -> List[TopicPartition]:
@@ -382,6 +415,16 @@ class Consumer:
         return self._core.metadata()
 
     # ----- close -------------------------------------------------------------------------
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group id, generation (the member epoch under
+        ``group_protocol="consumer"``), member id and group instance id, for
+        ``Producer.send_offsets_to_transaction``."""
+        if self.config["group_id"] is None:
+            raise IllegalStateError("group_metadata() needs a consumer with a group_id")
+        gen, member, _proto, _state = self._core.generation()
+        return ConsumerGroupMetadata(self.config["group_id"], gen, member,
+                                     self.config.get("group_instance_id"))
 
     def close(self, timeout_ms: Optional[int] = None) -> None:
         """Commit (with auto-commit), leave the group, stop. Idempotent."""

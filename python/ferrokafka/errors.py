@@ -28,6 +28,8 @@ __all__ = [
     "AuthenticationError",
     "MessageSizeTooLargeError",
     "IllegalStateError",
+    "TransactionAbortedError",
+    "ProducerFencedError",
     "KafkaClosedError",
     "for_code",
     "for_name",
@@ -141,6 +143,12 @@ CorruptMessageError = _BY_CODE[2]
 MessageSizeTooLargeError = _BY_CODE[10]
 AuthenticationError = _BY_CODE[-169]
 globals()["MessageTooLargeError"] = MessageSizeTooLargeError
+# A record of an aborted transaction that was never sent (Java's
+# TransactionAbortedException; librdkafka's _PURGE_QUEUE).
+TransactionAbortedError = _BY_CODE[-152]
+# Another producer with the same transactional id took over (code 90; Java's
+# ProducerFencedException). Named here so it can be imported statically.
+ProducerFencedError = _BY_CODE[90]
 
 
 def for_code(code: int) -> Type[KafkaError]:

@@ -140,6 +140,68 @@ class Producer:
             _events.dispatch(self._p, self._error_cb)
             self._stats.maybe_emit()
 
+    # -- transactions (docs/semantics.md §7) ----------------------------------
+    # Timeouts are seconds; None means max_block_ms, as in Java. A call that
+    # times out keeps running: calling the same method again waits for it.
+    def init_transactions(self, timeout: Optional[float] = None) -> None:
+        """Register ``transactional_id`` with its coordinator: fences older
+        producers with the same id and finishes (aborts) their open
+        transaction. Once, before the first ``begin_transaction``."""
+        self._p.init_transactions(_seconds(timeout))
+
+    def begin_transaction(self) -> None:
+        """Start a transaction; ``send``/``send_batch`` are allowed only inside one."""
+        self._p.begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: Any,
+                                    timeout: Optional[float] = None) -> None:
+        """Commit a consumer group's offsets ({tp: next offset or
+        OffsetAndMetadata}) as part of this transaction: they become visible
+        exactly when the transaction commits. ``group_metadata`` is
+        ``consumer.group_metadata()`` (a group id string alone is accepted,
+        without the zombie fencing of KIP-447)."""
+        from .consumer import ConsumerGroupMetadata
+
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        if not isinstance(group_metadata, ConsumerGroupMetadata):
+            raise TypeError("group_metadata must be consumer.group_metadata(), "
+                            f"not {type(group_metadata).__name__}")
+        items = []
+        for tp, o in (offsets.items() if isinstance(offsets, Mapping) else
+                      ((tp, tp.offset) for tp in offsets)):
+            topic, partition = (tp.topic, tp.partition) if hasattr(tp, "topic") else tp
+            if isinstance(o, tuple):
+                off, meta = int(o[0]), o[1]
+            else:
+                off, meta = int(o), None
+            if off < 0:
+                raise ValueError(f"invalid value for offsets: {topic}-{partition} has offset {off}")
+            items.append((str(topic), int(partition), off, meta, -1))
+        self._p.send_offsets_to_transaction(items, tuple(group_metadata), _seconds(timeout))
+
+    def commit_transaction(self, timeout: Optional[float] = None) -> None:
+        """Send what is buffered, then commit. After an abortable error this
+        raises; call ``abort_transaction`` and start again."""
+        try:
+            self._p.commit_transaction(_seconds(timeout))
+        finally:
+            _events.dispatch(self._p, self._error_cb)
+
+    def abort_transaction(self, timeout: Optional[float] = None) -> None:
+        """Abort: buffered records fail with ``TransactionAbortedError``,
+        records already sent are never shown to read_committed consumers."""
+        try:
+            self._p.abort_transaction(_seconds(timeout))
+        finally:
+            _events.dispatch(self._p, self._error_cb)
+
+    @property
+    def transaction_state(self) -> Optional[str]:
+        """Java's state name (``READY``, ``IN_TRANSACTION``, ``ABORTABLE_ERROR``, ...);
+        None for a producer without ``transactional_id``."""
+        return self._p.transaction_state()
+
     def partitions_for(self, topic: str) -> list:
         return self._p.partitions_for(topic)
 
@@ -167,6 +229,14 @@ class Producer:
 
     def __len__(self) -> int:
         return int(self.metrics().get("records_pending", 0))
+
+
+def _seconds(timeout: Optional[float]) -> Optional[float]:
+    """confluent-kafka passes -1 for "no limit"; None keeps max_block_ms."""
+    if timeout is None:
+        return None
+    t = float(timeout)
+    return 1e9 if t < 0 else t
 
 
 class BatchFuture:

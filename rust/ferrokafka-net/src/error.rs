@@ -28,6 +28,7 @@ pub mod local_code {
     pub const NOT_IMPLEMENTED: i16 = -170;
     pub const AUTHENTICATION: i16 = -169;
     pub const UNSUPPORTED_FEATURE: i16 = -165;
+    pub const PURGE_QUEUE: i16 = -152;
 
     /// Every local code with librdkafka's name and whether a retry may
     /// clear it: the table the Python exception tree is built from.
@@ -50,6 +51,7 @@ pub mod local_code {
         (NOT_IMPLEMENTED, "_NOT_IMPLEMENTED", false),
         (AUTHENTICATION, "_AUTHENTICATION", false),
         (UNSUPPORTED_FEATURE, "_UNSUPPORTED_FEATURE", false),
+        (PURGE_QUEUE, "_PURGE_QUEUE", false),
     ];
 }
 
@@ -100,6 +102,10 @@ pub enum Error {
     /// binding raises the pending KeyboardInterrupt instead of this.
     #[error("interrupted")]
     Interrupted,
+    /// The record's transaction was aborted before it was sent (Java's
+    /// `TransactionAbortedException`; librdkafka's `_PURGE_QUEUE`).
+    #[error("transaction aborted: {detail}")]
+    Aborted { detail: String },
 }
 
 fn fmt_msg(m: &Option<String>) -> String {
@@ -135,6 +141,7 @@ impl Error {
             Error::Authentication { .. } => AUTHENTICATION,
             Error::State { .. } => STATE,
             Error::Interrupted => FAIL,
+            Error::Aborted { .. } => PURGE_QUEUE,
         }
     }
 

@@ -26,6 +26,7 @@ use crate::future::{
 use crate::gil::{wait_detached, SignalCheck};
 
 mod completion;
+mod txn;
 use completion::{BatchState, PyBatchResult, PyCompletion};
 
 /// A record's key or value: `bytes` or `bytearray`. A `str` is refused
@@ -308,7 +309,9 @@ impl PyProducer {
 /// fails the record's own future.
 fn finish_refused(e: Error, completion: PyCompletion) -> PyResult<()> {
     match e {
-        e @ Error::Config { .. } => Err(FkError(e).into()),
+        // A send outside a transaction (or after the transaction failed) is
+        // the caller's mistake: raised, as Java's send throws.
+        e @ (Error::Config { .. } | Error::State { .. }) => Err(FkError(e).into()),
         e => {
             completion.complete(Err(e));
             Ok(())
@@ -366,12 +369,16 @@ impl PyProducer {
             return Err(PyValueError::new_err("not a producer configuration"));
         };
         let pcfg_buffer_memory = pcfg.buffer_memory;
+        // A transactional producer's batches carry the transactional bit.
+        let transactional = pcfg.transactional_id.is_some();
         let (md, net) = crate::config::metadata_and_network(&e)?;
         let producer = Producer::new(
             pcfg,
             md,
             net,
-            Box::new(move |cap| ProducerRecordBatch::new(compression, level, cap)),
+            Box::new(move |cap| {
+                ProducerRecordBatch::new(compression, level, cap).with_transactional(transactional)
+            }),
         )
         .map_err(FkError)?;
         Ok(PyProducer {
@@ -635,6 +642,57 @@ impl PyProducer {
 
     fn metrics(&self) -> PyResult<Vec<(String, f64)>> {
         Ok(self.core()?.metrics())
+    }
+
+    /// Transactions (docs/semantics.md §7); timeouts in seconds, None:
+    /// max_block_ms. A timed-out call keeps running: call it again to wait.
+    #[pyo3(signature = (timeout=None))]
+    fn init_transactions(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        txn::run(py, &*self.core()?, timeout, |c, t, i| {
+            c.init_transactions(t, i)
+        })
+    }
+
+    fn begin_transaction(&self) -> PyResult<()> {
+        Ok(self.core()?.begin_transaction().map_err(FkError)?)
+    }
+
+    #[pyo3(signature = (offsets, group, timeout=None))]
+    fn send_offsets_to_transaction(
+        &self,
+        py: Python<'_>,
+        offsets: Vec<txn::OffsetTuple>,
+        group: txn::GroupTuple,
+        timeout: Option<f64>,
+    ) -> PyResult<()> {
+        let (offsets, group) = (txn::offsets(offsets), txn::group(group));
+        txn::run(py, &*self.core()?, timeout, move |c, t, i| {
+            c.send_offsets_to_transaction(offsets, group, t, i)
+        })
+    }
+
+    #[pyo3(signature = (timeout=None))]
+    fn commit_transaction(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let r = txn::run(py, &*self.core()?, timeout, |c, t, i| {
+            c.commit_transaction(t, i)
+        });
+        run_callbacks(py, &self.callbacks);
+        r
+    }
+
+    #[pyo3(signature = (timeout=None))]
+    fn abort_transaction(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let r = txn::run(py, &*self.core()?, timeout, |c, t, i| {
+            c.abort_transaction(t, i)
+        });
+        run_callbacks(py, &self.callbacks);
+        r
+    }
+
+    /// The transaction state's name, e.g. "IN_TRANSACTION"; None when not
+    /// transactional.
+    fn transaction_state(&self) -> PyResult<Option<String>> {
+        Ok(self.core()?.transaction_state().map(|s| s.to_string()))
     }
 
     /// Flush up to `timeout` seconds, then fail what is left and stop.

@@ -346,6 +346,8 @@ fn producer(r: &Resolved, e: &mut Effective) -> Result<(), Error> {
         // The table's choices are Partitioner::NAMES, so the name is known.
         partitioner: Partitioner::from_name(&r.str("partitioner")?).unwrap_or_default(),
         partitioner_adaptive: true,
+        transactional_id: r.opt_str("transactional_id")?,
+        transaction_timeout_ms: r.int("transaction_timeout_ms")? as i32,
         ..ProducerConfig::default()
     };
     let max_in_flight = r.int("max_in_flight_requests_per_connection")? as usize;
@@ -538,6 +540,8 @@ impl Effective {
                     partitioner,
                     partitioner_adaptive,
                     max_in_flight_per_partition,
+                    transactional_id,
+                    transaction_timeout_ms,
                 ]
             );
         }

@@ -533,6 +533,19 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
         out
     }
 
+    /// Remove every queued batch, giving back the memory each reserved
+    /// (batches in flight keep theirs): a transaction being aborted.
+    pub fn abort_queued(&mut self) -> Vec<ProducerBatch<B, T>> {
+        let mut out = Vec::new();
+        for (_, mut q) in std::mem::take(&mut self.queues) {
+            out.extend(q.drain(..));
+        }
+        for b in &out {
+            self.used_memory = self.used_memory.saturating_sub(b.reserved_bytes);
+        }
+        out
+    }
+
     /// Remove the queued batches of one topic (its metadata failed fatally:
     /// unauthorized or invalid), so only that topic's records fail.
     pub fn abort_topic(&mut self, topic: &str) -> Vec<ProducerBatch<B, T>> {

@@ -35,6 +35,9 @@ pub struct ProducerRecordBatch {
     /// Kept to build the smaller batches of a split with the same codec.
     compression: Compression,
     level: Option<i32>,
+    /// Written by a transactional producer (the attributes' transactional
+    /// bit: read_committed consumers hold it back until the commit marker).
+    transactional: bool,
 }
 
 impl ProducerRecordBatch {
@@ -52,7 +55,15 @@ impl ProducerRecordBatch {
             size: 61,
             compression,
             level,
+            transactional: false,
         }
+    }
+
+    /// Mark the batch transactional (every batch of a transactional producer).
+    pub fn with_transactional(mut self, v: bool) -> Self {
+        self.transactional = v;
+        self.builder = self.builder.take().map(|b| b.transactional(v));
+        self
     }
 }
 
@@ -204,11 +215,12 @@ impl ProducerRecordBatch {
         let budget = max_bytes
             .min(sizes.iter().sum::<usize>().div_ceil(2))
             .max(1);
-        let (compression, level) = (self.compression, self.level);
+        let (compression, level, txn) = (self.compression, self.level, self.transactional);
         let new_piece = || {
             // Buffer sized for the piece; no capacity check on these appends
             // (the boundaries were decided above).
-            let mut p = ProducerRecordBatch::new(compression, level, budget + 61);
+            let mut p =
+                ProducerRecordBatch::new(compression, level, budget + 61).with_transactional(txn);
             p.capacity = usize::MAX;
             p
         };

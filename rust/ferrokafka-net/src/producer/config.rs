@@ -26,6 +26,10 @@ pub struct ProducerConfig {
     /// order on brokers that do not check sequences (docs/semantics.md
     /// §5.2); Kafka itself checks, so more is safe there.
     pub max_in_flight_per_partition: usize,
+    /// Transactions (docs/semantics.md §7): the id, and how long the
+    /// coordinator lets a transaction stay open before aborting it.
+    pub transactional_id: Option<String>,
+    pub transaction_timeout_ms: i32,
 }
 
 impl Default for ProducerConfig {
@@ -46,6 +50,8 @@ impl Default for ProducerConfig {
             partitioner: Partitioner::default(),
             partitioner_adaptive: true,
             max_in_flight_per_partition: 1,
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
         }
     }
 }
@@ -91,6 +97,25 @@ impl ProducerConfig {
                     "must be greater than 0 when enable_idempotence is true".into(),
                 );
             }
+        }
+        if let Some(id) = &self.transactional_id {
+            if id.is_empty() {
+                return bad("transactional_id", "must not be empty".into());
+            }
+            if !self.enable_idempotence {
+                // Java: "Cannot set a transactional.id without also enabling idempotence."
+                return bad(
+                    "enable_idempotence",
+                    "must be true when transactional_id is set (transactions build on idempotence)"
+                        .into(),
+                );
+            }
+        }
+        if self.transaction_timeout_ms <= 0 {
+            return bad(
+                "transaction_timeout_ms",
+                format!("must be positive, got {}", self.transaction_timeout_ms),
+            );
         }
         if self.buffer_memory < self.batch_size {
             return bad(

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use ferrokafka_protocol::kafka_protocol::messages::InitProducerIdRequest;
 use rand::rngs::StdRng;
 
-use crate::cluster::TopicPartition;
+use crate::cluster::{Node, TopicPartition};
 use crate::error::Error;
 use crate::producer::accumulator::{AccumulatorConfig, AppendError, RecordAccumulator, RecordRef};
 use crate::producer::config::ProducerConfig;
@@ -28,6 +28,7 @@ use crate::producer::idempotence::codes;
 use crate::producer::partitioner::Partitioners;
 use crate::producer::request::{init_producer_id, PartitionResult};
 use crate::producer::sender::{Delivery, EncodableBatch, ProduceCall, Sender, SenderConfig};
+use crate::producer::txn::{TransactionManager, TxnRequest};
 
 /// InitProducerId version whose fields we fill: v3+ can bump the epoch of
 /// the current id (KIP-360); the network client downgrades to what the
@@ -77,6 +78,14 @@ pub trait ClusterView {
     /// A node that may take a request now for one any broker can answer
     /// (InitProducerId), if there is one.
     fn least_loaded_ready_node(&self) -> Option<i32>;
+    /// The node with this id as metadata knows it (host and port).
+    fn node(&self, id: i32) -> Option<Node>;
+    /// May a request go to `node` now? For a coordinator that
+    /// FindCoordinator named, which metadata may not list yet; starts
+    /// connecting as a side effect.
+    fn node_ready_at(&self, node: &Node) -> bool {
+        self.node_ready(node.id)
+    }
 }
 
 /// An answer to a request the core asked for.
@@ -89,6 +98,8 @@ pub enum Answer {
         producer_id: i64,
         epoch: i16,
     },
+    /// The answer to a transactional request (`Action::Txn`).
+    Txn(Box<ferrokafka_protocol::kafka_protocol::messages::ResponseKind>),
 }
 
 /// What the core wants done. The runner carries these out in order, with no
@@ -105,6 +116,10 @@ pub enum Action<T> {
         tag: u64,
         request: InitProducerIdRequest,
     },
+    /// Send this transactional request (FindCoordinator, InitProducerId,
+    /// AddPartitionsToTxn, ...; docs/semantics.md §7); its answer goes to
+    /// `on_answer(request.tag)` as `Answer::Txn`.
+    Txn(TxnRequest),
     /// These topics have batches but no known leader: ask metadata for them.
     UpdateTopics(Vec<String>),
     /// A Produce error said our metadata is stale: refresh it.
@@ -152,6 +167,11 @@ pub struct ProducerCore<B, T> {
     /// allocating the name for every record's `TopicPartition`.
     last_topic: Option<std::sync::Arc<str>>,
     new_builder: Box<dyn Fn(usize) -> B + Send + Sync>,
+    /// Transactions (`transactional_id` set): the coordinator's state
+    /// machine, consulted on every append, drain and answer.
+    txn: Option<TransactionManager>,
+    /// A commit holds a flush (no linger) until the transaction ends.
+    txn_flushing: bool,
 }
 
 impl<B: EncodableBatch, T> ProducerCore<B, T> {
@@ -170,7 +190,7 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
             delivery_timeout_ms: cfg.delivery_timeout_ms,
             buffer_memory: cfg.buffer_memory,
         });
-        let sender = Sender::new(
+        let mut sender = Sender::new(
             acc,
             cfg.enable_idempotence,
             SenderConfig {
@@ -181,6 +201,10 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
                 max_in_flight_per_partition: cfg.max_in_flight_per_partition,
             },
         );
+        let txn = cfg.transactional_id.as_deref().map(|id| {
+            TransactionManager::new(id, cfg.transaction_timeout_ms, cfg.retry_backoff_ms)
+        });
+        sender.transactional_id = cfg.transactional_id.clone();
         ProducerCore {
             partitioner: Partitioners::new(cfg.partitioner, cfg.batch_size, rng),
             cfg,
@@ -188,6 +212,35 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
             init_tag: None,
             last_topic: None,
             new_builder,
+            txn,
+            txn_flushing: false,
+        }
+    }
+
+    /// The transaction manager, when the producer is transactional.
+    pub fn txn(&self) -> Option<&TransactionManager> {
+        self.txn.as_ref()
+    }
+
+    /// The outcome of transactional call `op`, once decided.
+    pub fn txn_call_outcome(&mut self, op: crate::producer::txn::Op) -> Option<Result<(), Error>> {
+        self.txn.as_mut()?.take_outcome(op)
+    }
+
+    /// Start or continue a transactional call (`f` on the manager); the
+    /// runner must step afterwards. Errors: not transactional, or the call
+    /// is not allowed in the current state.
+    pub fn txn_call(
+        &mut self,
+        f: impl FnOnce(&mut TransactionManager) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        match self.txn.as_mut() {
+            Some(t) => f(t),
+            None => Err(Error::State {
+                detail:
+                    "transactional calls need a transactional_id in the producer's configuration"
+                        .into(),
+            }),
         }
     }
 
@@ -250,6 +303,13 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
             }
         };
         let tp = TopicPartition::new(name, choice.partition);
+        if let Some(txn) = self.txn.as_mut() {
+            // Java's `maybeAddPartition`: refused outside a transaction;
+            // a first record of a partition queues its AddPartitionsToTxn.
+            if let Err(e) = txn.maybe_add_partition(&tp) {
+                return Err(Refused::Failed(e, handle));
+            }
+        }
         match self
             .sender
             .accumulator
@@ -301,7 +361,10 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
         // in flight: `needs_producer_id` says so, docs/semantics.md §5.5).
         // `Sender::poll` drains nothing while it is missing.
         let mut init_waits = false;
-        if self.sender.needs_producer_id() && self.init_tag.is_none() {
+        let mut txn_wake: Option<i64> = None;
+        if self.txn.is_some() {
+            txn_wake = self.step_txn(now_ms, view, &mut actions);
+        } else if self.sender.needs_producer_id() && self.init_tag.is_none() {
             match view.least_loaded_ready_node() {
                 Some(node_id) => {
                     let tag = self.sender.allocate_tag();
@@ -322,11 +385,14 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
                 None => init_waits = true,
             }
         }
-        let out = self.sender.poll(
+        let txn = self.txn.as_ref();
+        let out = self.sender.poll_filtered(
             now_ms,
             &|tp| view.leader_of(tp),
             &mut |node| view.node_ready(node),
             &|topic| view.topic_id(topic),
+            // Transactional: only partitions the coordinator has added.
+            &|tp| txn.is_none_or(|t| t.may_drain(tp)),
         );
         if self.cfg.partitioner_adaptive && self.partitioner.has_sticky_topics() {
             // KIP-794: weight each topic's sticky choice by how many batches
@@ -347,6 +413,14 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
         }
         actions.extend(out.calls.into_iter().map(Action::Produce));
         if !out.failed.is_empty() {
+            if let Some(txn) = self.txn.as_mut() {
+                // Expired or unencodable batches of a transaction doom it.
+                if let Some(d) = out.failed.iter().find(|d| d.result.is_err()) {
+                    if let Err(e) = &d.result {
+                        txn.on_batch_failed(e);
+                    }
+                }
+            }
             // Expired, aborted or unencodable batches gave their memory back.
             actions.push(Action::MemoryFreed);
             actions.push(Action::Complete(out.failed));
@@ -361,10 +435,83 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
         } else {
             IDLE_RECHECK_MS
         };
+        let mut wake_at_ms = now_ms.saturating_add(out.next_poll_delay_ms.clamp(1, cap));
+        if let Some(t) = txn_wake {
+            wake_at_ms = wake_at_ms.min(t.max(now_ms + 1));
+        }
         Step {
             actions,
-            wake_at_ms: now_ms.saturating_add(out.next_poll_delay_ms.clamp(1, cap)),
+            wake_at_ms,
         }
+    }
+
+    /// The transactional half of `step`: fail what a (to be) aborted
+    /// transaction holds queued, flush while committing, keep the sender's
+    /// producer id in step with the manager's, and send the manager's next
+    /// request. Returns when the manager wants to be asked again.
+    fn step_txn(
+        &mut self,
+        now_ms: i64,
+        view: &dyn ClusterView,
+        actions: &mut Vec<Action<T>>,
+    ) -> Option<i64> {
+        let txn = self.txn.as_mut()?;
+        if let Some(code) = txn.fatal_code() {
+            // Fenced (or otherwise fatal): `Sender::poll` fails everything
+            // pending with this code, now and for any later record.
+            if let Some(idem) = self.sender.idempotence.as_mut() {
+                if idem.fatal_error().is_none() {
+                    idem.set_fatal(code);
+                }
+            }
+            return None;
+        }
+        if let Some(err) = txn.abort_undrained_error() {
+            let queued = self.sender.accumulator.abort_queued();
+            if !queued.is_empty() {
+                let mut done = Vec::with_capacity(queued.len());
+                for b in queued {
+                    if b.base_sequence.is_some() {
+                        // A retry that will now never be acknowledged left
+                        // a hole in the partition's sequences.
+                        txn.require_epoch_bump();
+                    }
+                    done.push(Delivery {
+                        tp: b.tp.clone(),
+                        handles: b.handles,
+                        result: Err(err.clone()),
+                    });
+                }
+                actions.push(Action::MemoryFreed);
+                actions.push(Action::Complete(done));
+            }
+        }
+        let committing = txn.is_committing();
+        if committing != self.txn_flushing {
+            if committing {
+                self.sender.accumulator.begin_flush();
+            } else {
+                self.sender.accumulator.end_flush();
+            }
+            self.txn_flushing = committing;
+        }
+        let pid = txn.producer_id_and_epoch();
+        let has_id = self
+            .sender
+            .idempotence
+            .as_ref()
+            .map(|i| i.producer_id_and_epoch());
+        if pid.is_valid() && has_id != Some(pid) {
+            // A new id or epoch from the coordinator: sequences restart.
+            self.sender.set_producer_id(pid.producer_id, pid.epoch);
+        }
+        let has_incomplete =
+            self.sender.accumulator.has_undrained() || self.sender.in_flight_batches() > 0;
+        let sender = &mut self.sender;
+        if let Some(req) = txn.poll(now_ms, has_incomplete, view, &mut || sender.allocate_tag()) {
+            actions.push(Action::Txn(req));
+        }
+        txn.wake_at_ms()
     }
 
     /// Apply the answer to request `tag` (`Err`: it got none: disconnect,
@@ -376,12 +523,23 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
         result: Result<Answer, Error>,
         now_ms: i64,
     ) -> Vec<Action<T>> {
+        if let Some(txn) = self.txn.as_mut().filter(|t| t.owns(tag)) {
+            let r = match result {
+                Ok(Answer::Txn(resp)) => Ok(*resp),
+                Ok(_) => Err(Error::State {
+                    detail: "a transactional request answered as Produce".into(),
+                }),
+                Err(e) => Err(e),
+            };
+            txn.on_answer(tag, r, now_ms);
+            return Vec::new();
+        }
         if self.init_tag == Some(tag) {
             self.init_tag = None;
             let r = match result {
                 Ok(Answer::ProducerId { producer_id, epoch }) => Ok((producer_id, epoch)),
-                Ok(Answer::Produce(_)) => Err(Error::State {
-                    detail: "InitProducerId answered as Produce".into(),
+                Ok(_) => Err(Error::State {
+                    detail: "InitProducerId answered as another request".into(),
                 }),
                 Err(e) => Err(e),
             };
@@ -390,12 +548,19 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
         }
         let result = match result {
             Ok(Answer::Produce(r)) => Ok(r),
-            Ok(Answer::ProducerId { .. }) => Err(Error::State {
-                detail: "Produce answered as InitProducerId".into(),
+            Ok(_) => Err(Error::State {
+                detail: "Produce answered as another request".into(),
             }),
             Err(e) => Err(e),
         };
         let (done, refresh) = self.sender.on_response(tag, result, now_ms);
+        if let Some(txn) = self.txn.as_mut() {
+            for d in &done {
+                if let Err(e) = &d.result {
+                    txn.on_batch_failed(e);
+                }
+            }
+        }
         let mut actions = Vec::new();
         if refresh {
             actions.push(Action::UpdateMetadata);
@@ -412,6 +577,10 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
     /// request counts as sent without an answer (retried by the usual
     /// rules); an InitProducerId is simply asked again by the next `step`.
     pub fn on_send_failed(&mut self, tag: u64, err: Error, now_ms: i64) -> Vec<Action<T>> {
+        if let Some(txn) = self.txn.as_mut().filter(|t| t.owns(tag)) {
+            txn.on_answer(tag, Err(err), now_ms);
+            return Vec::new();
+        }
         if self.init_tag == Some(tag) {
             self.init_tag = None;
             return Vec::new();

@@ -13,3 +13,4 @@ pub mod request;
 pub mod runner;
 pub mod sender;
 mod stats;
+pub mod txn;

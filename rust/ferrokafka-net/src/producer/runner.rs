@@ -35,7 +35,7 @@ use ferrokafka_protocol::kafka_protocol::messages::{
 };
 
 use crate::blocking::{now_ms, BlockingClient};
-use crate::cluster::{Cluster, TopicPartition};
+use crate::cluster::{Cluster, Node, TopicPartition};
 use crate::error::Error;
 use crate::metadata::Metadata;
 use crate::network_client::ClientResponse;
@@ -43,6 +43,7 @@ use crate::producer::config::ProducerConfig;
 use crate::producer::core::{Action, Answer, ClusterView, ProducerCore};
 use crate::producer::request::parse_produce_response;
 use crate::producer::sender::{Delivery, EncodableBatch, ProduceCall};
+use crate::producer::txn::TxnRequest;
 
 /// What a delivered record reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +164,9 @@ pub(crate) struct Shared<B, C> {
     pub(crate) core: Mutex<Core<B, C>>,
     /// Buffer memory was freed (`Action::MemoryFreed`); paired with `core`.
     pub(crate) memory_freed: Condvar,
+    /// A transactional call may have its outcome (notified after every
+    /// step and answer of a transactional producer); paired with `core`.
+    pub(crate) txn_changed: Condvar,
     pub(crate) metadata: Arc<Metadata>,
     pub(crate) net: Arc<BlockingClient>,
     /// Wakes the runner thread: a new or full batch, an answer, flush, close.
@@ -215,6 +219,12 @@ impl ClusterView for LiveView<'_> {
         let node = self.net.least_loaded_node(self.now)?;
         self.net.ready(&node, self.now).then_some(node.id)
     }
+    fn node(&self, id: i32) -> Option<Node> {
+        self.cluster.node_by_id(id).cloned()
+    }
+    fn node_ready_at(&self, node: &Node) -> bool {
+        self.net.ready(node, self.now)
+    }
 }
 
 /// The runner thread: step the core, carry out its actions, sleep until it
@@ -244,7 +254,16 @@ pub(crate) fn run<B: EncodableBatch + Send + 'static, C: Completion>(
             net: &shared.net,
             now,
         };
-        let step = shared.lock().step(now, &view);
+        let (step, txn) = {
+            let mut core = shared.lock();
+            let step = core.step(now, &view);
+            (step, core.txn().is_some())
+        };
+        if txn {
+            // A step can settle a call too (an empty transaction ends
+            // without a request; a fatal error fails the call).
+            shared.txn_changed.notify_all();
+        }
         // No wake-up of the network driver here: the actions that need it
         // wake it themselves (metadata requests; a request completed
         // locally, see `BlockingClient::send_polled`), and the rest it
@@ -270,6 +289,7 @@ fn execute<B: EncodableBatch + Send + 'static, C: Completion>(
                 tag,
                 request,
             } => send_init_producer_id(shared, node_id, tag, request, now),
+            Action::Txn(request) => send_txn(shared, request, now),
             Action::UpdateTopics(topics) => {
                 for t in &topics {
                     shared.metadata.request_update_for_topic(t);
@@ -295,7 +315,14 @@ fn apply_answer<B: EncodableBatch + Send + 'static, C: Completion>(
     result: Result<Answer, Error>,
 ) {
     let now = now_ms();
-    let actions = shared.lock().on_answer(tag, result, now);
+    let (actions, txn) = {
+        let mut core = shared.lock();
+        let a = core.on_answer(tag, result, now);
+        (a, core.txn().is_some())
+    };
+    if txn {
+        shared.txn_changed.notify_all();
+    }
     execute(shared, actions, now);
     shared.wake();
 }
@@ -347,6 +374,57 @@ fn send_init_producer_id<B: EncodableBatch + Send + 'static, C: Completion>(
     if let Err(e) = net.send_polled(req, now) {
         let actions = shared.lock().on_send_failed(tag, e, now);
         execute(shared, actions, now);
+    }
+}
+
+/// Send a transactional request (the core checked its node is ready), its
+/// body built for the version both sides support.
+fn send_txn<B: EncodableBatch + Send + 'static, C: Completion>(
+    shared: &Arc<Shared<B, C>>,
+    req: TxnRequest,
+    now: i64,
+) {
+    let tag = req.tag;
+    let cb_shared = shared.clone();
+    let cb = Box::new(move |r: &ClientResponse| {
+        let answer = match (no_answer(r), &r.body) {
+            (Some(e), _) => Err(e),
+            (None, Some(body)) => Ok(Answer::Txn(Box::new(body.clone()))),
+            (None, None) => Err(Error::State {
+                detail: "transactional request got no answer body".into(),
+            }),
+        };
+        apply_answer(&cb_shared, tag, answer);
+    });
+    let sent = {
+        let mut core = shared.net.core();
+        match core.usable_version(req.node.id, req.api_key, req.max_version) {
+            Some(v) => {
+                let mut cr =
+                    core.new_client_request(req.node.id, (req.build)(v), true, Some(cb), now);
+                // Built for `v`: it must go out at exactly `v`.
+                cr.max_version = Some(v);
+                core.send(cr, now)
+            }
+            None => {
+                let range = core.api_versions(req.node.id).get(&req.api_key).copied();
+                Err(Error::UnsupportedVersion {
+                    api: format!("api key {}", req.api_key),
+                    node_id: req.node.id,
+                    broker_min: range.map_or(-1, |r| r.0),
+                    broker_max: range.map_or(-1, |r| r.1),
+                    client_min: 0,
+                    client_max: req.max_version.unwrap_or(-1),
+                })
+            }
+        }
+    };
+    // Rare requests: wake the driver so the request goes out now.
+    shared.net.wakeup();
+    if let Err(e) = sent {
+        let actions = shared.lock().on_send_failed(tag, e, now);
+        execute(shared, actions, now);
+        shared.wake();
     }
 }
 

@@ -177,6 +177,10 @@ pub struct Sender<B, T> {
     cfg: SenderConfig,
     next_token: u64,
     in_flight: HashMap<u64, InFlight<B, T>>,
+    /// Transactional producer: Produce requests carry the id, and a batch
+    /// the broker refuses for good is not retried under a bumped epoch
+    /// here (the transaction manager bumps it after the abort).
+    pub transactional_id: Option<String>,
 }
 
 impl<B: EncodableBatch, T> Sender<B, T> {
@@ -187,6 +191,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             cfg,
             next_token: 1,
             in_flight: HashMap::new(),
+            transactional_id: None,
         }
     }
 
@@ -255,6 +260,19 @@ impl<B: EncodableBatch, T> Sender<B, T> {
         node_ready: &mut dyn FnMut(i32) -> bool,
         topic_id: &dyn Fn(&str) -> Option<[u8; 16]>,
     ) -> PollOutcome<T> {
+        self.poll_filtered(now_ms, leader_of, node_ready, topic_id, &|_| true)
+    }
+
+    /// `poll`, draining only partitions `may_drain` allows (a transactional
+    /// producer's partitions once the coordinator has added them).
+    pub fn poll_filtered(
+        &mut self,
+        now_ms: i64,
+        leader_of: &dyn Fn(&TopicPartition) -> Option<i32>,
+        node_ready: &mut dyn FnMut(i32) -> bool,
+        topic_id: &dyn Fn(&str) -> Option<[u8; 16]>,
+        may_drain: &dyn Fn(&TopicPartition) -> bool,
+    ) -> PollOutcome<T> {
         let mut out = PollOutcome {
             calls: Vec::new(),
             failed: Vec::new(),
@@ -312,7 +330,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             let idem = self.idempotence.as_ref();
             let parts: Vec<TopicPartition> = acc
                 .partitions()
-                .filter(|tp| leader_of(tp) == Some(node))
+                .filter(|tp| leader_of(tp) == Some(node) && may_drain(tp))
                 .filter(|tp| {
                     idem.is_none_or(|i| i.may_send(tp, acc.front_sequence(tp).flatten(), node))
                 })
@@ -397,7 +415,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                 request: build_produce_request(
                     self.cfg.acks,
                     self.cfg.request_timeout_ms,
-                    None,
+                    self.transactional_id.as_deref(),
                     &to_send,
                 ),
                 expect_response: self.cfg.acks != 0,
@@ -532,6 +550,11 @@ impl<B: EncodableBatch, T> Sender<B, T> {
                         handles: batch.handles,
                         result: Ok((base, append_time)),
                     });
+                }
+                BatchOutcome::BumpEpochAndRetry if self.transactional_id.is_some() => {
+                    // Within a transaction the hole cannot be papered over:
+                    // the batch fails and the transaction must abort.
+                    self.fail(batch, err, &mut deliveries)
                 }
                 BatchOutcome::Retry | BatchOutcome::BumpEpochAndRetry => self.retry(batch, now_ms),
                 BatchOutcome::Fail(_) => self.fail(batch, err, &mut deliveries),

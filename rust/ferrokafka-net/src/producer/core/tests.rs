@@ -13,6 +13,7 @@ use super::*;
 use crate::producer::accumulator::BatchBuilder;
 use crate::producer::partitioner::partition_for_key;
 use crate::producer::sender::ProducerFields;
+use crate::producer::txn::Op;
 
 /// Encodes as "producer_id:epoch:base_sequence:records", so a test reads the
 /// producer fields each send carried. A record takes 8 bytes plus its key
@@ -102,6 +103,9 @@ impl ClusterView for FakeCluster {
         nodes.sort_unstable();
         nodes.into_iter().find(|&n| self.node_ready(n))
     }
+    fn node(&self, id: i32) -> Option<crate::cluster::Node> {
+        Some(crate::cluster::Node::new(id, "broker", 9092, None))
+    }
 }
 
 type Core = ProducerCore<FakeBatch, u32>;
@@ -173,6 +177,14 @@ struct Out {
     update_topics: Vec<String>,
     update_metadata: bool,
     memory_freed: bool,
+    /// The transactional id of each Produce request.
+    produce_txn_ids: Vec<Option<String>>,
+    /// Transactional requests: (tag, node, body built at v3).
+    txn: Vec<(
+        u64,
+        i32,
+        ferrokafka_protocol::kafka_protocol::messages::RequestKind,
+    )>,
 }
 
 impl Out {
@@ -181,6 +193,12 @@ impl Out {
         for a in actions {
             match a {
                 Action::Produce(call) => {
+                    o.produce_txn_ids.push(
+                        call.request
+                            .transactional_id
+                            .as_ref()
+                            .map(|t| t.0.to_string()),
+                    );
                     let batches = call
                         .request
                         .topic_data
@@ -203,6 +221,7 @@ impl Out {
                     tag,
                     (request.producer_id.0, request.producer_epoch),
                 )),
+                Action::Txn(r) => o.txn.push((r.tag, r.node.id, (r.build)(3))),
                 Action::UpdateTopics(t) => o.update_topics.extend(t),
                 Action::UpdateMetadata => o.update_metadata = true,
                 Action::MemoryFreed => o.memory_freed = true,
@@ -761,4 +780,128 @@ fn full_buffer_needs_memory_until_an_answer_frees_it() {
     assert!(o.memory_freed);
     assert_eq!(o.completed.len(), 2);
     assert!(send(&mut c, 2, 3, 1));
+}
+
+// --- transactions (docs/semantics.md §7): the core with its manager ----------
+
+fn txn_answer(
+    c: &mut Core,
+    tag: u64,
+    r: ferrokafka_protocol::kafka_protocol::messages::ResponseKind,
+    now: i64,
+) {
+    assert!(c
+        .on_answer(tag, Ok(Answer::Txn(Box::new(r))), now)
+        .is_empty());
+}
+
+/// A transactional core past init_transactions (coordinator node 2, id 7).
+fn transactional(view: &FakeCluster) -> Core {
+    use ferrokafka_protocol::kafka_protocol::messages::{
+        BrokerId, FindCoordinatorResponse, InitProducerIdResponse, ProducerId, ResponseKind,
+    };
+    use ferrokafka_protocol::kafka_protocol::protocol::StrBytes;
+    let mut cfg = config(true);
+    cfg.transactional_id = Some("tx".into());
+    let mut c = new_core(cfg);
+    // Records are refused before init_transactions.
+    assert!(matches!(
+        c.append("t", Some(0), info(), &record(None, b"v", 0), 1, 0),
+        Err(Refused::Failed(Error::State { .. }, 1))
+    ));
+    let (o, _) = step(&mut c, 0, view);
+    assert!(
+        o.init.is_empty() && o.txn.is_empty(),
+        "no id is asked for before init"
+    );
+    c.txn_call(|t| t.init()).unwrap();
+    let (o, _) = step(&mut c, 0, view);
+    let find = FindCoordinatorResponse::default()
+        .with_node_id(BrokerId(2))
+        .with_host(StrBytes::from_static_str("b"))
+        .with_port(9092);
+    txn_answer(&mut c, o.txn[0].0, ResponseKind::FindCoordinator(find), 0);
+    let (o, _) = step(&mut c, 0, view);
+    assert_eq!(o.txn[0].1, 2);
+    let pid = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(7))
+        .with_producer_epoch(0);
+    txn_answer(&mut c, o.txn[0].0, ResponseKind::InitProducerId(pid), 0);
+    assert!(matches!(c.txn_call_outcome(Op::Init), Some(Ok(()))));
+    c
+}
+
+#[test]
+fn transactional_records_wait_for_add_partitions_and_carry_the_id() {
+    use ferrokafka_protocol::kafka_protocol::messages::{RequestKind, ResponseKind};
+    let view = FakeCluster::new(|_| 1);
+    let mut c = transactional(&view);
+    c.txn_call(|t| t.begin()).unwrap();
+    send(&mut c, 0, 1, 10);
+    let (o, _) = step(&mut c, 20, &view);
+    assert!(
+        o.produce.is_empty(),
+        "not before the partition is in the transaction"
+    );
+    assert_eq!(o.txn.len(), 1);
+    let RequestKind::AddPartitionsToTxn(r) = &o.txn[0].2 else {
+        panic!("{:?}", o.txn[0].2)
+    };
+    assert_eq!(r.v3_and_below_topics[0].partitions, vec![0]);
+    let added = ferrokafka_protocol::kafka_protocol::messages::AddPartitionsToTxnResponse::default()
+        .with_results_by_topic_v3_and_below(vec![
+            ferrokafka_protocol::kafka_protocol::messages::add_partitions_to_txn_response::AddPartitionsToTxnTopicResult::default()
+                .with_name(ferrokafka_protocol::kafka_protocol::messages::TopicName("t".into()))
+                .with_results_by_partition(vec![
+                    ferrokafka_protocol::kafka_protocol::messages::add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult::default()
+                        .with_partition_index(0),
+                ]),
+        ]);
+    txn_answer(
+        &mut c,
+        o.txn[0].0,
+        ResponseKind::AddPartitionsToTxn(added),
+        20,
+    );
+    let (o, _) = step(&mut c, 20, &view);
+    // Sent under the coordinator's producer id and epoch, sequence 0.
+    assert_eq!(o.sent(), vec!["7:0:0:1"]);
+    assert_eq!(o.produce_txn_ids, vec![Some("tx".to_string())]);
+    // Commit: EndTxn only once the batch is acknowledged.
+    c.txn_call(|t| t.commit()).unwrap();
+    let (o2, _) = step(&mut c, 21, &view);
+    assert!(o2.txn.is_empty(), "EndTxn waits for the batch in flight");
+    let done = answer(&mut c, o.tag(), ok(0, 0), 22);
+    assert_eq!(done.completed.len(), 1);
+    let (o, _) = step(&mut c, 22, &view);
+    let RequestKind::EndTxn(r) = &o.txn[0].2 else {
+        panic!("{:?}", o.txn[0].2)
+    };
+    assert!(r.committed && r.producer_id.0 == 7);
+}
+
+#[test]
+fn an_abort_fails_queued_records_without_sending_them() {
+    let view = FakeCluster::new(|_| 1);
+    let mut c = transactional(&view);
+    c.txn_call(|t| t.begin()).unwrap();
+    send(&mut c, 0, 1, 10);
+    send(&mut c, 1, 2, 10);
+    c.txn_call(|t| t.abort()).unwrap();
+    let (o, _) = step(&mut c, 11, &view);
+    assert!(o.produce.is_empty());
+    let mut failed: Vec<(Vec<u32>, Result<i64, i16>)> = o.completed;
+    failed.sort();
+    assert_eq!(
+        failed,
+        vec![
+            (vec![1], Err(crate::error::local_code::PURGE_QUEUE)),
+            (vec![2], Err(crate::error::local_code::PURGE_QUEUE))
+        ]
+    );
+    assert!(o.memory_freed);
+    assert_eq!(c.free_memory(), 10_000, "their memory is back");
+    // Nothing reached the coordinator: the abort ends without EndTxn.
+    assert!(o.txn.is_empty());
+    assert!(matches!(c.txn_call_outcome(Op::Abort), Some(Ok(()))));
 }
