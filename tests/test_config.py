@@ -14,7 +14,6 @@ from ferrokafka._config import (
     PRODUCER,
     ConfigTable,
     Option,
-    OptionNotSupportedError,
 )
 
 
@@ -185,11 +184,15 @@ RULES = [
     ("idempotence-explicit-retries", PRODUCER, {"enable_idempotence": True, "retries": 0}, (ValueError, "'retries'")),
     ("idempotence-explicit-in-flight", PRODUCER, {"enable_idempotence": True, "max_in_flight_requests_per_connection": 6},
      (ValueError, "'max_in_flight_requests_per_connection'.*at most 5")),
-    # transactional_id is refused until transactions exist, never ignored.
-    ("transactional-id-refused", PRODUCER, {"transactional_id": "app-1"},
-     (OptionNotSupportedError, "'transactional_id'.*not implemented")),
-    ("transactional-id-dotted-refused", PRODUCER, {"transactional.id": "app-1"},
-     (NotImplementedError, "transactional_id")),
+    # transactional_id needs idempotence: a conflict is an error, never a
+    # quiet downgrade (Java: "Cannot set a transactional.id without also
+    # enabling idempotence").
+    ("transactional-id", PRODUCER, {"transactional_id": "app-1"},
+     {"transactional_id": "app-1", "enable_idempotence": True, "transaction_timeout_ms": 60_000}),
+    ("transactional-id-dotted", PRODUCER, {"transactional.id": "app-1", "transaction.timeout.ms": "9000"},
+     {"transactional_id": "app-1", "transaction_timeout_ms": 9000}),
+    ("transactional-id-acks-1", PRODUCER, {"transactional_id": "app-1", "acks": 1},
+     (ValueError, r"'acks'.*'all'")),
     ("transactional-id-none-ok", PRODUCER, {"transactional_id": None}, {"transactional_id": None}),
     # KafkaProducer.configureDeliveryTimeout: the default grows to linger + request
     # timeout; an explicit smaller value is an error.
@@ -266,9 +269,10 @@ def test_idempotence_quietly_disabled_is_logged_like_java(caplog):
     assert not [r for r in caplog.records if r.name == "ferrokafka.producer"]
 
 
-def test_transactional_id_error_is_a_value_error_too():
-    with pytest.raises(ValueError, match="transactions are not implemented yet"):
-        PRODUCER.resolve(BS, transactional_id="t")
+def test_transactional_id_without_idempotence_is_refused():
+    # _config.py accepts enable_idempotence=False alone; the core refuses the pair.
+    with pytest.raises(ValueError, match="enable_idempotence"):
+        fk.Producer("127.0.0.1:1", transactional_id="t", enable_idempotence=False)
 
 
 # ---- every accepted option takes effect (issue 14, section 2) ------------------------------
@@ -412,11 +416,10 @@ def test_producer_defaults_give_way_like_java():
     fk.Producer("127.0.0.1:1", batch_size=0).close(0)
 
 
-def test_producer_refuses_transactional_id():
-    with pytest.raises(NotImplementedError, match="transactional_id"):
-        fk.Producer("127.0.0.1:1", transactional_id="app-1")
-    with pytest.raises(ValueError, match="transactional_id"):
-        fk.Producer({"bootstrap.servers": "127.0.0.1:1", "transactional.id": "app-1"})
+def test_producer_takes_transactional_id():
+    p = fk.Producer({"bootstrap.servers": "127.0.0.1:1", "transactional.id": "app-1"})
+    assert p.transaction_state == "UNINITIALIZED"
+    p.close(0)
 
 
 def test_consumer_without_group_takes_java_defaults():

@@ -266,7 +266,7 @@ TABLE: Dict[str, Row] = {
     "dr_msg_cb": F("P", _callable, "same as on_delivery"),
     "delivery.report.only.error": F("P", _bool, "callbacks run only for failed deliveries"),
     "sticky.partitioning.linger.ms": R("keyless records go to partitions as the partitioner says", "P"),
-    "transaction.timeout.ms": R("not configurable in ferrokafka", "P"),
+    "transaction.timeout.ms": N("transaction_timeout_ms", "P", _int),
     "enable.gapless.guarantee": R("not supported", "P"),
     # --- consumer ---------------------------------------------------------------------
     "group.id": N("group_id", "C", _str),

@@ -446,11 +446,7 @@ class Consumer:
 
     def consumer_group_metadata(self) -> Any:
         self._check_open()
-        fn = getattr(self._c, "group_metadata", None)
-        if fn is None:
-            raise NotImplementedError("Consumer.consumer_group_metadata(): transactions are not in this "
-                                      "ferrokafka build")
-        return fn()
+        return self._c.group_metadata()
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
         raise NotImplementedError("Consumer.set_sasl_credentials(): credentials are fixed when the "

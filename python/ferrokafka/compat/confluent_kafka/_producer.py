@@ -229,14 +229,11 @@ class Producer:
     def cluster_id(self, timeout: Optional[float] = -1) -> Optional[str]:
         return self._meta.list_topics(None, timeout).cluster_id
 
-    # -- transactions (forwarded to the native producer when it has them) ------------------
+    # -- transactions (the native producer's; docs/semantics.md §7) --------------------------
 
     def _native(self, name: str) -> Callable:
         self._check()
-        fn = getattr(self._p, name, None)
-        if fn is None:
-            raise NotImplementedError(f"Producer.{name}(): transactions are not in this ferrokafka build")
-        return fn
+        return getattr(self._p, name)
 
     @staticmethod
     def _secs(timeout: Optional[float]) -> Optional[float]:
@@ -255,7 +252,7 @@ class Producer:
         offsets = {tp.native(): OffsetAndMetadata(tp.offset, tp.metadata) for tp in positions
                    if isinstance(tp, TopicPartition)}
         with translated():
-            self._native("send_offsets_to_transaction")(offsets, group_metadata)
+            self._native("send_offsets_to_transaction")(offsets, group_metadata, self._secs(timeout))
 
     def commit_transaction(self, timeout: Optional[float] = -1) -> None:
         self.flush(timeout)

@@ -251,7 +251,7 @@ _ROWS = [
     _f("value_serializer", "P", None, "called on the value in send()"),
     _n("enable_idempotence", "P", True),
     _n("transactional_id", "P", None),
-    _r("transaction_timeout_ms", "P", 60000, "not an option of ferrokafka's producer"),
+    _n("transaction_timeout_ms", "P", 60000),
     _n("delivery_timeout_ms", "P", 120000),
     _n("acks", "P", -1, convert=_acks, note="0, 1, -1 or 'all'"),
     _n("compression_type", "P", None, convert=_compression, note="None is 'none'"),

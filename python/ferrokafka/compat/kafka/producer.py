@@ -211,15 +211,12 @@ class KafkaProducer:
             return None
         return {"producer-metrics": self._p.metrics()}
 
-    # -- transactions (the native producer's, when it has them) -------------------
+    # -- transactions (the native producer's; docs/semantics.md §7) ---------------
     def _txn(self, name: str, *args: Any) -> Any:
         if self.config.get("transactional_id") is None:
             raise IllegalStateError(f"Cannot call {name} without setting a transactional_id.")
-        fn = getattr(self._p, name, None)
-        if fn is None:
-            raise NotImplementedError(f"KafkaProducer.{name}: ferrokafka's producer has no transactions")
         with translated():
-            return fn(*args)
+            return getattr(self._p, name)(*args)
 
     def init_transactions(self) -> None:
         self._txn("init_transactions")
