@@ -412,3 +412,37 @@ def test_broker_down_during_end_txn_then_a_retried_commit_succeeds(mock_cluster,
         assert all(f.exception(1) is None for f in futs)
     finally:
         p.close()
+
+
+# --- asyncio ---------------------------------------------------------------------------------
+
+def test_aio_producer_transactions(embedded_broker, topic_name):
+    import asyncio
+
+    from ferrokafka.aio import AIOKafkaProducer, AIOProducer
+
+    bs = embedded_broker.bootstrap_servers
+    _topic(bs, topic_name)
+
+    async def main() -> None:
+        async with AIOProducer(bs, transactional_id=f"aio-{topic_name}") as p:
+            await p.init_transactions(20)
+            async with p.transaction():
+                await p.send(topic_name, b"committed")
+            with pytest.raises(RuntimeError):
+                async with p.transaction():
+                    p.send_nowait(topic_name, b"aborted")
+                    raise RuntimeError("the block failed")
+            assert p.transaction_state == "READY"
+        # aiokafka's shape: start() registers the transactional id.
+        k = AIOKafkaProducer(bootstrap_servers=bs, transactional_id=f"aiok-{topic_name}")
+        await k.start()
+        assert k.transaction_state == "READY"
+        k.begin_transaction()
+        await k.send_and_wait(topic_name, b"kafka-style")
+        await k.commit_transaction()
+        await k.stop()
+
+    asyncio.run(main())
+    assert sorted(v for _, v in _read(bs, topic_name, "read_committed", expect=2)) == \
+        [b"committed", b"kafka-style"]

@@ -177,6 +177,11 @@ class AIOConsumer:
         self._assigned = set(tps)
         self._drop(lambda tp: tp not in self._assigned)
 
+    def group_metadata(self) -> Any:
+        """For ``AIOProducer.send_offsets_to_transaction`` (see
+        ``Consumer.group_metadata``)."""
+        return self._c.group_metadata()
+
     def assignment(self) -> Set[TopicPartition]:
         return set(self._core.assignment())
 

@@ -272,6 +272,35 @@ class AIOProducer:
     def metrics(self) -> dict:
         return self._producer.metrics()
 
+    # -- transactions (docs/semantics.md §7): the waits run off the loop ------
+    async def init_transactions(self, timeout: Optional[float] = None) -> None:
+        await self._off_loop(self._producer.init_transactions, timeout)
+
+    async def begin_transaction(self) -> None:
+        """No I/O (the coordinator learns of the transaction with its first
+        partition); async for symmetry with confluent-kafka's AIOProducer."""
+        self._producer.begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: Any,
+                                          timeout: Optional[float] = None) -> None:
+        await self._off_loop(self._producer.send_offsets_to_transaction, offsets,
+                             group_metadata, timeout)
+
+    async def commit_transaction(self, timeout: Optional[float] = None) -> None:
+        await self._off_loop(self._producer.commit_transaction, timeout)
+
+    async def abort_transaction(self, timeout: Optional[float] = None) -> None:
+        await self._off_loop(self._producer.abort_transaction, timeout)
+
+    @property
+    def transaction_state(self) -> Optional[str]:
+        return self._producer.transaction_state
+
+    def transaction(self) -> "_Transaction":
+        """``async with p.transaction(): ...``: begins; commits when the block
+        ends normally, aborts when it raises (the exception propagates)."""
+        return _Transaction(self)
+
     async def close(self, timeout: Optional[float] = None) -> None:
         """Flush up to ``timeout`` s, fail what is left, stop. Idempotent;
         concurrent calls wait for the same close."""
@@ -288,6 +317,21 @@ class AIOProducer:
             await worker.submit(self._producer.close, timeout)
         finally:
             await worker.stop()
+
+
+class _Transaction:
+    def __init__(self, producer: AIOProducer) -> None:
+        self._p = producer
+
+    async def __aenter__(self) -> "_Transaction":
+        self._p._producer.begin_transaction()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            await self._p.commit_transaction()
+        elif self._p.transaction_state in ("IN_TRANSACTION", "ABORTABLE_ERROR"):
+            await self._p.abort_transaction()
 
 
 def _chain(src: "asyncio.Future[Any]", dst: "asyncio.Future[Any]") -> None:
@@ -313,6 +357,24 @@ class AIOKafkaProducer(AIOProducer):
                    ) -> "asyncio.Future[Any]":
         """aiokafka's ``send``: the future of the queued record."""
         return self.send_nowait(topic, value, key, partition, timestamp_ms, headers)
+
+    async def start(self) -> None:
+        """As aiokafka: a transactional producer registers its
+        ``transactional_id`` here (``init_transactions``)."""
+        await super().start()
+        if self.config.get("transactional_id") is not None and \
+                self.transaction_state == "UNINITIALIZED":
+            await self.init_transactions()
+
+    def begin_transaction(self) -> None:  # type: ignore[override]
+        """aiokafka's ``begin_transaction`` is not a coroutine."""
+        self._producer.begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any],  # type: ignore[override]
+                                          group_id: Any, timeout: Optional[float] = None) -> None:
+        """aiokafka passes the group id (no KIP-447 generation check); a
+        ``consumer.group_metadata()`` works too."""
+        await super().send_offsets_to_transaction(offsets, group_id, timeout)
 
     async def stop(self) -> None:
         await self.close()
