@@ -144,6 +144,26 @@ def aio_table(summary: dict) -> list:
     return rows
 
 
+def txn_table(summary: dict) -> list:
+    from _txn_children import TXN_VARIANTS
+
+    rows = ["| commits asked/s | client | commits/s achieved | records/s | CPU µs/record | ferrokafka vs this |",
+            "|---|---|---|---|---|---|"]
+    for client, rate in TXN_VARIANTS:
+        s = summary.get(f"txn/{rate}/{client}")
+        if s is None:
+            continue
+        if "rate" not in s:
+            rows.append(f"| {rate} | {client} | failed: {'; '.join(s['errors'])[:120]} | | | |")
+            continue
+        ours = summary.get(f"txn/{rate}/ferrokafka", {})
+        vs = (f"{_ratio(ours['rate'] / s['rate'])} throughput, {_ratio(ours['cpu_us'] / s['cpu_us'])} CPU"
+              if "rate" in ours and client != "ferrokafka" else "-")
+        rows.append(f"| {rate} | {client} | {s['txn_rate']:.1f} | {_fmt_rate(s['rate'])} | "
+                    f"{s['cpu_us']:.2f} | {vs} |")
+    return rows
+
+
 def goals_table(summary: dict, floor_us) -> list:
     """Issue 17's goals, checked against this run's figures (a goal with no figure
     in this run is left out)."""
@@ -193,6 +213,12 @@ def goals_table(summary: dict, floor_us) -> list:
                 x = ours["rate"] / s["rate"]
                 add(f"asyncio per-record `{mode}` ≥ {goal:g}x {peer} throughput (issue 20)", "1 partition",
                     f"{x:.2f}x", x >= goal)
+    for rate in (1, 10, 100):
+        ours, ck = summary.get(f"txn/{rate}/ferrokafka", {}), summary.get(f"txn/{rate}/confluent", {})
+        if "rate" in ours and "rate" in ck:
+            x = ours["rate"] / ck["rate"]
+            add("transactional throughput ≥ 1.0x confluent's (issue 18)", f"{rate} commits/s asked",
+                f"{x:.2f}x", x >= 1.0)
     if floor_us:
         for api in ("send_batch_list", "send_batch_arrow", "poll_arrow"):
             kind = "consumer" if api.startswith("poll") else "producer"
@@ -377,8 +403,21 @@ def render_docs(data: dict, images: list) -> str:
                 "topic and child process per run, rotation, best wall, lowest CPU "
                 "(`getrusage` of the child: the loop, the client's threads and executors).", ""]
         out += aio_table(summary) + [""]
-    out += ["## Goals of issues 17 and 20, checked against this run", ""] + goals_table(summary, env.get("floor_us")) + [""]
-    missing = [s for s in ("producer", "consumer", "latency", "ceiling", "aio") if s not in secs]
+    if "txn" in secs:
+        out += ["## Transactions: ferrokafka vs confluent-kafka's transactional producer", "",
+                f"One partition, each client with its defaults plus a `transactional_id` (issue 18). "
+                f"Records of {a['size']} B are sent as fast as the per-record call takes them "
+                "(confluent `produce()` fire-and-forget with `poll(0)` every 10,000, ferrokafka "
+                "`send()`), and the transaction is committed each time 1/rate s have passed since "
+                f"it began, for {a.get('txn_seconds', 5)} s; the last one is committed before the "
+                "clock stops. Records/s counts committed records over the wall time; the achieved "
+                "commit rate is lower than the one asked for when a commit (which waits for every "
+                "record of the transaction to be acknowledged, then EndTxn) takes longer than the "
+                "period. Same protocol as above: fresh topic and child process per run, rotation, "
+                "best rate, lowest CPU per record.", ""]
+        out += txn_table(summary) + [""]
+    out += ["## Goals of issues 17, 18 and 20, checked against this run", ""] + goals_table(summary, env.get("floor_us")) + [""]
+    missing = [s for s in ("producer", "consumer", "latency", "ceiling", "aio", "txn") if s not in secs]
     if missing:
         out += [f"Not measured in this run: {', '.join(missing)}.", ""]
     return "\n".join(out)
@@ -387,7 +426,7 @@ def render_docs(data: dict, images: list) -> str:
 def print_tables(summary: dict, floor_us=None) -> None:
     secs = {k.split("/")[0] for k in summary}
     for name, fn in (("producer", producer_table), ("consumer", consumer_table), ("latency", latency_table),
-                     ("aio", aio_table)):
+                     ("aio", aio_table), ("txn", txn_table)):
         if name in secs:
             print(f"\n## {name}\n" + "\n".join(fn(summary)))
     if "ceiling" in secs and floor_us:

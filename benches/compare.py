@@ -360,6 +360,10 @@ def run_child(spec: dict) -> dict:
         from _aio_children import child_aio
 
         return child_aio(spec)
+    if kind == "txn":
+        from _txn_children import child_txn
+
+        return child_txn(spec)
     raise ValueError(kind)
 
 
@@ -463,7 +467,16 @@ def aio_cells(args) -> list:
              "size": args.size} for client, mode, _ in AIO_VARIANTS if have[client]]
 
 
+def txn_cells(args) -> list:
+    from _txn_children import TXN_VARIANTS
+
+    return [{"kind": "txn", "client": client, "rate": rate, "partitions": 1, "size": args.size,
+             "seconds": args.txn_seconds} for client, rate in TXN_VARIANTS]
+
+
 def cell_key(c: dict) -> str:
+    if c["kind"] == "txn":
+        return f"txn/{c['rate']}/{c['client']}"
     if c["kind"] == "aio":
         return f"aio/{c['mode']}/{c['client']}"
     if c.get("ceiling"):
@@ -506,7 +519,7 @@ def run_all(args, bootstrap: str, sink: Optional[str] = None) -> dict:
     # The sink serves every fetch from memory: its consumer runs need no fill.
     r_sink = Runner(sink) if sink else None
     sections = {"producer": producer_cells, "consumer": consumer_cells, "latency": latency_cells,
-                "ceiling": ceiling_cells, "aio": aio_cells}
+                "ceiling": ceiling_cells, "aio": aio_cells, "txn": txn_cells}
     cells = {s: sections[s](args) for s in args.only}
     runs: dict = {}
     total = sum(len(v) for v in cells.values()) * args.rounds
@@ -538,7 +551,13 @@ def summarize(runs: dict) -> dict:
         cell, ok = v["cell"], [x for x in v["runs"] if "error" not in x]
         s = {"cell": cell, "runs_ok": len(ok), "runs": len(v["runs"]),
              "errors": [x["error"] for x in v["runs"] if "error" in x]}
-        if ok and cell["kind"] in ("producer", "consumer", "aio"):
+        if ok and cell["kind"] == "txn":
+            # Records per run vary (a fixed duration): rates per run, then the best.
+            s.update(rate=max(x["records"] / x["wall"] for x in ok),
+                     cpu_us=min(x["cpu"] / x["records"] * 1e6 for x in ok),
+                     txn_rate=max(x["txns"] / x["wall"] for x in ok),
+                     best_wall=min(x["wall"] for x in ok), worst_wall=max(x["wall"] for x in ok))
+        elif ok and cell["kind"] in ("producer", "consumer", "aio"):
             n = cell["records"]
             walls = [x["wall"] for x in ok]
             s.update(best_wall=min(walls), worst_wall=max(walls), lowest_cpu=min(x["cpu"] for x in ok),
@@ -612,7 +631,8 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=300_000, help="records per producer/consumer run")
     ap.add_argument("--size", type=int, default=100, help="value size in bytes")
     ap.add_argument("--rounds", type=int, default=3, help="rounds, the order rotated in each")
-    ap.add_argument("--only", default="producer,consumer,latency,ceiling,aio", help="comma-separated sections")
+    ap.add_argument("--only", default="producer,consumer,latency,ceiling,aio,txn", help="comma-separated sections")
+    ap.add_argument("--txn-seconds", type=float, default=5.0, help="seconds of each transactional run")
     ap.add_argument("--quick", action="store_true", help="smoke test: 20k records, 1 round, 1 s of latency")
     ap.add_argument("--latency-rate", type=int, default=10_000)
     ap.add_argument("--latency-seconds", type=float, default=3.0)
@@ -636,9 +656,9 @@ def main() -> None:
             data = json.load(f)
     else:
         if args.quick:
-            args.records, args.rounds, args.latency_seconds = 20_000, 1, 1.0
+            args.records, args.rounds, args.latency_seconds, args.txn_seconds = 20_000, 1, 1.0, 1.0
         args.only = [s.strip() for s in args.only.split(",") if s.strip()]
-        bad = set(args.only) - {"producer", "consumer", "latency", "ceiling", "aio"}
+        bad = set(args.only) - {"producer", "consumer", "latency", "ceiling", "aio", "txn"}
         if bad:
             ap.error(f"unknown section(s) in --only: {', '.join(sorted(bad))}")
         broker = None
@@ -677,7 +697,8 @@ def main() -> None:
         data = {
             "command": "python benches/compare.py" + (" " + argv if argv else ""),
             "args": {"records": args.records, "size": args.size, "rounds": args.rounds, "only": args.only,
-                     "latency_rate": args.latency_rate, "latency_seconds": args.latency_seconds},
+                     "latency_rate": args.latency_rate, "latency_seconds": args.latency_seconds,
+                     "txn_seconds": args.txn_seconds},
             "smoke": args.quick or args.rounds < 3 or args.records < 300_000,
             "environment": env, "runs": runs, "summary": summarize(runs),
         }
