@@ -307,13 +307,11 @@ def test_leader_move_during_fetch(mock_cluster, topic_name):
 
 
 def test_transaction_markers_are_skipped_like_confluent(embedded_broker, confluent_kafka, topic_name):
-    """Control batches (commit/abort markers) never reach the application and
-    the position moves past them. Neither test broker reports aborted
-    transactions in Fetch (Tansu 0.6.0 and the librdkafka mock both return the
-    aborted records even to confluent-kafka's read_committed consumer), so
-    the aborted-range filter itself is pinned by the Rust unit tests
-    (consumer::fetch); here we check we return exactly what confluent-kafka
-    does, offsets included."""
+    """Control batches (commit/abort markers) never reach the application, the
+    position moves past them, and under read_committed the aborted records are
+    dropped (the embedded broker lists aborted transactions in Fetch; the
+    librdkafka mock does not). We return exactly what confluent-kafka does at
+    each isolation level, offsets included."""
     bs = embedded_broker.bootstrap_servers
     _create(bs, confluent_kafka, topic_name)
     tx = confluent_kafka.Producer({"bootstrap.servers": bs, "transactional.id": f"tx-{topic_name}"})
@@ -324,16 +322,17 @@ def test_transaction_markers_are_skipped_like_confluent(embedded_broker, conflue
             tx.produce(topic_name, value=b"%s-%d" % (b"c" if commit else b"a", i), partition=0)
         tx.flush(10)
         (tx.commit_transaction if commit else tx.abort_transaction)(20)
-    ck = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "rc", "isolation.level": "read_committed"})
-    ck.assign([confluent_kafka.TopicPartition(topic_name, 0, 0)])
-    theirs = []
-    deadline = time.time() + 10
-    while len(theirs) < 9 and time.time() < deadline:
-        m = ck.poll(0.2)
-        if m is not None and m.error() is None:
-            theirs.append((m.offset(), m.value()))
-    ck.close()
-    for iso in ("read_committed", "read_uncommitted"):
+    for iso, want in (("read_committed", 5), ("read_uncommitted", 9)):
+        ck = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "rc", "isolation.level": iso})
+        ck.assign([confluent_kafka.TopicPartition(topic_name, 0, 0)])
+        theirs = []
+        deadline = time.time() + 10
+        while len(theirs) < want and time.time() < deadline:
+            m = ck.poll(0.2)
+            if m is not None and m.error() is None:
+                theirs.append((m.offset(), m.value()))
+        ck.close()
+        assert len(theirs) == want, iso
         c = fk.Consumer(bs, auto_offset_reset="earliest", isolation_level=iso)
         c.assign([TP(topic_name, 0)])
         ours = [(m.offset, m.value) for m in _consume(c, len(theirs), timeout=20)]
