@@ -160,6 +160,9 @@ pub struct TransactionManager {
     /// A batch failed in this transaction (a hole in its sequences): after
     /// the abort, InitProducerId bumps the epoch so sequences restart.
     epoch_bump_required: bool,
+    /// The coordinator refused an InitProducerId naming our id and epoch:
+    /// later ones name the transactional id only.
+    bump_refused: bool,
     /// The user call in progress, and its outcome once decided.
     op: Option<Op>,
     outcome: Option<(Op, Result<(), Error>)>,
@@ -222,6 +225,7 @@ impl TransactionManager {
             retry_at_ms: 0,
             last_error: None,
             epoch_bump_required: false,
+            bump_refused: false,
             op: None,
             outcome: None,
         }
@@ -670,8 +674,9 @@ impl TransactionManager {
             ),
             Work::InitProducerId => {
                 let timeout = self.timeout_ms;
-                // With a valid id (a bump after an abort), v3+ names it.
-                let current = pid.is_valid().then_some(pid);
+                // With a valid id (a bump after an abort), v3+ names it,
+                // unless the coordinator refused that once already.
+                let current = (pid.is_valid() && !self.bump_refused).then_some(pid);
                 (
                     ApiKey::InitProducerId,
                     None,
@@ -799,6 +804,21 @@ impl TransactionManager {
                 }
                 c if retry_later(c) => self.again(Work::InitProducerId, now_ms),
                 c if is_fenced(c) => self.fatal(fenced_error(c, "InitProducerId")),
+                c if self.pid.is_valid()
+                    && !self.bump_refused
+                    && c != TRANSACTIONAL_ID_AUTHORIZATION_FAILED =>
+                {
+                    // A coordinator that does not take KIP-360's "bump this
+                    // id" form (the embedded broker answers it with
+                    // UNKNOWN_SERVER_ERROR): the plain form, by transactional
+                    // id alone, bumps the epoch as well.
+                    log::info!(
+                        target: "ferrokafka::producer",
+                        "InitProducerId naming our id was refused ({c}); asking by transactional id"
+                    );
+                    self.bump_refused = true;
+                    self.again(Work::InitProducerId, now_ms)
+                }
                 c => self.fatal(Error::broker(c, Some("InitProducerId".into()))),
             },
             (Work::AddPartitions(asked), ResponseKind::AddPartitionsToTxn(r)) => {

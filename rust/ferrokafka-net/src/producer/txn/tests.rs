@@ -489,3 +489,28 @@ fn an_unsupported_api_is_fatal_not_retried_forever() {
     assert_eq!(h.m.state(), TxnState::FatalError);
     assert!(h.m.take_outcome(Op::Init).unwrap().is_err());
 }
+
+#[test]
+fn a_refused_bump_is_asked_again_by_transactional_id_alone() {
+    let mut h = Harness::new();
+    h.init();
+    h.in_txn_with(0);
+    h.m.on_batch_failed(&Error::broker(NOT_ENOUGH_REPLICAS, None));
+    h.m.abort().unwrap();
+    let (tag, _, _) = h.poll().unwrap();
+    h.answer(tag, end_answer(0));
+    let (tag, _, _) = h.poll().unwrap();
+    h.answer(tag, pid_answer(-1, -1, -1)); // UNKNOWN_SERVER_ERROR
+    assert!(
+        h.m.take_outcome(Op::Abort).is_none(),
+        "not fatal: asked again"
+    );
+    h.now += 100;
+    let (tag, _, req) = h.poll().unwrap();
+    let RequestKind::InitProducerId(r) = req else {
+        panic!("{req:?}")
+    };
+    assert_eq!((r.producer_id.0, r.producer_epoch), (-1, -1));
+    h.answer(tag, pid_answer(0, 7, 1));
+    assert!(matches!(h.m.take_outcome(Op::Abort), Some(Ok(()))));
+}
