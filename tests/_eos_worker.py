@@ -12,7 +12,6 @@ partition's committed offset has reached its end offset.
 from __future__ import annotations
 
 import sys
-import time
 
 import ferrokafka as fk
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections import Counter
 
 import pytest
@@ -501,3 +502,53 @@ def test_spark_finds_the_source_without_register():
         names.append(UTF8Deserializer().loads(out))
         out.read(read_int(out))  # the pickled class
     assert "ferrokafka" in names
+
+
+# ----- transactions (issue 18) and aborted-transaction gaps (issue 21) -------------------------
+
+
+def test_transactional_write_hides_a_failed_task(spark, embedded_broker, topic_name):
+    """transactional.id.prefix: one transaction per task. A task that fails
+    mid-write is aborted, so read_committed readers see only the tasks that
+    succeeded; the read itself stops exactly at the planned end offsets across
+    the commit/abort markers and aborted records (gaps in the offsets)."""
+    from pyspark.sql import functions as F
+
+    bs = embedded_broker.bootstrap_servers
+    with fk.Admin(bs) as a:
+        a.create_topics([fk.NewTopic(topic_name, 2, 1)])
+    # Two tasks; the second writes 500 good rows, then one row for a partition
+    # that does not exist, which fails the task (and the job: local mode does
+    # not retry).
+    good = spark.range(0, 1000, numPartitions=2).select(
+        F.col("id").cast("string").alias("value"),
+        F.when(F.col("id") == 999, F.lit(7)).otherwise(F.col("id") % 2).cast("int").alias("partition"))
+    w = (good.write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", topic_name)
+         .option("transactional.id.prefix", f"tx-{topic_name}").mode("append"))
+    with pytest.raises(Exception, match="invalid value for partition: 7"):  # Spark wraps it
+        w.save()
+    ok = (spark.range(0, 200, numPartitions=2).select(F.col("id").cast("string").alias("value"))
+          .write.format("ferrokafka").option("kafka.bootstrap.servers", bs).option("topic", topic_name)
+          .option("transactional.id.prefix", f"tx-{topic_name}").mode("append"))
+    ok.save()
+    # read_committed (ferrokafka's consumer): the 500 rows of the first job's
+    # good task and all 200 of the second; never the failed task's rows.
+    c = fk.Consumer(bs, isolation_level="read_committed", auto_offset_reset="earliest")
+    tps = [fk.TopicPartition(topic_name, p) for p in range(2)]
+    c.assign(tps)
+    seen: list = []
+    deadline = time.monotonic() + 20
+    while len(seen) < 700 and time.monotonic() < deadline:
+        seen += [m.value for m in c.poll(timeout_ms=200)]
+    ends = c.end_offsets(tps)
+    c.close()
+    assert len(seen) == 700, len(seen)
+    # The failed task held ids 500-999: none of them is visible.
+    assert max(int(v) for v in seen) < 500, "rows of the failed task are visible"
+    # Spark's batch read (read_uncommitted, like Spark's own source by
+    # default) stops exactly at the end offsets, markers included in them.
+    df = _read(spark, bs, subscribe=topic_name, startingOffsets="earliest")
+    rows = df.select("partition", "offset").collect()
+    assert len({(r.partition, r.offset) for r in rows}) == len(rows)
+    assert all(r.offset < ends[fk.TopicPartition(topic_name, r.partition)] for r in rows)
+    assert len(rows) >= 700

@@ -98,6 +98,15 @@ OPTIONS: List[SparkOption] = [
     # --- sink ---------------------------------------------------------------------------------------
     SparkOption("topic", SINK, _BOTH, "", "the topic of rows without a `topic` column (a row's own "
                 "`topic` wins)"),
+    SparkOption("transactional.id.prefix", SINK, _BOTH, "", "opt-in transactional write: each task "
+                "writes its rows in one Kafka transaction under the transactional id "
+                "`<prefix>-<task partition>`, committed when the task's rows are all written and "
+                "aborted when the task fails; a retried or speculative attempt takes the same id, "
+                "which fences the earlier attempt and aborts its open transaction. So a failed and "
+                "retried task leaves no duplicates visible to read_committed readers. Not atomic "
+                "across tasks: a job that fails after some tasks committed leaves their rows "
+                "visible, and a streaming micro-batch re-run after a driver failure writes its "
+                "rows again (docs/spark.md)", ours=True),
 ]
 
 # `kafka.*` options Spark itself forbids, with its reasons, refused the same way.

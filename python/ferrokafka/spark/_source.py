@@ -240,9 +240,62 @@ def _check_types(batch: pa.RecordBatch, topic: Optional[str]) -> None:
 
 
 def write_batches(batches: Iterator[pa.RecordBatch], cfg: Dict[str, Any], topic: Optional[str],
-                  key: str = "key", value: str = "value") -> int:
-    """Produce every row; raises the first delivery error (failing the task)."""
-    p = _producer(cfg)
+                  key: str = "key", value: str = "value", txn_prefix: Optional[str] = None) -> int:
+    """Produce every row; raises the first delivery error (failing the task).
+    With ``txn_prefix`` the task's rows go in one transaction (the option
+    transactional.id.prefix): committed at the end, aborted on any error."""
+    if txn_prefix is None:
+        return _write(batches, _producer(cfg), topic, key, value)
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    tid = f"{txn_prefix}-{ctx.partitionId() if ctx is not None else 0}"
+    p = _txn_producer(cfg, tid)
+    p.begin_transaction()
+    try:
+        n = _write(batches, p, topic, key, value)
+        p.commit_transaction(300)
+        return n
+    except BaseException:
+        # Abort what the task wrote (a fatal error, e.g. fenced by a newer
+        # attempt, cannot abort: that attempt's init already did).
+        _discard_txn_producer(tid, p)
+        raise
+
+
+def _txn_producer(cfg: Dict[str, Any], tid: str) -> fk.Producer:
+    """A transactional producer per transactional id and worker process,
+    reused by the next task of the same partition (init_transactions once)."""
+    cfg = dict(_with_bulk_defaults(cfg), transactional_id=tid)
+    key = (os.getpid(), tuple(sorted((k, str(v)) for k, v in cfg.items())))
+    with _LOCK:
+        p = _PRODUCERS.get(key)
+        if p is not None and p.transaction_state != "READY":
+            _PRODUCERS.pop(key)
+            p.close(0)
+            p = None
+        if p is None:
+            p = fk.Producer(dict(cfg))
+            p.init_transactions(60)
+            _PRODUCERS[key] = p
+        return p
+
+
+def _discard_txn_producer(tid: str, p: fk.Producer) -> None:
+    try:
+        if p.transaction_state in ("IN_TRANSACTION", "ABORTABLE_ERROR"):
+            p.abort_transaction(60)
+    except fk.KafkaError as e:
+        logging.getLogger("ferrokafka.spark").warning("aborting transaction %s failed: %s", tid, e)
+    with _LOCK:
+        for k, v in list(_PRODUCERS.items()):
+            if v is p:
+                _PRODUCERS.pop(k)
+    p.close(0)
+
+
+def _write(batches: Iterator[pa.RecordBatch], p: fk.Producer, topic: Optional[str],
+           key: str, value: str) -> int:
     pending = []
     n = 0
     for b in batches:
@@ -533,12 +586,20 @@ class _WriterBase:
         o = _plan.lower(options)
         self.headers: Optional[bool] = (_plan.parse_bool(options, "includeHeaders", False)
                                         if "includeheaders" in o else None)
+        self.txn_prefix = o.get("transactional.id.prefix")
+        if any(k.lower().replace("_", ".") == "transactional.id" for k in self.cfg):
+            raise ValueError("option 'kafka.transactional.id' is not supported by the ferrokafka "
+                             f"{what}: tasks write concurrently and need an id each; set the option "
+                             "transactional.id.prefix instead")
+        if self.txn_prefix is not None and not self.txn_prefix.strip():
+            raise ValueError("option 'transactional.id.prefix' must not be empty")
         # Validate the producer settings here, on the driver, so a typo fails
         # the query before any task starts.
         fk.Producer(dict(self.cfg)).close(0)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        n = write_batches(_headers_rule(iterator, self.headers), self.cfg, self.topic)
+        n = write_batches(_headers_rule(iterator, self.headers), self.cfg, self.topic,
+                          txn_prefix=self.txn_prefix)
         return KafkaCommitMessage(n)
 
 
