@@ -286,6 +286,24 @@ def make_plots(summary: dict, img_dir: str, smoke: bool) -> list:
         plt.close(fig)
         made.append("consumer.png")
 
+    rates = [r for r in (1, 10, 100) if any(k.startswith(f"txn/{r}/") for k in summary)]
+    if rates:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for ax, metric, ylabel in ((axes[0], "rate", "committed records/s"),
+                                   (axes[1], "cpu_us", "CPU µs per record (lower is better)")):
+            for j, client in enumerate(("confluent", "ferrokafka")):
+                ys = [summary.get(f"txn/{r}/{client}", {}).get(metric, 0) for r in rates]
+                ax.bar([i + (j - 0.5) * 0.4 for i in range(len(rates))], ys, 0.4, label=client)
+            ax.set_xticks(range(len(rates)))
+            ax.set_xticklabels([f"{r} commit{'s' if r > 1 else ''}/s asked" for r in rates])
+            ax.set_ylabel(ylabel)
+            ax.legend(fontsize=8)
+        fig.suptitle(f"Transactional producer{tag}")
+        fig.tight_layout()
+        fig.savefig(os.path.join(img_dir, "txn.png"), dpi=100)
+        plt.close(fig)
+        made.append("txn.png")
+
     lat = [(c, summary[f"latency/{c}"]) for c in ("confluent", "ferrokafka") if "cdf_ms" in summary.get(f"latency/{c}", {})]
     if lat:
         fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -416,6 +434,7 @@ def render_docs(data: dict, images: list) -> str:
                 "period. Same protocol as above: fresh topic and child process per run, rotation, "
                 "best rate, lowest CPU per record.", ""]
         out += txn_table(summary) + [""]
+        out += [f"![{f}](img/{f})" for f in images if f.startswith("txn")] + [""]
     out += ["## Goals of issues 17, 18 and 20, checked against this run", ""] + goals_table(summary, env.get("floor_us")) + [""]
     missing = [s for s in ("producer", "consumer", "latency", "ceiling", "aio", "txn") if s not in secs]
     if missing:

@@ -149,6 +149,9 @@ pub struct TransactionManager {
     new_partitions: BTreeSet<TopicPartition>,
     /// Added by the coordinator: batches of these may be sent.
     in_txn: HashSet<TopicPartition>,
+    /// The partition `maybe_add_partition` saw last in this transaction
+    /// (added or queued for adding).
+    last_seen: Option<TopicPartition>,
     /// A partition or offsets were added: EndTxn must go to the coordinator
     /// (an empty transaction completes locally, as in Java).
     started: bool,
@@ -219,6 +222,7 @@ impl TransactionManager {
             group_coordinator: None,
             new_partitions: BTreeSet::new(),
             in_txn: HashSet::new(),
+            last_seen: None,
             started: false,
             queue: Vec::new(),
             in_flight: None,
@@ -370,9 +374,15 @@ impl TransactionManager {
                 })
             }
         }
+        // Most records go to the partition of the record before: skip the
+        // set lookups for it (this runs for every record).
+        if self.last_seen.as_ref() == Some(tp) {
+            return Ok(());
+        }
         if !self.in_txn.contains(tp) {
             self.new_partitions.insert(tp.clone());
         }
+        self.last_seen = Some(tp.clone());
         Ok(())
     }
 
@@ -456,6 +466,7 @@ impl TransactionManager {
         // Nothing new is added to a transaction being aborted; what was
         // appended but not added is failed by the core (never sent).
         self.new_partitions.clear();
+        self.last_seen = None;
         self.queue
             .retain(|w| matches!(w, Work::FindCoordinator(_) | Work::InitProducerId));
         let no_mapping = self
@@ -532,6 +543,7 @@ impl TransactionManager {
         self.last_error = Some(e.clone());
         self.queue.clear();
         self.new_partitions.clear();
+        self.last_seen = None;
         if let Some(op) = self.op {
             self.finish(op, Err(e));
         }
@@ -556,6 +568,7 @@ impl TransactionManager {
         self.state = TxnState::AbortableError;
         self.last_error = Some(e.clone());
         self.new_partitions.clear();
+        self.last_seen = None;
         self.queue
             .retain(|w| matches!(w, Work::FindCoordinator(_) | Work::InitProducerId));
         if let Some(op) = self.op {
@@ -567,6 +580,7 @@ impl TransactionManager {
     fn complete_transaction(&mut self) {
         self.in_txn.clear();
         self.new_partitions.clear();
+        self.last_seen = None;
         self.started = false;
         self.last_error = None;
         let op = self.op.unwrap_or(Op::Commit);
@@ -960,6 +974,7 @@ impl TransactionManager {
                     // with a fresh InitProducerId does the same job.
                     log::debug!(target: "ferrokafka::producer", "EndTxn(abort) got {c}: re-initializing");
                     self.in_txn.clear();
+                    self.last_seen = None;
                     self.started = false;
                     self.state = TxnState::Initializing;
                     self.queue.push(Work::InitProducerId);
