@@ -106,8 +106,9 @@ def test_metadata_classes_take_table_options(client, option, value):
 
 
 def test_refused_options_are_refused_when_set():
+    # None today (transactional_id was, until transactions landed); the rule
+    # stays for the next option that cannot be honoured.
     refused = [o for o in OPTIONS.values() if o.effect == "refused"]
-    assert refused
     for opt in refused:
         for client in opt.clients:
             with pytest.raises(OptionNotSupportedError, match=re.escape(repr(opt.name))):

@@ -552,3 +552,9 @@ def test_transactional_write_hides_a_failed_task(spark, embedded_broker, topic_n
     assert len({(r.partition, r.offset) for r in rows}) == len(rows)
     assert all(r.offset < ends[fk.TopicPartition(topic_name, r.partition)] for r in rows)
     assert len(rows) >= 700
+    # And with kafka.isolation.level=read_committed: the 700 committed rows,
+    # planned up to the last stable offsets, the aborted ones skipped.
+    rc = _read(spark, bs, subscribe=topic_name, startingOffsets="earliest",
+               **{"kafka.isolation.level": "read_committed"})
+    values = [int(r.value) for r in rc.selectExpr("CAST(value AS STRING) AS value").collect()]
+    assert len(values) == 700 and max(values) < 500

@@ -366,8 +366,11 @@ def test_an_abortable_error_is_recovered_by_aborting(mock_cluster, topic_name):
         with pytest.raises(errors.TopicAuthorizationFailedError):
             p.commit_transaction(20)
         assert p.transaction_state == "ABORTABLE_ERROR"
-        with pytest.raises(errors.IllegalStateError, match="abort"):
+        # Every call but abort says so, with the error that caused it.
+        with pytest.raises(errors.IllegalStateError, match="ABORTABLE_ERROR.*must be aborted"):
             p.send(topic_name, b"more")
+        with pytest.raises(errors.TopicAuthorizationFailedError, match="must be aborted"):
+            p.commit_transaction(5)
         p.abort_transaction(20)
         assert f.exception(5) is not None
         assert p.transaction_state == "READY"

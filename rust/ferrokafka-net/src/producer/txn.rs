@@ -265,14 +265,24 @@ impl TransactionManager {
     }
 
     /// The stored error, for calls made after a fatal or abortable error.
+    /// After an abortable one, the same error class (so `except
+    /// TopicAuthorizationFailedError` works wherever it surfaces) with a
+    /// message saying the transaction must be aborted.
     fn failed(&self, what: &str) -> Error {
+        let must_abort = |e: &Error| {
+            format!(
+                "{what}: the transaction hit an error and must be aborted (abort_transaction): {e}"
+            )
+        };
         match &self.last_error {
             Some(e) if self.state == TxnState::FatalError => e.clone(),
+            Some(e @ Error::Broker { code, .. }) => Error::broker(*code, Some(must_abort(e))),
+            Some(e @ Error::Timeout { timeout_ms, .. }) => Error::Timeout {
+                what: must_abort(e),
+                timeout_ms: *timeout_ms,
+            },
             Some(e) => Error::State {
-                detail: format!(
-                    "{what}: the transaction hit an error and must be aborted \
-                     (abort_transaction): {e}"
-                ),
+                detail: must_abort(e),
             },
             None => self.illegal(what),
         }
@@ -355,7 +365,21 @@ impl TransactionManager {
         match self.state {
             TxnState::InTransaction => {}
             TxnState::FatalError | TxnState::AbortableError => {
-                return Err(self.failed("send"));
+                // A state error (raised by `send`, as Java's send throws),
+                // naming the state and the error behind it.
+                return Err(Error::State {
+                    detail: format!(
+                        "send is not allowed in transaction state {}{}",
+                        self.state,
+                        match (&self.last_error, self.state) {
+                            (Some(e), TxnState::AbortableError) => format!(
+                                ": the transaction must be aborted (abort_transaction) after: {e}"
+                            ),
+                            (Some(e), _) => format!(": the producer failed for good: {e}"),
+                            (None, _) => String::new(),
+                        }
+                    ),
+                });
             }
             TxnState::Uninitialized | TxnState::Initializing => {
                 return Err(Error::State {
