@@ -171,13 +171,14 @@ class Producer:
         for tp, o in (offsets.items() if isinstance(offsets, Mapping) else
                       ((tp, tp.offset) for tp in offsets)):
             topic, partition = (tp.topic, tp.partition) if hasattr(tp, "topic") else tp
-            if isinstance(o, tuple):
-                off, meta = int(o[0]), o[1]
-            else:
-                off, meta = int(o), None
+            # An offset, or (offset, metadata[, leader epoch]) as
+            # OffsetAndMetadata and kafka-python's 3-field form give it.
+            off, meta, epoch = (int(o[0]), o[1] if len(o) > 1 else None,
+                                int(o[2]) if len(o) > 2 and o[2] is not None else -1) \
+                if isinstance(o, tuple) else (int(o), None, -1)
             if off < 0:
                 raise ValueError(f"invalid value for offsets: {topic}-{partition} has offset {off}")
-            items.append((str(topic), int(partition), off, meta, -1))
+            items.append((str(topic), int(partition), off, meta, epoch))
         self._p.send_offsets_to_transaction(items, tuple(group_metadata), _seconds(timeout))
 
     def commit_transaction(self, timeout: Optional[float] = None) -> None:

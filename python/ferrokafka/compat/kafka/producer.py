@@ -225,10 +225,9 @@ class KafkaProducer:
         self._txn("begin_transaction")
 
     def send_offsets_to_transaction(self, offsets: Dict[Any, Any], consumer_group_id: Any) -> None:
-        from ...consumer import OffsetAndMetadata as _NativeOAM
-
-        native = {to_native(tp): _NativeOAM(o[0], o[1] if len(o) > 1 else None) if isinstance(o, tuple)
-                  else _NativeOAM(int(o)) for tp, o in offsets.items()}
+        # (offset, metadata, leader epoch) tuples: the native call takes them as is.
+        native = {to_native(tp): tuple(o) if isinstance(o, tuple) else int(o)
+                  for tp, o in offsets.items()}
         group = getattr(consumer_group_id, "_native", None) or consumer_group_id
         self._txn("send_offsets_to_transaction", native, group)
 
