@@ -101,6 +101,10 @@ def test_transactional_calls_follow_the_state_machine(embedded_broker, topic_nam
             p.begin_transaction()
         p.commit_transaction(10)  # empty: completes without the coordinator
         assert p.transaction_state == "READY"
+        # Java's txn timing metrics count every call.
+        m = p.metrics()
+        assert m["txn-init-time-ns-total"] > 0 and m["txn-commit-time-ns-total"] > 0
+        assert m["txn-begin-time-ns-total"] > 0 and m["txn-abort-time-ns-total"] == 0
     finally:
         p.close()
     # Not transactional: the calls say so.

@@ -30,7 +30,20 @@ pub(crate) struct Stats {
     /// Produce round trips in µs, the last `LATENCY_WINDOW` of them.
     latencies_us: Mutex<VecDeque<u64>>,
     topics: Mutex<BTreeMap<String, TopicFigures>>,
+    /// Nanoseconds spent in each transactional call (Java's
+    /// `txn-*-time-ns-total`), indexed by `TXN_CALLS`.
+    txn_ns: [AtomicU64; 5],
 }
+
+/// The transactional calls timed, in `Stats::txn_ns` order, with Java's
+/// metric names.
+pub(crate) const TXN_CALLS: [&str; 5] = [
+    "txn-init-time-ns-total",
+    "txn-begin-time-ns-total",
+    "txn-send-offsets-time-ns-total",
+    "txn-commit-time-ns-total",
+    "txn-abort-time-ns-total",
+];
 
 const LATENCY_WINDOW: usize = 4096;
 
@@ -45,6 +58,7 @@ impl Default for Stats {
             bytes_out: AtomicU64::new(0),
             latencies_us: Mutex::default(),
             topics: Mutex::default(),
+            txn_ns: Default::default(),
         }
     }
 }
@@ -58,6 +72,11 @@ pub(crate) struct Gauges {
 }
 
 impl Stats {
+    /// Time spent in transactional call `i` (`TXN_CALLS`).
+    pub(crate) fn txn_time(&self, i: usize, ns: u64) {
+        self.txn_ns[i].fetch_add(ns, Ordering::Relaxed);
+    }
+
     pub(crate) fn record_latency(&self, us: u64) {
         let mut l = self.latencies_us.lock().unwrap_or_else(|p| p.into_inner());
         if l.len() == LATENCY_WINDOW {
@@ -140,6 +159,11 @@ impl Stats {
             ("buffer-total-bytes", g.buffer_total),
             ("records-pending", g.records_pending),
             ("batches-in-flight", g.batches_in_flight),
+            (TXN_CALLS[0], get(&self.txn_ns[0])),
+            (TXN_CALLS[1], get(&self.txn_ns[1])),
+            (TXN_CALLS[2], get(&self.txn_ns[2])),
+            (TXN_CALLS[3], get(&self.txn_ns[3])),
+            (TXN_CALLS[4], get(&self.txn_ns[4])),
             // Before the Java names (kept for compatibility).
             ("records_pending", g.records_pending),
             ("records_sent", sent),
