@@ -266,43 +266,37 @@ def make_plots(summary: dict, img_dir: str, smoke: bool) -> list:
             plt.close(fig)
             made.append(fname)
 
+    def rate_and_cpu(fname: str, title: str, groups: list, group_label, variants: list, ylabel: str) -> None:
+        """Two panels (throughput, CPU per record) of bars: one group per x
+        value, one bar per (key function, label) variant."""
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        width = 0.8 / len(variants)
+        for ax, metric, yl in ((axes[0], "rate", ylabel), (axes[1], "cpu_us", "CPU µs per record (lower is better)")):
+            for j, (key, label) in enumerate(variants):
+                ys = [summary.get(key(g), {}).get(metric, 0) for g in groups]
+                ax.bar([i + (j - (len(variants) - 1) / 2) * width for i in range(len(groups))], ys, width,
+                       label=label.replace("`", ""))
+            ax.set_xticks(range(len(groups)))
+            ax.set_xticklabels([group_label(g) for g in groups])
+            ax.set_ylabel(yl)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{title}{tag}")
+        fig.tight_layout()
+        fig.savefig(os.path.join(img_dir, fname), dpi=100)
+        plt.close(fig)
+        made.append(fname)
+
     cparts = [p for p in (1, 6) if any(k.startswith(f"consumer/{p}/") for k in summary)]
     if cparts:
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-        width = 0.8 / len(CONSUMER_VARIANTS)
-        for ax, metric, ylabel in ((axes[0], "rate", "records/s"),
-                                   (axes[1], "cpu_us", "CPU µs per record (lower is better)")):
-            for j, (client, api, label) in enumerate(CONSUMER_VARIANTS):
-                ys = [summary.get(f"consumer/{p}/{client}.{api}", {}).get(metric, 0) for p in cparts]
-                ax.bar([i + (j - (len(CONSUMER_VARIANTS) - 1) / 2) * width for i in range(len(cparts))], ys,
-                       width, label=label.replace("`", ""))
-            ax.set_xticks(range(len(cparts)))
-            ax.set_xticklabels([f"{p} partition{'s' if p > 1 else ''}" for p in cparts])
-            ax.set_ylabel(ylabel)
-            ax.legend(fontsize=7)
-        fig.suptitle(f"Consumer{tag}")
-        fig.tight_layout()
-        fig.savefig(os.path.join(img_dir, "consumer.png"), dpi=100)
-        plt.close(fig)
-        made.append("consumer.png")
-
+        rate_and_cpu("consumer.png", "Consumer", cparts, lambda p: f"{p} partition{'s' if p > 1 else ''}",
+                     [(lambda p, c=client, a=api: f"consumer/{p}/{c}.{a}", label)
+                      for client, api, label in CONSUMER_VARIANTS], "records/s")
     rates = [r for r in (1, 10, 100) if any(k.startswith(f"txn/{r}/") for k in summary)]
     if rates:
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-        for ax, metric, ylabel in ((axes[0], "rate", "committed records/s"),
-                                   (axes[1], "cpu_us", "CPU µs per record (lower is better)")):
-            for j, client in enumerate(("confluent", "ferrokafka")):
-                ys = [summary.get(f"txn/{r}/{client}", {}).get(metric, 0) for r in rates]
-                ax.bar([i + (j - 0.5) * 0.4 for i in range(len(rates))], ys, 0.4, label=client)
-            ax.set_xticks(range(len(rates)))
-            ax.set_xticklabels([f"{r} commit{'s' if r > 1 else ''}/s asked" for r in rates])
-            ax.set_ylabel(ylabel)
-            ax.legend(fontsize=8)
-        fig.suptitle(f"Transactional producer{tag}")
-        fig.tight_layout()
-        fig.savefig(os.path.join(img_dir, "txn.png"), dpi=100)
-        plt.close(fig)
-        made.append("txn.png")
+        rate_and_cpu("txn.png", "Transactional producer", rates,
+                     lambda r: f"{r} commit{'s' if r > 1 else ''}/s asked",
+                     [(lambda r, c=client: f"txn/{r}/{c}", client) for client in ("confluent", "ferrokafka")],
+                     "committed records/s")
 
     lat = [(c, summary[f"latency/{c}"]) for c in ("confluent", "ferrokafka") if "cdf_ms" in summary.get(f"latency/{c}", {})]
     if lat:
