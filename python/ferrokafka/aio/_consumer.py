@@ -28,7 +28,7 @@ from .. import _events
 from .._core import Message, TopicPartition
 from ..consumer import Consumer, _tps, spark_schema
 from ..errors import IllegalStateError, KafkaClosedError
-from ._waker import Waker
+from ._waker import Waker, bound
 from ._worker import Worker
 
 __all__ = ["AIOConsumer", "AIOKafkaConsumer", "ConsumerRebalanceListener"]
@@ -103,6 +103,9 @@ class AIOConsumer:
     # ----- life cycle ----------------------------------------------------------------
 
     def _bind(self) -> Waker:
+        w = self._waker
+        if not self._closed and bound(w):  # the hot path: every getone
+            return w  # type: ignore[return-value]
         if self._closed:
             raise KafkaClosedError("consumer is closed")
         loop = asyncio.get_running_loop()

@@ -36,7 +36,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Set, Union
 from .. import _events
 from ..errors import KafkaClosedError
 from ..producer import BatchFuture, HeaderList, Producer
-from ._waker import Waker, watch
+from ._waker import Waker, bound, watch
 from ._worker import Worker
 
 __all__ = ["AIOProducer", "AIOKafkaProducer"]
@@ -85,6 +85,9 @@ class AIOProducer:
         self._bind()
 
     def _bind(self) -> Waker:
+        w = self._waker
+        if not self._closed and bound(w):  # the hot path: every send_nowait
+            return w  # type: ignore[return-value]
         if self._closed:
             raise KafkaClosedError("producer is closed")
         loop = asyncio.get_running_loop()

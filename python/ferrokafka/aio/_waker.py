@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Any, Callable, Deque, Tuple
+import threading
+from typing import Any, Callable, Deque, Optional, Tuple
 
 from .._future_helpers import settle
 
@@ -30,10 +31,12 @@ class Waker:
     drain; at worst two drains are scheduled and the second finds nothing.
     """
 
-    __slots__ = ("loop", "_items", "_scheduled", "drains", "posted", "closed")
+    __slots__ = ("loop", "thread", "_items", "_scheduled", "drains", "posted", "closed")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        # The thread the loop runs in (made on it): see `bound`.
+        self.thread = threading.get_ident()
         self._items: Deque[_Item] = collections.deque()
         self._scheduled = False
         # Counters for tests and the docs' figures: how many completions
@@ -125,3 +128,12 @@ def watch(waker: Waker, dfut: Any) -> "asyncio.Future[Any]":
     if fut is None:  # the core's hook changed: refuse rather than never complete
         raise RuntimeError("DeliveryFuture.__await__ did not ask the loop for a future")
     return fut
+
+
+def bound(w: Optional[Waker]) -> bool:
+    """Whether ``w``'s loop is the one running in this thread, without
+    ``asyncio.get_running_loop()``: on CPython 3.11 that makes a getpid()
+    system call per call (its fork check), a quarter of the loop thread's
+    time in a ``send_nowait`` flood. A thread runs at most one loop at a
+    time, so the bound loop running on this thread is the same answer."""
+    return w is not None and w.thread == threading.get_ident() and w.loop.is_running()
