@@ -46,7 +46,10 @@ def _watch(nc, node, limit_s):
     """Poll until the connection went somewhere and came back DISCONNECTED (or
     `limit_s` passed). Returns (final state, states seen, seconds taken)."""
     t0 = time.monotonic()
-    saw = set()
+    # The state before the first poll too (CONNECTING after ready()): one poll
+    # can take a fast connection all the way to DISCONNECTED, and a watch that
+    # saw only that would wait out `limit_s` (a CI flake, 2026-11-24).
+    saw = {nc.connection_state(node.id)}
     while time.monotonic() - t0 < limit_s:
         nc.poll(20)
         state = nc.connection_state(node.id)
