@@ -415,10 +415,8 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
         if !out.failed.is_empty() {
             if let Some(txn) = self.txn.as_mut() {
                 // Expired or unencodable batches of a transaction doom it.
-                if let Some(d) = out.failed.iter().find(|d| d.result.is_err()) {
-                    if let Err(e) = &d.result {
-                        txn.on_batch_failed(e);
-                    }
+                if let Some(e) = out.failed.iter().find_map(|d| d.result.as_ref().err()) {
+                    txn.on_batch_failed(e);
                 }
             }
             // Expired, aborted or unencodable batches gave their memory back.

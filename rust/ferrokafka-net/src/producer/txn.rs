@@ -542,6 +542,11 @@ impl TransactionManager {
 
     /// The broker refused one of our batches for good (or it timed out).
     pub fn on_batch_failed(&mut self, err: &Error) {
+        if self.state == TxnState::FatalError {
+            // Already failed for good: the batches that fail after it (every
+            // pending one) add nothing, and must not log the error again each.
+            return;
+        }
         let code = err.code();
         if is_fenced(code) {
             self.fatal(fenced_error(code, "Produce"));
