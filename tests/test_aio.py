@@ -367,6 +367,66 @@ def test_commit_seek_and_pause_while_a_getone_waits(bs, topic_name):
     _run(main())
 
 
+def test_getone_from_the_buffer_then_commit_seek_pause_and_getmany(bs, topic_name):
+    """getone() takes buffered records through a fast lane (docs/asyncio.md);
+    every other call must see what it handed out: commit() commits the last
+    record + 1, a seek or a pause takes effect at the next call, getmany()
+    goes on where getone() stopped, nothing lost or repeated."""
+    n = 400
+
+    async def main():
+        await _produce(bs, topic_name, 2 * n, partitions=2)
+        tps = [TP(topic_name, 0), TP(topic_name, 1)]
+        async with AIOConsumer(bs, group_id="g-" + topic_name, enable_auto_commit=False, **FAST) as c:
+            c.assign(tps)
+            got = [await c.getone() for _ in range(150)]
+            # Paused: the partition getone() just took from gives no record
+            # until resumed (the other one may have some left, or none).
+            lane = got[-1].partition
+            c.pause(tps[lane])
+            paused = []
+            while True:
+                try:
+                    paused.append(await asyncio.wait_for(c.getone(), 1.0))
+                except asyncio.TimeoutError:
+                    break
+            assert all(m.partition != lane for m in paused)
+            c.resume(tps[lane])
+
+            last = {}
+            for m in got + paused:
+                last[m.partition] = m.offset
+            await c.commit()
+            for p, o in last.items():
+                assert await c.committed(tps[p]) == o + 1
+            assert await c.position(tps[(got + paused)[-1].partition]) == (got + paused)[-1].offset + 1
+
+            # A seek back on partition 0: its next record is offset 5.
+            c.seek(tps[0], 5)
+            after = []
+            while not any(m.partition == 0 for m in after):
+                after.append(await asyncio.wait_for(c.getone(), 10))
+            assert [m.offset for m in after if m.partition == 0] == [5]
+
+            rest = []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                many = await c.getmany(timeout_ms=500)
+                if not many:
+                    break
+                for recs in many.values():
+                    rest.extend(recs)
+            # Each partition read in order, once, from its start (partition 0
+            # again from 5 after the seek) to its end.
+            before0 = [m.offset for m in got + paused if m.partition == 0]
+            since0 = [m.offset for m in after + rest if m.partition == 0]
+            assert before0 == list(range(len(before0)))
+            assert since0 == list(range(5, n)), since0[:20]
+            assert [m.offset for m in got + paused + after + rest if m.partition == 1] == list(range(n))
+
+    _run(main())
+
+
 def test_poll_arrow(bs, topic_name):
     pytest.importorskip("pyarrow")
 

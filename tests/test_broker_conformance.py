@@ -12,7 +12,10 @@ broker ferrokafka offers (``EmbeddedBroker``, ``MockCluster``) must pass these:
   has its first assignment within 4 s (Kafka's broker waits
   group.initial.rebalance.delay.ms = 3 s for more members, then assigns);
 * committed offsets read back (same member, a new member, the admin API);
-* topic auto-creation and CreateTopics agree on partition counts.
+* topic auto-creation and CreateTopics agree on partition counts;
+* a Fetch is answered as soon as it holds fetch.min.bytes (not held for
+  fetch.max.wait.ms when it found records), and a partition's share of it is
+  bounded by max.partition.fetch.bytes.
 
 Only ferrokafka's clients decide pass/fail, plus confluent-kafka (librdkafka) as
 a second opinion on the watermarks, so a bug shared by our client and a broker
@@ -205,6 +208,55 @@ def test_empty_partition_offsets(broker):
         assert c.end_offsets(tps) == {tp: 0 for tp in tps}, kind
         assert c.beginning_offsets(tps) == {tp: 0 for tp in tps}, kind
         assert c.offsets_for_times({TP(topic, 0): 0})[TP(topic, 0)] is None, kind
+    finally:
+        c.close()
+
+
+def test_fetch_answers_when_records_are_there(broker):
+    """Kafka holds a Fetch only while it has fewer than fetch.min.bytes. Tansu
+    0.6.0 held every answer that found records ~250 ms at the default 500 ms
+    fetch.max.wait.ms (docs/embedded-broker.md), which capped every consumer near
+    180k records/s and delayed records produced while a Fetch waited."""
+    kind, bs = broker.kind, broker.bootstrap_servers
+    topic = _name("fetchwait")
+    broker.create(topic, 1)
+    tp = TP(topic, 0)
+    with fk.Producer(bs, linger_ms=0) as p:
+        for _ in range(30):  # 30 batches of ~11 KB (a flush each: not merged)
+            p.send_batch(topic, [b"x" * 100] * 100, partition=0)
+            p.flush()
+    part_max = 32_768
+    c = fk.Consumer(bs, auto_offset_reset="earliest", enable_auto_commit=False,
+                    max_partition_fetch_bytes=part_max)
+    try:
+        c.assign([tp])
+        got, deadline = 0, time.monotonic() + 30
+        while got < 3000 and time.monotonic() < deadline:
+            got += len(c.poll(timeout_ms=1000, max_records=10_000))
+        assert got == 3000, kind
+        m = c.metrics()
+        # A backlog read: no answer waits (the default fetch_max_wait_ms is 500).
+        assert m["fetch-latency-avg"] < 100, (kind, m["fetch-latency-avg"])
+        # The partition's share: max.partition.fetch.bytes, plus at most the batch
+        # that crosses it (Kafka's rule sends a first batch larger than it whole).
+        assert 0 < m["fetch-size-avg"] <= part_max + 12_000, (kind, m["fetch-size-avg"])
+
+        # Live: a record produced while a Fetch waits is answered at once, not at
+        # the end of the wait.
+        waits = []
+        with fk.Producer(bs, linger_ms=0) as p:
+            for _ in range(8):
+                c.poll(timeout_ms=50)  # a Fetch is now waiting on the broker
+                t0 = time.monotonic()
+                p.send(topic, b"live", partition=0).result(10)
+                while not c.poll(timeout_ms=1000) and time.monotonic() - t0 < 5:
+                    pass
+                waits.append(time.monotonic() - t0)
+        waits.sort()
+        if kind == "mock" and waits[len(waits) // 2] >= 0.1:
+            pytest.xfail("librdkafka's mock cluster holds a Fetch that found nothing for its whole "
+                         f"max wait, records produced meanwhile or not (median {waits[len(waits) // 2]:.3f} s)")
+        assert waits[len(waits) // 2] < 0.1, (kind, waits)
     finally:
         c.close()
 

@@ -22,6 +22,7 @@ import collections
 import inspect
 import math
 import time
+from time import monotonic
 from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Union
 
 from .. import _events
@@ -94,7 +95,7 @@ class AIOConsumer:
         self._arrow: Deque[Any] = collections.deque()
         self._round: Optional["asyncio.Future[Any]"] = None
         self._waiters = 0
-        self._yielded_at = 0.0  # loop.time() when a fetch last suspended
+        self._yielded_at = 0.0  # time.monotonic() when a fetch last suspended
         self._events_task: Optional["asyncio.Task[None]"] = None
         self._error: Optional[BaseException] = None
         self._assigned: Set[TopicPartition] = set()
@@ -106,6 +107,12 @@ class AIOConsumer:
         self._delivered: Dict[TopicPartition, int] = {}
         self._listener: Any = None
         self._closed = False
+        # getone()'s lane (see `getone`): the buffered deque of the
+        # partition it hands out from, and the last record taken through it,
+        # whose offset is written to _delivered when the lane is settled.
+        self._lane: Optional[Deque[Message]] = None
+        self._lane_tp: Optional[TopicPartition] = None
+        self._lane_last: Optional[Message] = None
         self._close_fut: Optional["asyncio.Future[None]"] = None
 
     # ----- life cycle ----------------------------------------------------------------
@@ -154,6 +161,7 @@ class AIOConsumer:
         await asyncio.shield(self._close_fut)
 
     async def _close(self, timeout_ms: Optional[int]) -> None:
+        self._lane_settle()
         worker = self._work()
         self._closed = True
         self._buf.clear()
@@ -175,6 +183,7 @@ class AIOConsumer:
         if listener is not None and not (hasattr(listener, "on_partitions_revoked")
                                          and hasattr(listener, "on_partitions_assigned")):
             raise ValueError("listener must have on_partitions_revoked and on_partitions_assigned")
+        self._lane_settle()
         if pattern is not None:
             if topics:
                 raise ValueError("subscribe() takes topics or pattern, not both")
@@ -183,6 +192,7 @@ class AIOConsumer:
         self._listener = listener
 
     def assign(self, partitions: Iterable[Any]) -> None:
+        self._lane_settle()
         tps = _tps(partitions)
         self._core.assign(tps)
         self._assigned = set(tps)
@@ -203,6 +213,7 @@ class AIOConsumer:
         """Leave the subscription; buffered records are dropped. The
         group is left by the next fetch round (the core's call may wait for
         its coordinator, so it is not made on the loop)."""
+        self._lane_settle()
         self._assigned.clear()
         self._drop(lambda tp: True)
         self._work().submit(self._core.unsubscribe).add_done_callback(self._note_error)
@@ -225,8 +236,64 @@ class AIOConsumer:
 
     async def getone(self, *partitions: Any) -> Message:
         """The next record (waits as long as it takes)."""
+        # The lane: once the general path has handed out a record of a
+        # partition and found nothing in the way (no error or event to
+        # report, no seek, pause or Arrow buffer), later calls take that
+        # partition's next buffered record with no other check, until any
+        # other method of this consumer or a completion on the loop settles
+        # the lane (`_lane_settle`, first thing in each of them), the deque
+        # runs dry, or a yield is due. Those are the only ways the state the
+        # general path checked can change: this fast path never suspends.
+        q = self._lane
+        if q and not partitions and monotonic() - self._yielded_at <= YIELD_AFTER_S:
+            m = q.popleft()
+            self._lane_last = m
+            return m
+        self._lane_settle()
+        if not partitions:
+            m = self._take_one()
+            if m is not None:
+                return m
         got = await self._fetch(_flatten(partitions), math.inf, 1, self._max_poll, False)
         return got[0]
+
+    def _take_one(self) -> Optional[Message]:
+        """The next buffered record when nothing else has a say (else None:
+        the caller goes the general way, ``_fetch``, which decides the same
+        cases slowly), and the lane opened on its partition. Same order as
+        ``_take``: the first buffered partition, then it goes last."""
+        buf = self._buf
+        if not buf or self._closed or self._error is not None or self._events_task is not None \
+                or self._seeking_all or self._arrow or not bound(self._waker):
+            return None
+        if monotonic() - self._yielded_at > YIELD_AFTER_S:
+            return None  # the general path suspends first (loop lag, docs/asyncio.md)
+        tp = next(iter(buf))
+        if (self._paused and tp in self._paused) or (self._seeking and tp in self._seeking):
+            return None
+        q = buf.pop(tp)
+        m = q.popleft()
+        self._delivered[tp] = m.offset + 1
+        if q:
+            buf[tp] = q  # re-inserted last: partitions take turns
+            self._lane, self._lane_tp = q, tp
+        return m
+
+    def _lane_settle(self) -> None:
+        """Close getone()'s lane: its last record counts as delivered, and a
+        deque it emptied leaves the buffer (elsewhere the buffer holds no
+        empty deque). Called first by every other method and completion."""
+        q = self._lane
+        if q is None:
+            return
+        self._lane = None
+        tp = self._lane_tp
+        m = self._lane_last
+        if m is not None:
+            self._lane_last = None
+            self._delivered[tp] = m.offset + 1  # type: ignore[index]
+        if not q and self._buf.get(tp) is q:  # type: ignore[arg-type]
+            del self._buf[tp]  # type: ignore[arg-type]
 
     def __aiter__(self) -> "AIOConsumer":
         return self
@@ -255,12 +322,13 @@ class AIOConsumer:
                      arrow: bool) -> List[Any]:
         if timeout_ms is None or timeout_ms < 0:
             raise ValueError(f"invalid timeout_ms {timeout_ms!r}: must be >= 0")
+        self._lane_settle()
         worker = self._work()
         loop = self._waker.loop  # type: ignore[union-attr]
-        if loop.time() - self._yielded_at > YIELD_AFTER_S:
+        if monotonic() - self._yielded_at > YIELD_AFTER_S:
             # Before any record is taken: a cancellation here loses none.
             await asyncio.sleep(0)
-            self._yielded_at = loop.time()
+            self._yielded_at = monotonic()
         deadline = loop.time() + timeout_ms / 1000
         self._waiters += 1
         try:
@@ -273,7 +341,7 @@ class AIOConsumer:
                     return got
                 if self._events_task is not None:
                     await asyncio.shield(self._events_task)
-                    self._yielded_at = loop.time()
+                    self._yielded_at = monotonic()
                     continue
                 if self._round is None and not worker.busy:
                     # Nothing waits on the worker: the core's zero-timeout
@@ -292,19 +360,19 @@ class AIOConsumer:
                     self._start_round(arrow, remaining, ask)
                 assert self._round is not None
                 await asyncio.wait((self._round,), timeout=None if math.isinf(remaining) else remaining)
-                self._yielded_at = loop.time()
+                self._yielded_at = monotonic()
         finally:
             self._waiters -= 1
 
     def _poll_now(self, arrow: bool, ask: int) -> Any:
         try:
-            return (self._core.poll_arrow if arrow else self._core.poll)(0, ask)
+            return (self._core.poll_arrow if arrow else self._core.poll_runs)(0, ask)
         finally:
             _events.dispatch(self._core, self._c._error_cb)
 
     def _start_round(self, arrow: bool, remaining: float, ask: int) -> None:
         end = time.monotonic() + remaining
-        method = self._core.poll_arrow if arrow else self._core.poll
+        method = self._core.poll_arrow if arrow else self._core.poll_runs
         worker = self._worker
         assert worker is not None
 
@@ -324,6 +392,7 @@ class AIOConsumer:
         fut.add_done_callback(self._round_done)
 
     def _round_done(self, fut: "asyncio.Future[Any]") -> None:
+        self._lane_settle()
         self._round = None
         _events.dispatch(self._core, self._c._error_cb)
         if fut.cancelled():
@@ -337,27 +406,29 @@ class AIOConsumer:
 
     def _absorb(self, polled: Any) -> None:
         """Put what a poll returned into the buffer (on the loop)."""
+        self._lane_settle()
         events, recs, commits = polled
         if recs:
-            if isinstance(recs, list):
+            if isinstance(recs, list):  # runs of one partition (poll_runs)
                 buf = self._buf
                 keep = self._assigned
-                for m in recs:
-                    tp = TopicPartition(m.topic, m.partition)
+                for tp, run in recs:
                     if keep and tp not in keep:
                         continue  # a partition revoked while the round ran
                     if self._seeking_all or (self._seeking and tp in self._seeking):
                         continue  # fetched before a seek that is still under way
                     q = buf.get(tp)
                     if q is None:
-                        q = buf[tp] = collections.deque()
-                    q.append(m)
+                        buf[tp] = collections.deque(run)
+                    else:
+                        q.extend(run)
             elif not (self._seeking_all or self._seeking):
                 self._arrow.append(recs)
         if events:
             self._events_task = asyncio.ensure_future(self._run_events(events))
 
     def _take(self, parts: List[TopicPartition], n: int, arrow: bool) -> List[Any]:
+        self._lane_settle()
         if arrow:
             if self._arrow:
                 import pyarrow as pa
@@ -437,6 +508,7 @@ class AIOConsumer:
             await r
 
     def _drop(self, which: Any) -> None:
+        self._lane_settle()
         for tp in [tp for tp in self._buf if which(tp)]:
             del self._buf[tp]
 
@@ -446,6 +518,7 @@ class AIOConsumer:
             raise e
 
     def _note_error(self, fut: "asyncio.Future[Any]") -> None:
+        self._lane_settle()
         if not fut.cancelled() and fut.exception() is not None and not self._closed:
             self._error = fut.exception()
 
@@ -457,6 +530,7 @@ class AIOConsumer:
         still in the buffer are not counted as consumed). Synchronous
         commit semantics (retries until ``default_api_timeout_ms``), run
         off the loop."""
+        self._lane_settle()
         worker = self._work()
         if offsets is None and (self._buf or self._arrow or self._round is not None):
             # The core's positions include records not handed out yet.
@@ -477,6 +551,7 @@ class AIOConsumer:
         """The offset of the next record the application will get."""
         tp = _tps([tp])[0]
         pos = await self._work().submit(self._c.position, tp)
+        self._lane_settle()
         q = self._buf.get(tp)
         return q[0].offset if q else pos
 
@@ -490,6 +565,7 @@ class AIOConsumer:
             raise ValueError(f"invalid offset {offset!r} for seek(): must be >= 0")
         if tp not in set(self._core.assignment()):
             raise IllegalStateError(f"seek(): partition {tp.topic}-{tp.partition} is not assigned")
+        self._lane_settle()
         self._seeking[tp] = self._seeking.get(tp, 0) + 1
         self._drop(lambda t: t == tp)
         self._delivered[tp] = int(offset)
@@ -499,6 +575,7 @@ class AIOConsumer:
     def _seek_done(self, fut: "asyncio.Future[Any]", tps: Optional[List[TopicPartition]], note: bool) -> None:
         """A seek took effect in the core: what was buffered for its
         partitions came from before it."""
+        self._lane_settle()
         if tps is None:
             self._seeking_all -= 1
             self._drop(lambda t: True)
@@ -516,6 +593,7 @@ class AIOConsumer:
             fut.exception()  # raised to the awaiting caller, if it still waits
 
     async def _seek_to(self, partitions: Sequence[Any], to_end: bool) -> None:
+        self._lane_settle()
         tps = _flatten(partitions) if partitions else None
         for tp in tps or []:
             self._seeking[tp] = self._seeking.get(tp, 0) + 1
@@ -559,11 +637,13 @@ class AIOConsumer:
 
     def pause(self, *partitions: Any) -> None:
         """Stop handing out (and fetching) these partitions' records."""
+        self._lane_settle()
         tps = _flatten(partitions)
         self._core.pause(tps)
         self._paused.update(tps)
 
     def resume(self, *partitions: Any) -> None:
+        self._lane_settle()
         tps = _flatten(partitions)
         self._core.resume(tps)
         self._paused.difference_update(tps)

@@ -124,6 +124,25 @@ impl PyMessage {
     }
 }
 
+/// A poll's records as runs of one partition, in order (a partition may
+/// have two runs when its records came in two fetches).
+type Runs = Vec<(PyTopicPartition, Vec<Py<PyMessage>>)>;
+
+/// `ferrokafka.aio` buffers records per partition: handing them over grouped
+/// spares it a `TopicPartition` and a lookup per record (docs/asyncio.md).
+fn runs(py: Python<'_>, slices: Vec<RecordSlice>) -> PyResult<Runs> {
+    let mut out = Vec::with_capacity(slices.len());
+    for s in slices {
+        let topic = PyString::new(py, &s.tp.topic).unbind();
+        let mut run = Vec::with_capacity(s.to - s.from);
+        for i in s.from..s.to {
+            run.push(message(py, &topic, s.tp.partition, &s.cols, i, None)?);
+        }
+        out.push((PyTopicPartition { inner: s.tp }, run));
+    }
+    Ok(out)
+}
+
 fn messages(py: Python<'_>, slices: Vec<RecordSlice>) -> PyResult<Vec<Py<PyMessage>>> {
     let mut out = Vec::with_capacity(slices.iter().map(|s| s.to - s.from).sum());
     for s in slices {
@@ -310,6 +329,23 @@ impl PyConsumer {
         let commits = commits_of(py, &mut p);
         let msgs = messages(py, std::mem::take(&mut p.records))?;
         Ok((events, msgs, commits))
+    }
+
+    /// Like `poll`, with the records in runs of one partition:
+    /// (events, [(TopicPartition, [Message])], commit outcomes).
+    #[pyo3(signature = (timeout_ms=0, max_records=500))]
+    fn poll_runs(
+        &self,
+        py: Python<'_>,
+        timeout_ms: i64,
+        max_records: usize,
+    ) -> PyResult<(EventList, Runs, Completed)> {
+        let core = self.core()?;
+        let mut p = poll_core(py, &core, timeout_ms, max_records.max(1))?;
+        let events = events_of(&mut p);
+        let commits = commits_of(py, &mut p);
+        let runs = runs(py, std::mem::take(&mut p.records))?;
+        Ok((events, runs, commits))
     }
 
     /// Like `poll`, with the records as one Arrow batch (an object with
