@@ -238,12 +238,26 @@ impl ConsumerCore {
         fetchable.retain(|(tp, _)| !self.partition_backoff.contains_key(tp));
         let mut busy = self.fetch_in_flight.clone();
         busy.extend(self.fetch_backoff.keys());
+        let subs = &self.subs;
+        let read_committed = self.cfg.read_committed;
         let (plan, no_leader) = plan_fetches(
             &fetchable,
             |tp| cluster.leader_id_for(tp),
             &busy,
             &buffered,
             self.cfg.max_partition_fetch_bytes.max(0) as usize,
+            // At the end of what a Fetch may return: the high watermark, or
+            // under read_committed the last stable offset.
+            |tp, offset| {
+                subs.state(tp).is_some_and(|s| {
+                    let end = if read_committed {
+                        s.last_stable_offset
+                    } else {
+                        s.high_watermark
+                    };
+                    end >= 0 && offset >= end
+                })
+            },
         );
         for tp in no_leader {
             self.metadata_update_for_topic(&tp.topic);
