@@ -273,7 +273,10 @@ class Consumer:
         """The records as one ``pyarrow.RecordBatch`` with the columns of
         Spark's Kafka source (key, value, topic, partition, offset,
         timestamp, timestampType, headers), built in Rust: no Python object
-        per record. An empty batch when nothing arrived in time."""
+        per record. An empty batch when nothing arrived in time. A fetched
+        run of one partition of 1,024 records or more comes in a batch of
+        its own (its buffers become the batch without a copy; call again for
+        the next); smaller runs are merged up to ``max_records``."""
         import pyarrow as pa
 
         return pa.record_batch(self._poll(self._core.poll_arrow, timeout_ms, int(max_records)))

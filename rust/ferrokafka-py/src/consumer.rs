@@ -210,6 +210,22 @@ impl PyConsumer {
             .clone()
             .ok_or_else(|| FkError(Error::Closed { what: "consumer" }).into())
     }
+
+    /// One poll of the core, split as every poll method returns it: the
+    /// events, the records (as the core's slices), the commit outcomes.
+    fn poll_parts(
+        &self,
+        py: Python<'_>,
+        timeout_ms: i64,
+        max_records: usize,
+        arrow: bool,
+    ) -> PyResult<(EventList, Vec<RecordSlice>, Completed)> {
+        let core = self.core()?;
+        let mut p = poll_core(py, &core, timeout_ms, max_records.max(1), arrow)?;
+        let events = events_of(&mut p);
+        let commits = commits_of(py, &mut p);
+        Ok((events, std::mem::take(&mut p.records), commits))
+    }
 }
 
 fn tps(v: Vec<TopicPartition>) -> Vec<PyTopicPartition> {
@@ -258,9 +274,14 @@ fn poll_core(
     core: &Arc<Consumer>,
     timeout_ms: i64,
     max_records: usize,
+    arrow: bool,
 ) -> PyResult<Polled> {
     interruptible(py, |interrupted| {
-        core.poll(max_records, ms(timeout_ms), interrupted)
+        if arrow {
+            core.poll_for_arrow(max_records, ms(timeout_ms), interrupted)
+        } else {
+            core.poll(max_records, ms(timeout_ms), interrupted)
+        }
     })?
     .map_err(|e| FkError(e).into())
 }
@@ -323,12 +344,8 @@ impl PyConsumer {
         timeout_ms: i64,
         max_records: usize,
     ) -> PyResult<(EventList, Vec<Py<PyMessage>>, Completed)> {
-        let core = self.core()?;
-        let mut p = poll_core(py, &core, timeout_ms, max_records.max(1))?;
-        let events = events_of(&mut p);
-        let commits = commits_of(py, &mut p);
-        let msgs = messages(py, std::mem::take(&mut p.records))?;
-        Ok((events, msgs, commits))
+        let (events, records, commits) = self.poll_parts(py, timeout_ms, max_records, false)?;
+        Ok((events, messages(py, records)?, commits))
     }
 
     /// Like `poll`, with the records in runs of one partition:
@@ -340,12 +357,8 @@ impl PyConsumer {
         timeout_ms: i64,
         max_records: usize,
     ) -> PyResult<(EventList, Runs, Completed)> {
-        let core = self.core()?;
-        let mut p = poll_core(py, &core, timeout_ms, max_records.max(1))?;
-        let events = events_of(&mut p);
-        let commits = commits_of(py, &mut p);
-        let runs = runs(py, std::mem::take(&mut p.records))?;
-        Ok((events, runs, commits))
+        let (events, records, commits) = self.poll_parts(py, timeout_ms, max_records, false)?;
+        Ok((events, runs(py, records)?, commits))
     }
 
     /// Like `poll`, with the records as one Arrow batch (an object with
@@ -357,11 +370,7 @@ impl PyConsumer {
         timeout_ms: i64,
         max_records: usize,
     ) -> PyResult<(EventList, Option<ArrowBatch>, Completed)> {
-        let core = self.core()?;
-        let mut p = poll_core(py, &core, timeout_ms, max_records.max(1))?;
-        let events = events_of(&mut p);
-        let commits = commits_of(py, &mut p);
-        let slices = std::mem::take(&mut p.records);
+        let (events, slices, commits) = self.poll_parts(py, timeout_ms, max_records, true)?;
         // An empty poll gives an empty batch built here too: pyarrow's own
         // ways to make one import pandas the first time (0.3 s of CPU).
         let batch = if slices.is_empty() {

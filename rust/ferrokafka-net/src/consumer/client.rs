@@ -57,6 +57,11 @@ mod commits;
 mod offsets;
 
 pub use crate::consumer::config::{ConsumerConfig, Polled, RebalanceEvent, RecordSlice};
+
+/// Records of one whole fetched run from which `poll_for_arrow` returns the
+/// run alone: below it, merging with the next run (a copy) costs less than
+/// another call would.
+pub const ARROW_RUN_ALONE: usize = 1024;
 use crate::consumer::shell::{run, Inner};
 
 /// ListOffsets queries grouped by leader: node id -> (node, [(partition,
@@ -240,6 +245,28 @@ impl Consumer {
         timeout: Duration,
         interrupted: &dyn Fn() -> bool,
     ) -> Result<Polled, Error> {
+        self.poll_taking(max_records, usize::MAX, timeout, interrupted)
+    }
+
+    /// `poll` for an Arrow batch: a first whole fetched run of at least
+    /// `ARROW_RUN_ALONE` records comes alone, so it is exported without a
+    /// copy (docs/semantics.md §8.4).
+    pub fn poll_for_arrow(
+        &self,
+        max_records: usize,
+        timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Polled, Error> {
+        self.poll_taking(max_records, ARROW_RUN_ALONE, timeout, interrupted)
+    }
+
+    fn poll_taking(
+        &self,
+        max_records: usize,
+        alone_from: usize,
+        timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Polled, Error> {
         let deadline = Instant::now() + timeout;
         // Before the lock: taking a commit answer locks the state.
         self.commits.drive(self);
@@ -266,7 +293,7 @@ impl Consumer {
                     commits,
                 });
             }
-            let records = st.take_records(max_records);
+            let records = st.take_records_runs(max_records, alone_from);
             if !records.is_empty() || !commits.is_empty() {
                 drop(st);
                 // Fetch the next range now, while the application works.

@@ -82,9 +82,9 @@ pub struct Buffered {
 /// while a backlog waits. Memory stays bounded by bytes either way (and by
 /// the caller's overall cap).
 ///
-/// A node is not fetched at all while a partition of it is held back that
-/// way and every partition the Fetch would name is caught up
-/// (`caught_up(tp, fetch_offset)`: at the last known high watermark). Such a
+/// A node is not fetched at all (docs/semantics.md §8.3) while a partition
+/// of it is held back that way and every partition the Fetch would name is
+/// caught up (`caught_up(tp, fetch_offset)`: at the end it may read). Such a
 /// Fetch can only wait out `fetch_max_wait_ms` at the broker, and, one Fetch
 /// per node being in flight, the held-back partitions could not be fetched
 /// again until it returned: measured on six partitions read from the start,

@@ -568,7 +568,17 @@ impl ConsumerCore {
 
 /// Move up to `max` records from the buffer to the application, advancing
 /// positions. Chunks whose partition moved (seek, revocation) are dropped.
-pub(super) fn take_records(st: &mut ConsumerCore, max: usize) -> Vec<RecordSlice> {
+///
+/// A whole fetched run of at least `alone_from` records that comes first is
+/// returned alone. `poll_arrow` asks so (`ARROW_RUN_ALONE`): such a run
+/// becomes an Arrow batch as it is, while merging it with the next
+/// partition's run copies both (on six partitions that copy was a third of
+/// the CPU per record, docs/benchmarks.md). `usize::MAX`: fill up to `max`.
+pub(super) fn take_records(
+    st: &mut ConsumerCore,
+    max: usize,
+    alone_from: usize,
+) -> Vec<RecordSlice> {
     let mut out = Vec::new();
     let mut left = max;
     while left > 0 {
@@ -588,6 +598,7 @@ pub(super) fn take_records(st: &mut ConsumerCore, max: usize) -> Vec<RecordSlice
             continue;
         }
         let n = (c.cols.len() - c.cursor).min(left);
+        let whole_run = out.is_empty() && c.cursor == 0 && n == c.cols.len() && n >= alone_from;
         // Java's records-consumed counts what poll returns: one add per slice.
         st.metrics.records_consumed += n as u64;
         if n > 0 {
@@ -598,7 +609,7 @@ pub(super) fn take_records(st: &mut ConsumerCore, max: usize) -> Vec<RecordSlice
                 to: c.cursor + n,
             });
             c.cursor += n;
-            left -= n;
+            left = if whole_run { 0 } else { left - n };
         }
         let tp = c.tp.clone();
         let (next, epoch) = if c.cursor >= c.cols.len() {

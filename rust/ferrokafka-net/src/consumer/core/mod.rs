@@ -496,7 +496,13 @@ impl ConsumerCore {
 
     /// Up to `max` records for the application (see `fetching.rs`).
     pub fn take_records(&mut self, max: usize) -> Vec<RecordSlice> {
-        fetching::take_records(self, max)
+        fetching::take_records(self, max, usize::MAX)
+    }
+
+    /// The same, except that a first whole fetched run of at least
+    /// `alone_from` records comes alone (`fetching::take_records`).
+    pub fn take_records_runs(&mut self, max: usize, alone_from: usize) -> Vec<RecordSlice> {
+        fetching::take_records(self, max, alone_from)
     }
 
     // ----- the consumer thread's entry points -----------------------------------

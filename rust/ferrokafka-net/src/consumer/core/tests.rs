@@ -283,6 +283,42 @@ fn assign_reset_fetch_and_take_records() {
 }
 
 #[test]
+fn a_whole_run_comes_alone_for_arrow_when_large_enough() {
+    // Two fetched runs wait (10-14 and 15-19): poll_for_arrow's take returns
+    // a first whole run of at least `alone_from` records alone.
+    let two_runs = || {
+        let (mut c, fetch) = assigned_at(10);
+        c.on_answer(fetch.tag, ok(fetch_answer(0, codes::NONE, 10, 5)), 4);
+        let mut reqs = sends(c.step(5).0);
+        assert_eq!(fetch_offsets(&reqs[0]), vec![(0, 15)]);
+        let next = reqs.remove(0);
+        c.on_answer(next.tag, ok(fetch_answer(0, codes::NONE, 15, 5)), 6);
+        c
+    };
+    let mut c = two_runs();
+    let first = c.take_records_runs(100, 5);
+    assert_eq!(first.len(), 1, "one slice: exported without a copy");
+    assert_eq!(offsets_of(&first), (10..15).collect::<Vec<_>>());
+    assert_eq!(
+        offsets_of(&c.take_records_runs(100, 5)),
+        (15..20).collect::<Vec<_>>()
+    );
+    // Runs smaller than the bound are merged up to max, as take_records does.
+    let mut c = two_runs();
+    assert_eq!(
+        offsets_of(&c.take_records_runs(100, 6)),
+        (10..20).collect::<Vec<_>>()
+    );
+    // A run already partly taken is not whole: merged with what follows.
+    let mut c = two_runs();
+    assert_eq!(offsets_of(&c.take_records(2)), vec![10, 11]);
+    assert_eq!(
+        offsets_of(&c.take_records_runs(100, 1)),
+        (12..20).collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn positions_wait_for_the_first_poll_after_assign() {
     // assign() then seek() must not race a reset: nothing is resolved
     // before the application polls (or asks for a position).
