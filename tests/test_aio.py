@@ -98,7 +98,7 @@ def test_send_send_nowait_and_batch_round_trip_in_order(bs, topic_name):
         async with AIOProducer(bs, linger_ms=5) as p:
             first = await p.send(topic_name, b"first", key=b"k", partition=0)
             futs = [p.send_nowait(topic_name, b"v%d" % i, partition=0) for i in range(500)]
-            assert all(isinstance(f, asyncio.Future) for f in futs)
+            assert all(asyncio.isfuture(f) for f in futs)
             rms = await asyncio.gather(*futs)
             batch = await p.send_batch(topic_name, [b"b1", b"b2", b"b3"], partition=0)
             assert await p.flush(10) == 0
@@ -176,12 +176,82 @@ def test_cancelled_send_is_still_delivered(bs, topic_name):
     _run(main())
 
 
+def test_send_nowait_returns_a_future_asyncio_can_use(bs, topic_name):
+    """send_nowait's future is made lazily (docs/asyncio.md) but behaves as an
+    asyncio future everywhere asyncio takes one."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        async with AIOProducer(bs, linger_ms=200) as p:
+            f = p.send_nowait(topic_name, b"0", partition=0)
+            assert asyncio.isfuture(f) and f.get_loop() is loop
+            # Pending (lingering 200 ms): asyncio's rules for a pending future.
+            assert not f.done() and not f.cancelled()
+            with pytest.raises(asyncio.InvalidStateError):
+                f.result()
+            with pytest.raises(asyncio.InvalidStateError):
+                f.exception()
+            called, removed = [], []
+            f.add_done_callback(called.append)
+            f.add_done_callback(removed.append)
+            assert f.remove_done_callback(removed.append) == 1
+            assert (await f).offset == 0
+            await asyncio.sleep(0)  # callbacks run in a later loop iteration
+            assert called == [f] and removed == []
+            assert f.done() and f.result().offset == 0 and f.exception() is None
+            assert not f.cancel()  # done: nothing to cancel
+
+            many = [p.send_nowait(topic_name, b"%d" % i, partition=0) for i in range(1, 6)]
+            assert [m.offset for m in await asyncio.gather(*many)] == [1, 2, 3, 4, 5]
+            done, pending = await asyncio.wait([p.send_nowait(topic_name, b"6", partition=0)], timeout=10)
+            assert len(done) == 1 and not pending and done.pop().result().offset == 6
+            assert (await asyncio.wait_for(p.send_nowait(topic_name, b"7", partition=0), 10)).offset == 7
+            assert (await asyncio.shield(p.send_nowait(topic_name, b"8", partition=0))).offset == 8
+            got = [(await c).offset for c in asyncio.as_completed([p.send_nowait(topic_name, b"9", partition=0)])]
+            assert got == [9]
+
+            # Cancelled while pending: its awaiters see CancelledError, gather
+            # reports it, and the record is still delivered.
+            c = p.send_nowait(topic_name, b"10", partition=0)
+            assert c.cancel() and c.cancelled() and c.done()
+            with pytest.raises(asyncio.CancelledError):
+                await c
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.gather(c)
+            assert (await p.send(topic_name, b"11", partition=0)).offset == 11
+
+    _run(main())
+
+
+def test_a_failed_record_nobody_awaited_is_reported():
+    """As an asyncio.Future whose exception nobody retrieved: a failed record
+    whose future is dropped unread goes to the loop's exception handler; one
+    that was awaited does not."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        reported = []
+        loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+        async with AIOProducer(DEAD, max_block_ms=200) as p:
+            seen = p.send_nowait("t", b"awaited")
+            with pytest.raises(KafkaTimeoutError):
+                await seen
+            dropped = p.send_nowait("t", b"dropped")
+            while not dropped.done():
+                await asyncio.sleep(0.05)
+            del dropped, seen
+            gc.collect()
+        assert len(reported) == 1, reported
+        assert "never retrieved" in reported[0]["message"]
+        assert isinstance(reported[0]["exception"], KafkaTimeoutError)
+
+    _run(main())
+
+
 def test_aiokafka_spelling_producer():
     async def main():
         p = AIOKafkaProducer(bootstrap_servers=DEAD, max_block_ms=200)
         await p.start()
         fut = await p.send("t", b"v")  # aiokafka: send gives the record's future
-        assert isinstance(fut, asyncio.Future)
+        assert asyncio.isfuture(fut)
         with pytest.raises(KafkaTimeoutError):
             await fut
         with pytest.raises(KafkaTimeoutError):
@@ -456,7 +526,7 @@ def test_dead_broker_gives_kafka_errors_not_hangs():
             flushing = asyncio.ensure_future(p.flush(0.5))
             await asyncio.sleep(0.05)
             later = p.send_nowait("t", b"v")
-            assert len(p._pending) == 1  # in the core already, not queued behind the flush
+            assert p._queued_sends == 0  # in the core already, not queued behind the flush
             with pytest.raises(KafkaTimeoutError):
                 await later
             await flushing

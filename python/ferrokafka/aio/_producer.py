@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from threading import get_ident
 from typing import Any, Dict, Mapping, Optional, Sequence, Set, Union
 
 from .. import _events
 from ..errors import KafkaClosedError
 from ..producer import BatchFuture, HeaderList, Producer
+from ._delivery import Delivery
 from ._waker import Waker, bound, watch
 from ._worker import Worker
 
@@ -110,22 +112,26 @@ class AIOProducer:
                     partition: Optional[int] = None, timestamp_ms: Optional[int] = None,
                     headers: Optional[Union[HeaderList, Mapping[str, Optional[bytes]]]] = None,
                     ) -> "asyncio.Future[Any]":
-        """Append one record without waiting; an ``asyncio.Future`` of its
-        :class:`~ferrokafka.RecordMetadata`.
+        """Append one record without waiting; an asyncio future of its
+        :class:`~ferrokafka.RecordMetadata` (``asyncio.isfuture()`` is true:
+        await it, gather it, give it callbacks; see ``_delivery.py``).
 
         Never blocks the loop. Bad arguments raise here (``TypeError``,
         ``ValueError``); a closed producer raises ``KafkaClosedError``.
         Cancelling the returned future does not withdraw the record: once
         this returns, the record is delivered or fails like any other (the
         cancellation only drops the outcome)."""
-        waker = self._bind()
+        waker = self._waker
+        # `_bind()` inlined for the common case (this runs once per record).
+        if waker is None or self._closed or waker.thread != get_ident() or not waker.loop.is_running():
+            waker = self._bind()
         if self._producer._partitioner is not None and partition is None:
             return self._send_partitioned(waker, topic, value, key, timestamp_ms, headers)
         if self._queued_sends:
             # Records wait on the worker for a partitioner: keep call order.
             return self._worker_send(topic, value, key, partition, timestamp_ms, headers)
         dfut = self._producer._p.send(topic, value, key, partition, timestamp_ms, headers, False)  # type: ignore[arg-type]  # the core takes a mapping too
-        return self._track(waker, dfut)
+        return Delivery(self, dfut)  # type: ignore[return-value]  # the asyncio future protocol
 
     def _track(self, waker: Waker, dfut: Any) -> "asyncio.Future[Any]":
         """The asyncio future of a core DeliveryFuture (on the loop)."""
@@ -205,7 +211,7 @@ class AIOProducer:
         record after them too while any wait, so their order holds."""
         if topic in self._known and not self._queued_sends:
             dfut = self._producer.send(topic, value, key, None, timestamp_ms, headers, False)
-            return self._track(waker, dfut)
+            return Delivery(self, dfut)  # type: ignore[return-value]
         if isinstance(key, str):
             raise TypeError("value and key must be bytes (encode str first), not str")
         return self._worker_send(topic, value, key, None, timestamp_ms, headers)
