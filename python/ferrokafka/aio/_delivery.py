@@ -75,10 +75,12 @@ class Delivery:
     def __await__(self) -> Generator[Any, None, Any]:
         st = self._st
         if st is None or st is True:
-            d = self._d
-            if d.done():  # the common case: no loop machinery at all
-                self._st = True
-                return d.result(0)
+            # The common case, delivered already: no loop machinery at all.
+            # result_nowait raises the record's error, or None: pending.
+            self._st = True
+            md = self._d.result_nowait()
+            if md is not None:
+                return md
         return (yield from self._future().__await__())
 
     __iter__ = __await__  # as asyncio.Future

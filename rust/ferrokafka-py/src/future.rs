@@ -390,6 +390,14 @@ impl DeliveryFuture {
         }
     }
 
+    /// The outcome without waiting: the RecordMetadata, the delivery error
+    /// raised, or None while pending. One lock: `ferrokafka.aio` reads a
+    /// delivered record this way, where `done()` then `result()` took the
+    /// cell's lock twice per record.
+    fn result_nowait(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.outcome_to_py(py).transpose()
+    }
+
     fn done(&self) -> bool {
         !matches!(
             self.cell
