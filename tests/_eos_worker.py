@@ -5,8 +5,9 @@ Reads IN with read_committed from the group's committed offsets, writes each
 value upper-cased to OUT and commits the consumed offsets in the same
 transaction (send_offsets_to_transaction), a few hundred records per
 transaction. Prints "ready" once its transactional id is registered (which
-aborts a killed predecessor's open transaction) and "done" when every
-partition's committed offset has reached its end offset.
+aborts a killed predecessor's open transaction), "committed" after each
+transaction (so the test can kill it mid-work, however fast it runs) and
+"done" when every partition's committed offset has reached its end offset.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def main() -> int:
             last[fk.TopicPartition(m.topic, m.partition)] = m.offset + 1
         p.send_offsets_to_transaction(last, meta)
         p.commit_transaction(30)
+        print("committed", flush=True)
     p.close()
     c.close()
     print("done", flush=True)

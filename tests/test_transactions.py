@@ -481,7 +481,15 @@ def test_consume_transform_produce_is_exactly_once_across_kills(embedded_broker,
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         try:
             assert proc.stdout.readline().strip() == "ready"
-            time.sleep(rng.uniform(0.05, 0.6))
+            # Killed after a random number of its own commits (each about
+            # 300 records of 50,000), a little later still: mid-work, inside
+            # or between transactions, however fast the worker runs. (A sleep
+            # after "ready" landed before any commit or after all of them
+            # once the broker answered Fetch at once.)
+            for _ in range(rng.randint(1, 12)):
+                if proc.stdout.readline().strip() != "committed":
+                    break
+            time.sleep(rng.uniform(0, 0.01))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 kills += 1
