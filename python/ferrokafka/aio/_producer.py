@@ -14,9 +14,13 @@ makes the completing thread take the GIL to hand the result to a loop.
 Taking the GIL once per record on the sender thread, while the loop's
 thread holds it, costs the sender a GIL switch interval each: measured,
 a flood of 100k awaited records ran at 26k records/s that way against
-260k records/s without. So each record gets a queued callback, and only
-one pending record at a time, the *sentinel*, is watched through the
-client's :class:`~ferrokafka.aio._waker.Waker`. When the sentinel
+260k records/s without. So ``send_nowait`` returns a
+:class:`~ferrokafka.aio._delivery.Delivery`, which reads a delivered
+record's outcome from the core directly and asks for an asyncio future
+(``_track``) only when something waits on a pending record; each tracked
+record gets a queued callback, and only one pending tracked record at a
+time, the *sentinel*, is watched through the client's
+:class:`~ferrokafka.aio._waker.Waker`. When the sentinel
 completes, the loop runs ``Producer.poll(0)``, which runs every queued
 callback (each only appends its record to a deque), settles the records'
 asyncio futures ``SETTLE_CHUNK`` at a time (one loop iteration each, so a

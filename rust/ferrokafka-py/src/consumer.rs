@@ -133,11 +133,8 @@ type Runs = Vec<(PyTopicPartition, Vec<Py<PyMessage>>)>;
 fn runs(py: Python<'_>, slices: Vec<RecordSlice>) -> PyResult<Runs> {
     let mut out = Vec::with_capacity(slices.len());
     for s in slices {
-        let topic = PyString::new(py, &s.tp.topic).unbind();
         let mut run = Vec::with_capacity(s.to - s.from);
-        for i in s.from..s.to {
-            run.push(message(py, &topic, s.tp.partition, &s.cols, i, None)?);
-        }
+        push_messages(py, &s, &mut run)?;
         out.push((PyTopicPartition { inner: s.tp }, run));
     }
     Ok(out)
@@ -145,13 +142,20 @@ fn runs(py: Python<'_>, slices: Vec<RecordSlice>) -> PyResult<Runs> {
 
 fn messages(py: Python<'_>, slices: Vec<RecordSlice>) -> PyResult<Vec<Py<PyMessage>>> {
     let mut out = Vec::with_capacity(slices.iter().map(|s| s.to - s.from).sum());
-    for s in slices {
-        let topic = PyString::new(py, &s.tp.topic).unbind();
-        for i in s.from..s.to {
-            out.push(message(py, &topic, s.tp.partition, &s.cols, i, None)?);
-        }
+    for s in &slices {
+        push_messages(py, s, &mut out)?;
     }
     Ok(out)
+}
+
+/// The `Message`s of one slice, appended to `out` (one topic string shared
+/// by all of them).
+fn push_messages(py: Python<'_>, s: &RecordSlice, out: &mut Vec<Py<PyMessage>>) -> PyResult<()> {
+    let topic = PyString::new(py, &s.tp.topic).unbind();
+    for i in s.from..s.to {
+        out.push(message(py, &topic, s.tp.partition, &s.cols, i, None)?);
+    }
+    Ok(())
 }
 
 /// One `Message` for row `i` of `cols` (the consumer's and the share

@@ -57,12 +57,12 @@ mod commits;
 mod offsets;
 
 pub use crate::consumer::config::{ConsumerConfig, Polled, RebalanceEvent, RecordSlice};
+use crate::consumer::shell::{run, Inner};
 
 /// Records of one whole fetched run from which `poll_for_arrow` returns the
 /// run alone: below it, merging with the next run (a copy) costs less than
 /// another call would.
 pub const ARROW_RUN_ALONE: usize = 1024;
-use crate::consumer::shell::{run, Inner};
 
 /// ListOffsets queries grouped by leader: node id -> (node, [(partition,
 /// timestamp, leader epoch)]).
