@@ -5,18 +5,6 @@
 
 use pyo3::prelude::*;
 
-/// The extension's own allocations come from mimalloc. A record's state is
-/// allocated on the thread that calls `send` and freed on the producer's
-/// driver thread once the broker answered; with glibc's malloc that free
-/// takes the allocating arena's lock, and the lock traffic between the two
-/// threads (futex wake-ups, `_int_free`) was ~15 % of a `send()` loop's
-/// samples. mimalloc frees across threads without a lock: `send()` with its
-/// futures dropped took a third to a half less CPU per record on one
-/// partition (0.70-0.84 -> 0.43-0.50 µs, docs/benchmarks.md). Python's own
-/// objects are not affected (pymalloc).
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 pub mod admin;
 pub mod arrow;
 pub mod config;
