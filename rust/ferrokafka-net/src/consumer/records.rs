@@ -225,7 +225,11 @@ pub struct DecodedFetch {
 }
 
 /// Decode a partition's records from `fetch_offset` on. Records before the
-/// fetch offset (a compressed batch is returned whole) are dropped.
+/// fetch offset (a compressed batch is returned whole) are dropped, and so is
+/// any record at or below one already taken from this answer: a broker that
+/// answers overlapping batches (Tansu 0.6.0 once did under concurrent
+/// appends) must not make the application see a record twice or offsets go
+/// back (Java's `nextFetchOffset` rule; docs/semantics.md §8.6).
 pub fn decode_fetched(
     blob: &[u8],
     fetch_offset: i64,
@@ -257,7 +261,14 @@ pub fn decode_fetched(
                     },
                 };
                 let batch_next = h.next_offset();
-                if batch_next <= fetch_offset {
+                if batch_next <= next_offset {
+                    if next_offset > fetch_offset && batch_next > fetch_offset {
+                        log::debug!(
+                            target: "ferrokafka::consumer",
+                            "dropped a batch ending at {} the answer already passed ({next_offset})",
+                            batch_next - 1
+                        );
+                    }
                     continue;
                 }
                 if !filter.skip(&info) {
@@ -273,7 +284,7 @@ pub fn decode_fetched(
                     let tt = ts_type_id(h.timestamp_type());
                     for rec in records {
                         let rec = rec?;
-                        if rec.offset < fetch_offset {
+                        if rec.offset < next_offset {
                             continue;
                         }
                         cols.push(
@@ -297,7 +308,7 @@ pub fn decode_fetched(
                 let mut owned = Vec::new();
                 msg.decode_into(&opts, &mut owned)?;
                 for r in owned {
-                    if r.offset < fetch_offset {
+                    if r.offset < next_offset {
                         continue;
                     }
                     let tt = ts_type_id(r.timestamp_type);
@@ -370,6 +381,20 @@ mod tests {
         assert_eq!(g.offsets, vec![2, 3, 1]);
         assert_eq!(g.values.get(2), Some(&b"v1"[..]));
         assert_eq!(g.header_offsets, vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn overlapping_batches_of_one_answer_give_each_record_once_in_order() {
+        // 0..10, 10..20, then 5..15 again (whole and partly overlapping), then
+        // 20..25: what the application sees never repeats or goes back.
+        let mut blob = batch(0, 10, Compression::None);
+        blob.extend(batch(10, 10, Compression::None));
+        blob.extend(batch(5, 10, Compression::Lz4));
+        blob.extend(batch(15, 10, Compression::None));
+        let mut f = AbortedTransactionFilter::new(false, vec![]);
+        let d = decode_fetched(&blob, 3, DecodeOptions::default(), &mut f).unwrap();
+        assert_eq!(d.records.offsets, (3..25).collect::<Vec<i64>>());
+        assert_eq!(d.next_offset, 25);
     }
 
     #[test]
