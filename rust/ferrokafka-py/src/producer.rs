@@ -21,7 +21,8 @@ use pyo3::types::{PyBytes, PyDict, PyMapping, PyString};
 
 use crate::errors::FkError;
 use crate::future::{
-    run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, KeepAlive, KeepToken, RecordMetadata,
+    run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, FutureOwner, KeepAlive, KeepToken,
+    RecordMetadata,
 };
 use crate::gil::{wait_detached, SignalCheck};
 
@@ -383,7 +384,7 @@ impl PyProducer {
         .map_err(FkError)?;
         Ok(PyProducer {
             inner: Mutex::new(Some(Arc::new(producer))),
-            callbacks: Arc::new(Mutex::new(Vec::new())),
+            callbacks: FutureOwner::new(),
             keep: Arc::new(KeepAlive::default()),
             buffer_memory: pcfg_buffer_memory,
             deferral: Mutex::new(None),
@@ -417,7 +418,10 @@ impl PyProducer {
         let headers = headers.map(|h| h.0);
         let this = slf.borrow();
         let core = this.core()?;
-        let (fut, cell) = DeliveryFuture::new(Some(this.callbacks.clone()));
+        // Free the cells of completed, dropped futures here, on the
+        // caller's thread (why: `FutureOwner`).
+        this.callbacks.reap();
+        let (fut, cell) = DeliveryFuture::new(Some(&this.callbacks));
         let fut = Py::new(py, fut)?;
         // pyo3 makes every pyclass a GC type, but a DeliveryFuture's
         // traverse visits nothing (its references live in the Rust cell), so
@@ -582,7 +586,7 @@ impl PyProducer {
         }
         let q = self.callbacks.clone();
         wait_detached(py, Some(Duration::from_secs_f64(timeout)), move |slice| {
-            if !q.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+            if !q.lock().is_empty() {
                 return Some(());
             }
             std::thread::sleep(slice.min(Duration::from_millis(5)));
@@ -735,7 +739,7 @@ impl PyProducer {
         let py = slf.py();
         let this = slf.borrow();
         let core = this.core()?;
-        let (fut, cell) = DeliveryFuture::new(Some(this.callbacks.clone()));
+        let (fut, cell) = DeliveryFuture::new(Some(&this.callbacks));
         let fut = Py::new(py, fut)?;
         let state = Arc::new(BatchState::new(n, (cell, this.keep.acquire(slf.as_any()))));
         if n == 0 {

@@ -40,13 +40,22 @@ impl Completion for PyCompletion {
     /// not consecutive in the call but are in each batch) are stored as one
     /// entry under one lock and counted down once, instead of a
     /// record-sized result, a lock and an atomic per record.
+    ///
+    /// A `send` future already dropped by its caller leaves its cell to us:
+    /// those go back to the producer's thread in one push, to be freed
+    /// there (`FutureOwner`, future.rs, says why).
     fn complete_all(completions: Vec<Self>, finished: &Finished<'_>) {
+        let mut unclaimed = Vec::new();
         let mut it = completions.into_iter().enumerate().peekable();
         while let Some((i, c)) = it.next() {
             let (batch, first) = match c {
                 PyCompletion::Batch { batch, index } => (batch, index),
-                one => {
-                    one.complete(finished.record(i));
+                PyCompletion::One { cell, keep } => {
+                    keep.release();
+                    DeliveryFuture::resolve(&cell, finished.record(i));
+                    if FutureCell::unclaimed(&cell) {
+                        unclaimed.push(cell);
+                    }
                     continue;
                 }
             };
@@ -74,6 +83,7 @@ impl Completion for PyCompletion {
                 records,
             });
         }
+        FutureCell::bury(unclaimed);
     }
 }
 
