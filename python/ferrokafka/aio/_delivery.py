@@ -19,7 +19,6 @@ with an ``asyncio.Future``; it is not an instance of that class.
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any, Callable, Generator, Optional
 
 
@@ -135,22 +134,6 @@ class Delivery:
         if name.startswith("__") or name in Delivery.__slots__:
             raise AttributeError(name)
         return getattr(self._future(), name)
-
-    def __del__(self) -> None:
-        # As an asyncio.Future whose exception nobody retrieved: say so,
-        # rather than let a failed record go unnoticed.
-        if self._st is not None or sys.is_finalizing():
-            return  # read, or the real future reports it itself (or nobody is left)
-        try:
-            d = self._d
-            exc = d.exception(0) if d.done() else None
-            if exc is not None:
-                self._owner._waker.loop.call_exception_handler({
-                    "message": "ferrokafka.aio delivery exception was never retrieved",
-                    "exception": exc,
-                })
-        except Exception:  # nothing can be reported from a finalizer
-            pass
 
     def __repr__(self) -> str:
         if self._af is not None:

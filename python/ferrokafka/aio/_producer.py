@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import sys
+import weakref
 from threading import get_ident
 from typing import Any, Dict, Mapping, Optional, Sequence, Set, Union
 
@@ -62,6 +64,9 @@ class AIOProducer:
                  **config: Any) -> None:
         self._producer = Producer(bootstrap_servers, **config)
         self.config = self._producer.config
+        # Read once per record by send_nowait: looked up here, once.
+        self._partitioner = self._producer._partitioner
+        self._core_send = self._producer._p.send
         self._waker: Optional[Waker] = None
         # Only for a Python partitioner, which may wait for the partition
         # count in the calling thread (see _send_partitioned).
@@ -100,6 +105,11 @@ class AIOProducer:
         w = self._waker
         if w is None:
             w = self._waker = Waker(loop)
+            # A failed record whose Delivery is dropped unread goes to the
+            # loop's exception handler, as an asyncio.Future's would; the
+            # core's future reports it when freed. Through a weak reference:
+            # the core holding this producer would be a cycle the GC cannot see.
+            self._producer._p.report_unretrieved(_unretrieved_reporter(weakref.ref(self)))
         elif w.loop is not loop:
             raise RuntimeError("AIOProducer is bound to another event loop")
         return w
@@ -126,15 +136,16 @@ class AIOProducer:
         this returns, the record is delivered or fails like any other (the
         cancellation only drops the outcome)."""
         waker = self._waker
-        # `_bind()` inlined for the common case (this runs once per record).
+        # `_bind()` inlined for the common case (this runs once per record;
+        # not asyncio's running-loop lookup: see `bound`).
         if waker is None or self._closed or waker.thread != get_ident() or not waker.loop.is_running():
             waker = self._bind()
-        if self._producer._partitioner is not None and partition is None:
+        if self._partitioner is not None and partition is None:
             return self._send_partitioned(waker, topic, value, key, timestamp_ms, headers)
         if self._queued_sends:
             # Records wait on the worker for a partitioner: keep call order.
             return self._worker_send(topic, value, key, partition, timestamp_ms, headers)
-        dfut = self._producer._p.send(topic, value, key, partition, timestamp_ms, headers, False)  # type: ignore[arg-type]  # the core takes a mapping too
+        dfut = self._core_send(topic, value, key, partition, timestamp_ms, headers, False)
         return Delivery(self, dfut)  # type: ignore[return-value]  # the asyncio future protocol
 
     def _track(self, waker: Waker, dfut: Any) -> "asyncio.Future[Any]":
@@ -391,3 +402,16 @@ class AIOKafkaProducer(AIOProducer):
 
     async def stop(self) -> None:
         await self.close()
+
+
+def _unretrieved_reporter(ref: "weakref.ref[AIOProducer]") -> Any:
+    def report(exc: BaseException) -> None:
+        p = ref()
+        w = p._waker if p is not None else None
+        if w is None or sys.is_finalizing() or w.loop.is_closed():
+            return  # nobody is left to tell
+        w.loop.call_exception_handler({
+            "message": "ferrokafka.aio delivery exception was never retrieved",
+            "exception": exc,
+        })
+    return report

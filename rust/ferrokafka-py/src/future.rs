@@ -17,7 +17,7 @@
 //!   its loop with `call_soon_threadsafe` (taking the GIL only for that call,
 //!   with no Rust lock held), so asyncio code waits without an executor thread.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -118,6 +118,9 @@ struct State {
     /// written under the state lock, as the outcome is, so a waiter either
     /// sees the outcome before it waits or is counted before it is set.
     waiters: usize,
+    /// Python read the outcome (`result`, `exception`, `result_nowait`, or
+    /// an awaiting asyncio future settled with it).
+    retrieved: bool,
 }
 
 /// Shared between the Python object and the Rust side that completes it.
@@ -128,6 +131,10 @@ pub struct FutureCell {
     /// freed (the producer's `FutureOwner`). Weak: the owner's graves hold
     /// cells, so a strong reference would be a cycle.
     queue: Option<Weak<FutureOwner>>,
+    /// The owner reports this future if it fails and is dropped unread
+    /// (`FutureOwner::report`); fixed at creation, so a future of an owner
+    /// that does not report costs nothing when dropped.
+    report: bool,
 }
 
 /// Keeps a producer's Python object alive while any of its records is
@@ -226,6 +233,12 @@ type Runnable = Vec<(Vec<Py<PyAny>>, Arc<Py<DeliveryFuture>>)>;
 /// the caller frees them in bulk between sends, from its own arena.
 pub struct FutureOwner {
     callbacks: Mutex<Runnable>,
+    /// Called with the error of a failed future dropped unread, when set
+    /// (`ferrokafka.aio`: the loop's exception handler, as an
+    /// `asyncio.Future` whose exception nobody retrieved). Checked once per
+    /// future, at its creation, through `reporting`.
+    report: Mutex<Option<Py<PyAny>>>,
+    reporting: AtomicBool,
     graves: Mutex<Vec<Arc<FutureCell>>>,
     /// `graves.len()`, readable without the lock (checked on every send).
     buried: AtomicUsize,
@@ -244,9 +257,18 @@ impl FutureOwner {
     pub fn new() -> Arc<Self> {
         Arc::new(FutureOwner {
             callbacks: Mutex::new(Vec::new()),
+            report: Mutex::new(None),
+            reporting: AtomicBool::new(false),
             graves: Mutex::new(Vec::new()),
             buried: AtomicUsize::new(0),
         })
+    }
+
+    /// Report failed futures dropped unread to `f` (None: stop); applies to
+    /// futures made from now on.
+    pub fn report_unretrieved(&self, f: Option<Py<PyAny>>) {
+        self.reporting.store(f.is_some(), Ordering::Relaxed);
+        *self.report.lock().unwrap_or_else(|p| p.into_inner()) = f;
     }
 
     /// The runnable callbacks.
@@ -286,6 +308,7 @@ impl FutureOwner {
 
 impl FutureCell {
     pub fn new(queue: Option<&CallbackQueue>) -> Arc<Self> {
+        let report = queue.is_some_and(|q| q.reporting.load(Ordering::Relaxed));
         let queue = queue.map(Arc::downgrade);
         Arc::new(FutureCell {
             state: Mutex::new(State {
@@ -294,9 +317,11 @@ impl FutureCell {
                 this: None,
                 awaiters: Vec::new(),
                 waiters: 0,
+                retrieved: false,
             }),
             done: Condvar::new(),
             queue,
+            report,
         })
     }
 
@@ -328,7 +353,8 @@ impl FutureCell {
     }
 
     fn outcome_to_py(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {
-        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.retrieved = true;
         match &st.outcome {
             Outcome::Pending => None,
             Outcome::Done(d) => Some(Py::new(py, RecordMetadata::from(d)).map(|o| o.into_any())),
@@ -340,6 +366,49 @@ impl FutureCell {
 #[pyclass(module = "ferrokafka._core", name = "DeliveryFuture")]
 pub struct DeliveryFuture {
     cell: Arc<FutureCell>,
+}
+
+impl Drop for DeliveryFuture {
+    /// A failed record whose future is dropped unread goes to the owner's
+    /// report (see `FutureOwner::report`). Runs in the object's dealloc,
+    /// with the GIL held; like a `__del__`, it keeps any exception being
+    /// raised meanwhile and reports its own failures as unraisable.
+    fn drop(&mut self) {
+        let cell = &self.cell;
+        if !cell.report {
+            return;
+        }
+        {
+            let st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
+            if st.retrieved || !matches!(st.outcome, Outcome::Failed(_)) {
+                return;
+            }
+        }
+        let Some(owner) = cell.queue.as_ref().and_then(Weak::upgrade) else {
+            return;
+        };
+        Python::attach(|py| {
+            let Some(f) = owner
+                .report
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map(|f| f.clone_ref(py))
+            else {
+                return;
+            };
+            let Some(Err(e)) = cell.outcome_to_py(py) else {
+                return;
+            };
+            let raised = PyErr::take(py);
+            if let Err(err) = f.call1(py, (e.into_value(py),)) {
+                err.write_unraisable(py, None);
+            }
+            if let Some(r) = raised {
+                r.restore(py);
+            }
+        });
+    }
 }
 
 impl DeliveryFuture {

@@ -595,6 +595,15 @@ impl PyProducer {
         Ok(run_callbacks(py, &self.callbacks))
     }
 
+    /// Report a failed record whose future is dropped unread to `report`
+    /// (called with the error; None: stop), for futures made from now on.
+    /// `ferrokafka.aio` passes the loop's exception handler, as an
+    /// `asyncio.Future` whose exception nobody retrieved reports itself.
+    #[pyo3(signature = (report))]
+    fn report_unretrieved(&self, report: Option<Py<PyAny>>) {
+        self.callbacks.report_unretrieved(report);
+    }
+
     /// Send everything now and wait for it (up to `timeout` seconds); runs
     /// delivery callbacks. Returns the number of records still not delivered.
     #[pyo3(signature = (timeout=None))]
