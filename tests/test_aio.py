@@ -199,25 +199,34 @@ def test_send_nowait_returns_a_future_asyncio_can_use(bs, topic_name):
             assert called == [f] and removed == []
             assert f.done() and f.result().offset == 0 and f.exception() is None
             assert not f.cancel()  # done: nothing to cancel
+            # Delivered before it is awaited (the path a flood takes: no
+            # asyncio future is made), awaited twice, and iterated as
+            # `yield from` does.
+            d = p.send_nowait(topic_name, b"d", partition=0)
+            await p.flush()
+            assert (await d).offset == (await d).offset == 1
+            with pytest.raises(StopIteration) as stop:
+                next(iter(d))
+            assert stop.value.value.offset == 1
 
-            many = [p.send_nowait(topic_name, b"%d" % i, partition=0) for i in range(1, 6)]
-            assert [m.offset for m in await asyncio.gather(*many)] == [1, 2, 3, 4, 5]
-            done, pending = await asyncio.wait([p.send_nowait(topic_name, b"6", partition=0)], timeout=10)
-            assert len(done) == 1 and not pending and done.pop().result().offset == 6
-            assert (await asyncio.wait_for(p.send_nowait(topic_name, b"7", partition=0), 10)).offset == 7
-            assert (await asyncio.shield(p.send_nowait(topic_name, b"8", partition=0))).offset == 8
-            got = [(await c).offset for c in asyncio.as_completed([p.send_nowait(topic_name, b"9", partition=0)])]
-            assert got == [9]
+            many = [p.send_nowait(topic_name, b"%d" % i, partition=0) for i in range(2, 7)]
+            assert [m.offset for m in await asyncio.gather(*many)] == [2, 3, 4, 5, 6]
+            done, pending = await asyncio.wait([p.send_nowait(topic_name, b"7", partition=0)], timeout=10)
+            assert len(done) == 1 and not pending and done.pop().result().offset == 7
+            assert (await asyncio.wait_for(p.send_nowait(topic_name, b"8", partition=0), 10)).offset == 8
+            assert (await asyncio.shield(p.send_nowait(topic_name, b"9", partition=0))).offset == 9
+            got = [(await c).offset for c in asyncio.as_completed([p.send_nowait(topic_name, b"10", partition=0)])]
+            assert got == [10]
 
             # Cancelled while pending: its awaiters see CancelledError, gather
             # reports it, and the record is still delivered.
-            c = p.send_nowait(topic_name, b"10", partition=0)
+            c = p.send_nowait(topic_name, b"11", partition=0)
             assert c.cancel() and c.cancelled() and c.done()
             with pytest.raises(asyncio.CancelledError):
                 await c
             with pytest.raises(asyncio.CancelledError):
                 await asyncio.gather(c)
-            assert (await p.send(topic_name, b"11", partition=0)).offset == 11
+            assert (await p.send(topic_name, b"12", partition=0)).offset == 12
 
     _run(main())
 
@@ -237,6 +246,7 @@ def test_a_failed_record_nobody_awaited_is_reported():
             dropped = p.send_nowait("t", b"dropped")
             while not dropped.done():
                 await asyncio.sleep(0.05)
+            assert "KafkaTimeoutError" in repr(dropped)  # a peek: still unread
             del dropped, seen
             gc.collect()
         assert len(reported) == 1, reported

@@ -66,7 +66,7 @@ class AIOProducer:
         self.config = self._producer.config
         # Read once per record by send_nowait: looked up here, once.
         self._partitioner = self._producer._partitioner
-        self._core_send = self._producer._p.send
+        self._core_send_nowait = self._producer._p.send_nowait
         self._waker: Optional[Waker] = None
         # Only for a Python partitioner, which may wait for the partition
         # count in the calling thread (see _send_partitioned).
@@ -145,8 +145,8 @@ class AIOProducer:
         if self._queued_sends:
             # Records wait on the worker for a partitioner: keep call order.
             return self._worker_send(topic, value, key, partition, timestamp_ms, headers)
-        dfut = self._core_send(topic, value, key, partition, timestamp_ms, headers, False)
-        return Delivery(self, dfut)  # type: ignore[return-value]  # the asyncio future protocol
+        # The core makes the Delivery (the asyncio future protocol) itself.
+        return self._core_send_nowait(self, topic, value, key, partition, timestamp_ms, headers)  # type: ignore[no-any-return]
 
     def _track(self, waker: Waker, dfut: Any) -> "asyncio.Future[Any]":
         """The asyncio future of a core DeliveryFuture (on the loop)."""

@@ -352,9 +352,77 @@ impl FutureCell {
         Arc::strong_count(cell) == 1
     }
 
-    fn outcome_to_py(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {
+    /// Whether the outcome is still unknown.
+    pub(crate) fn is_pending(&self) -> bool {
+        matches!(
+            self.state.lock().unwrap_or_else(|p| p.into_inner()).outcome,
+            Outcome::Pending
+        )
+    }
+
+    /// Count the outcome as read: another object (an asyncio future) now
+    /// answers for reporting it.
+    pub(crate) fn mark_retrieved(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retrieved = true;
+    }
+
+    /// A failed outcome nobody read goes to the owner's report, when the
+    /// owner asked for one (`FutureOwner::report`). Called when the last
+    /// Python object over the cell is freed, with the GIL held; like a
+    /// `__del__`, it keeps any exception being raised meanwhile and reports
+    /// its own failures as unraisable.
+    pub(crate) fn report_if_unread(&self) {
+        if !self.report {
+            return;
+        }
+        {
+            let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if st.retrieved || !matches!(st.outcome, Outcome::Failed(_)) {
+                return;
+            }
+        }
+        let Some(owner) = self.queue.as_ref().and_then(Weak::upgrade) else {
+            return;
+        };
+        Python::attach(|py| {
+            let Some(f) = owner
+                .report
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map(|f| f.clone_ref(py))
+            else {
+                return;
+            };
+            let Some(Err(e)) = self.outcome_to_py(py) else {
+                return;
+            };
+            let raised = PyErr::take(py);
+            if let Err(err) = f.call1(py, (e.into_value(py),)) {
+                err.write_unraisable(py, None);
+            }
+            if let Some(r) = raised {
+                r.restore(py);
+            }
+        });
+    }
+
+    /// The outcome for Python (None while pending); counts it as read.
+    pub(crate) fn outcome_to_py(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {
+        self.to_py(py, true)
+    }
+
+    /// The outcome for Python without counting it as read (a repr).
+    pub(crate) fn peek_to_py(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {
+        self.to_py(py, false)
+    }
+
+    fn to_py(&self, py: Python<'_>, read: bool) -> Option<PyResult<Py<PyAny>>> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.retrieved = true;
+        st.retrieved |= read;
         match &st.outcome {
             Outcome::Pending => None,
             Outcome::Done(d) => Some(Py::new(py, RecordMetadata::from(d)).map(|o| o.into_any())),
@@ -371,47 +439,23 @@ pub struct DeliveryFuture {
 impl Drop for DeliveryFuture {
     /// A failed record whose future is dropped unread goes to the owner's
     /// report (see `FutureOwner::report`). Runs in the object's dealloc,
-    /// with the GIL held; like a `__del__`, it keeps any exception being
-    /// raised meanwhile and reports its own failures as unraisable.
+    /// with the GIL held.
     fn drop(&mut self) {
-        let cell = &self.cell;
-        if !cell.report {
-            return;
-        }
-        {
-            let st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
-            if st.retrieved || !matches!(st.outcome, Outcome::Failed(_)) {
-                return;
-            }
-        }
-        let Some(owner) = cell.queue.as_ref().and_then(Weak::upgrade) else {
-            return;
-        };
-        Python::attach(|py| {
-            let Some(f) = owner
-                .report
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .as_ref()
-                .map(|f| f.clone_ref(py))
-            else {
-                return;
-            };
-            let Some(Err(e)) = cell.outcome_to_py(py) else {
-                return;
-            };
-            let raised = PyErr::take(py);
-            if let Err(err) = f.call1(py, (e.into_value(py),)) {
-                err.write_unraisable(py, None);
-            }
-            if let Some(r) = raised {
-                r.restore(py);
-            }
-        });
+        self.cell.report_if_unread();
     }
 }
 
 impl DeliveryFuture {
+    /// Another Python object over an existing cell (`ferrokafka.aio`'s
+    /// `Delivery` hands its cell to the producer's completion path this way).
+    pub(crate) fn from_cell(cell: Arc<FutureCell>) -> Self {
+        DeliveryFuture { cell }
+    }
+
+    pub(crate) fn cell(&self) -> &Arc<FutureCell> {
+        &self.cell
+    }
+
     pub fn new(queue: Option<&CallbackQueue>) -> (Self, Arc<FutureCell>) {
         let cell = FutureCell::new(queue);
         (DeliveryFuture { cell: cell.clone() }, cell)

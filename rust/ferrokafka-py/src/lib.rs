@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 
 pub mod admin;
+pub mod aio_delivery;
 pub mod arrow;
 pub mod config;
 pub mod consumer;
@@ -33,6 +34,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     requests::register(m)?;
     m.add_class::<future::RecordMetadata>()?;
     m.add_class::<future::DeliveryFuture>()?;
+    m.add_class::<aio_delivery::Delivery>()?;
     m.add_function(wrap_pyfunction!(future::_test_future, m)?)?;
     m.add_function(wrap_pyfunction!(future::_test_run_callbacks, m)?)?;
     types::register(m)?;

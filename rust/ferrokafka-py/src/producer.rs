@@ -19,6 +19,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyDict, PyMapping, PyString};
 
+use crate::aio_delivery::Delivery;
 use crate::errors::FkError;
 use crate::future::{
     run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, FutureOwner, KeepAlive, KeepToken,
@@ -359,52 +360,12 @@ impl Drop for PyProducer {
     }
 }
 
-#[pymethods]
 impl PyProducer {
-    /// `cfg`: the validated options (snake_case keys) from producer.py.
-    #[new]
-    fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
-        crate::logbridge::refresh_level(cfg.py());
-        let e = crate::config::effective(Client::Producer, cfg)?;
-        let (Some(pcfg), Some((compression, level))) = (e.producer.clone(), e.compression) else {
-            return Err(PyValueError::new_err("not a producer configuration"));
-        };
-        let pcfg_buffer_memory = pcfg.buffer_memory;
-        // A transactional producer's batches carry the transactional bit.
-        let transactional = pcfg.transactional_id.is_some();
-        let (md, net) = crate::config::metadata_and_network(&e)?;
-        let producer = Producer::new(
-            pcfg,
-            md,
-            net,
-            Box::new(move |cap| {
-                ProducerRecordBatch::new(compression, level, cap).with_transactional(transactional)
-            }),
-        )
-        .map_err(FkError)?;
-        Ok(PyProducer {
-            inner: Mutex::new(Some(Arc::new(producer))),
-            callbacks: FutureOwner::new(),
-            keep: Arc::new(KeepAlive::default()),
-            buffer_memory: pcfg_buffer_memory,
-            deferral: Mutex::new(None),
-            defer_state: Arc::new(DeferState::default()),
-        })
-    }
-
-    /// Append one record; returns its DeliveryFuture. Blocks (without the
-    /// GIL, Ctrl-C still interrupts) up to max_block_ms for metadata or
-    /// buffer memory; with `block=False` it never waits: a record that
-    /// cannot be enqueued at once is enqueued by a helper thread and its
-    /// future completes (or fails at the max_block_ms deadline) later.
-    ///
-    /// The argument checks of `Producer.send` are made here, where the
-    /// arguments are converted anyway (`Payload`, `Headers`), so that
-    /// producer.py can bind this method as `send` itself.
-    #[pyo3(signature = (topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None, block=true))]
+    /// Append one record whose outcome goes to `cell` (`send`, `send_nowait`).
     #[allow(clippy::too_many_arguments)]
-    fn send(
+    fn append_one(
         slf: &Bound<'_, Self>,
+        cell: Arc<FutureCell>,
         topic: PyBackedStr,
         value: Option<Payload>,
         key: Option<Payload>,
@@ -412,26 +373,12 @@ impl PyProducer {
         timestamp_ms: Option<i64>,
         headers: Option<Headers>,
         block: bool,
-    ) -> PyResult<Py<DeliveryFuture>> {
+    ) -> PyResult<()> {
         let py = slf.py();
         let (value, key) = (value.map(|v| v.0), key.map(|k| k.0));
         let headers = headers.map(|h| h.0);
         let this = slf.borrow();
         let core = this.core()?;
-        // Free the cells of completed, dropped futures here, on the
-        // caller's thread (why: `FutureOwner`).
-        this.callbacks.reap();
-        let (fut, cell) = DeliveryFuture::new(Some(&this.callbacks));
-        let fut = Py::new(py, fut)?;
-        // pyo3 makes every pyclass a GC type, but a DeliveryFuture's
-        // traverse visits nothing (its references live in the Rust cell), so
-        // the collector can never free a cycle through it. Tracking it only
-        // costs: every collection walks the futures an application keeps
-        // (`send` creates one per record). Untracked, they are freed by
-        // reference counting exactly as before.
-        // SAFETY: a live object of a GC type; untracking an object twice
-        // (its dealloc does it again) is allowed.
-        unsafe { pyo3::ffi::PyObject_GC_UnTrack(fut.as_ptr().cast()) };
         let completion = PyCompletion::One {
             cell,
             keep: this.keep.acquire(slf.as_any()),
@@ -469,9 +416,9 @@ impl PyProducer {
             core.try_send(record, completion)
         };
         let completion = match first {
-            TrySend::Sent => return Ok(fut),
+            TrySend::Sent => return Ok(()),
             TrySend::Failed(e, completion) => {
-                return finish_refused(e, completion).map(|()| fut);
+                return finish_refused(e, completion);
             }
             TrySend::WouldBlock(completion) => completion,
         };
@@ -531,7 +478,130 @@ impl PyProducer {
             }
             Err((e, completion)) => finish_refused(e, completion)?,
         }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyProducer {
+    /// `cfg`: the validated options (snake_case keys) from producer.py.
+    #[new]
+    fn new(cfg: &Bound<'_, PyDict>) -> PyResult<Self> {
+        crate::logbridge::refresh_level(cfg.py());
+        let e = crate::config::effective(Client::Producer, cfg)?;
+        let (Some(pcfg), Some((compression, level))) = (e.producer.clone(), e.compression) else {
+            return Err(PyValueError::new_err("not a producer configuration"));
+        };
+        let pcfg_buffer_memory = pcfg.buffer_memory;
+        // A transactional producer's batches carry the transactional bit.
+        let transactional = pcfg.transactional_id.is_some();
+        let (md, net) = crate::config::metadata_and_network(&e)?;
+        let producer = Producer::new(
+            pcfg,
+            md,
+            net,
+            Box::new(move |cap| {
+                ProducerRecordBatch::new(compression, level, cap).with_transactional(transactional)
+            }),
+        )
+        .map_err(FkError)?;
+        Ok(PyProducer {
+            inner: Mutex::new(Some(Arc::new(producer))),
+            callbacks: FutureOwner::new(),
+            keep: Arc::new(KeepAlive::default()),
+            buffer_memory: pcfg_buffer_memory,
+            deferral: Mutex::new(None),
+            defer_state: Arc::new(DeferState::default()),
+        })
+    }
+
+    /// Append one record; returns its DeliveryFuture. Blocks (without the
+    /// GIL, Ctrl-C still interrupts) up to max_block_ms for metadata or
+    /// buffer memory; with `block=False` it never waits: a record that
+    /// cannot be enqueued at once is enqueued by a helper thread and its
+    /// future completes (or fails at the max_block_ms deadline) later.
+    ///
+    /// The argument checks of `Producer.send` are made here, where the
+    /// arguments are converted anyway (`Payload`, `Headers`), so that
+    /// producer.py can bind this method as `send` itself.
+    #[pyo3(signature = (topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None, block=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        slf: &Bound<'_, Self>,
+        topic: PyBackedStr,
+        value: Option<Payload>,
+        key: Option<Payload>,
+        partition: Option<i32>,
+        timestamp_ms: Option<i64>,
+        headers: Option<Headers>,
+        block: bool,
+    ) -> PyResult<Py<DeliveryFuture>> {
+        let py = slf.py();
+        let this = slf.borrow();
+        // Free the cells of completed, dropped futures here, on the
+        // caller's thread (why: `FutureOwner`).
+        this.callbacks.reap();
+        let (fut, cell) = DeliveryFuture::new(Some(&this.callbacks));
+        drop(this);
+        let fut = Py::new(py, fut)?;
+        // pyo3 makes every pyclass a GC type, but a DeliveryFuture's
+        // traverse visits nothing (its references live in the Rust cell), so
+        // the collector can never free a cycle through it. Tracking it only
+        // costs: every collection walks the futures an application keeps
+        // (`send` creates one per record). Untracked, they are freed by
+        // reference counting exactly as before.
+        // SAFETY: a live object of a GC type; untracking an object twice
+        // (its dealloc does it again) is allowed.
+        unsafe { pyo3::ffi::PyObject_GC_UnTrack(fut.as_ptr().cast()) };
+        Self::append_one(
+            slf,
+            cell,
+            topic,
+            value,
+            key,
+            partition,
+            timestamp_ms,
+            headers,
+            block,
+        )?;
         Ok(fut)
+    }
+
+    /// `ferrokafka.aio`'s `send_nowait`: `send(block=False)` returning the
+    /// asyncio-facing `Delivery` (aio_delivery.rs) over the record's cell,
+    /// with no `DeliveryFuture` object in between (one object per record,
+    /// made in Rust: the Python wrapper it replaces was a tenth of a
+    /// `send_nowait` flood's loop time). `owner`: the `AIOProducer`.
+    #[pyo3(signature = (owner, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn send_nowait(
+        slf: &Bound<'_, Self>,
+        owner: Py<PyAny>,
+        topic: PyBackedStr,
+        value: Option<Payload>,
+        key: Option<Payload>,
+        partition: Option<i32>,
+        timestamp_ms: Option<i64>,
+        headers: Option<Headers>,
+    ) -> PyResult<Py<Delivery>> {
+        let py = slf.py();
+        let this = slf.borrow();
+        this.callbacks.reap();
+        let cell = FutureCell::new(Some(&this.callbacks));
+        drop(this);
+        let d = Py::new(py, Delivery::new(cell.clone(), owner))?;
+        Self::append_one(
+            slf,
+            cell,
+            topic,
+            value,
+            key,
+            partition,
+            timestamp_ms,
+            headers,
+            false,
+        )?;
+        Ok(d)
     }
 
     /// Append many records with one GIL release (the batch path of
