@@ -31,15 +31,22 @@ use crate::errors::FkError;
 use crate::gil::wait_detached;
 
 /// What a delivered record reports (`fk.RecordMetadata`).
-#[pyclass(module = "ferrokafka._core", name = "RecordMetadata", frozen, get_all)]
+#[pyclass(module = "ferrokafka._core", name = "RecordMetadata", frozen)]
 #[derive(Debug, Clone)]
 pub struct RecordMetadata {
-    pub topic: String,
+    /// Shared with the producer's partition state: one made per awaited or
+    /// read record, so a reference count rather than a copy of the name.
+    pub topic: Arc<str>,
+    #[pyo3(get)]
     pub partition: i32,
+    #[pyo3(get)]
     pub offset: i64,
     /// CreateTime the producer set, or the broker's LogAppendTime.
+    #[pyo3(get)]
     pub timestamp_ms: i64,
+    #[pyo3(get)]
     pub serialized_key_size: i32,
+    #[pyo3(get)]
     pub serialized_value_size: i32,
 }
 
@@ -56,13 +63,18 @@ impl RecordMetadata {
         serialized_value_size: i32,
     ) -> Self {
         RecordMetadata {
-            topic,
+            topic: topic.into(),
             partition,
             offset,
             timestamp_ms,
             serialized_key_size,
             serialized_value_size,
         }
+    }
+
+    #[getter]
+    fn topic(&self) -> &str {
+        &self.topic
     }
 
     fn __repr__(&self) -> String {
@@ -83,7 +95,7 @@ impl RecordMetadata {
 impl From<&DeliveredRecord> for RecordMetadata {
     fn from(d: &DeliveredRecord) -> Self {
         RecordMetadata {
-            topic: d.topic.to_string(),
+            topic: d.topic.clone(),
             partition: d.partition,
             offset: d.offset,
             timestamp_ms: d.timestamp_ms,
