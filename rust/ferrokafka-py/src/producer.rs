@@ -28,8 +28,10 @@ use crate::future::{
 use crate::gil::{wait_detached, SignalCheck};
 
 mod completion;
+mod deferral;
 mod txn;
 use completion::{BatchState, PyBatchResult, PyCompletion};
+use deferral::{flush_step, DeferState, Deferral, Deferred};
 
 /// A record's key or value: `bytes` or `bytearray`. A `str` is refused
 /// with a message saying what to do (pyo3's own would only name the types).
@@ -71,52 +73,6 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Headers {
 
 type CoreProducer = Producer<ProducerRecordBatch, PyCompletion>;
 
-/// A record (or the tail of a `send_batch` call) that `send(block=False)`
-/// could not enqueue at once: copied out of the caller's buffers and
-/// enqueued by the producer's deferral thread, which may wait for metadata
-/// or buffer memory until the call's own `max_block_ms` deadline.
-/// A record's key and value, copied out of Python for a deferred append.
-type OwnedKeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
-
-enum Deferred {
-    One {
-        topic: String,
-        partition: Option<i32>,
-        key: Option<Vec<u8>>,
-        value: Option<Vec<u8>>,
-        headers: Vec<(String, Option<Vec<u8>>)>,
-        timestamp_ms: Option<i64>,
-        completion: PyCompletion,
-        deadline: Instant,
-        bytes: usize,
-    },
-    Many {
-        topic: String,
-        partition: Option<i32>,
-        records: Vec<OwnedKeyValue>,
-        completions: Vec<PyCompletion>,
-        deadline: Instant,
-        bytes: usize,
-    },
-}
-
-/// Shared between the producer binding and its deferral thread.
-#[derive(Default)]
-struct DeferState {
-    /// Items handed over and not yet enqueued (or failed) by the thread.
-    queued: AtomicUsize,
-    /// Their payload bytes, held outside `buffer_memory`; bounded by it.
-    bytes: AtomicUsize,
-    /// Set on close/drop: waits end, what is left fails with "closed".
-    stop: AtomicBool,
-}
-
-struct Deferral {
-    tx: mpsc::Sender<Deferred>,
-    state: Arc<DeferState>,
-    thread: Option<JoinHandle<()>>,
-}
-
 #[pyclass(module = "ferrokafka._core", name = "_Producer", weakref)]
 pub struct PyProducer {
     inner: Mutex<Option<Arc<CoreProducer>>>,
@@ -129,97 +85,6 @@ pub struct PyProducer {
     defer_state: Arc<DeferState>,
 }
 
-fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<DeferState>) {
-    let stopped = || st.stop.load(Ordering::Acquire);
-    // Drains what is left after the sender side is gone, failing it (stop
-    // is set before the channel is dropped).
-    while let Ok(item) = rx.recv() {
-        let closed = || Error::Closed { what: "producer" };
-        let fix = |e: Error| {
-            if matches!(e, Error::Interrupted) {
-                closed()
-            } else {
-                e
-            }
-        };
-        match item {
-            Deferred::One {
-                topic,
-                partition,
-                key,
-                value,
-                headers,
-                timestamp_ms,
-                completion,
-                deadline,
-                bytes,
-            } => {
-                let r = if stopped() {
-                    Err((closed(), completion))
-                } else {
-                    let hs: Vec<(&str, Option<&[u8]>)> = headers
-                        .iter()
-                        .map(|(k, v)| (k.as_str(), v.as_deref()))
-                        .collect();
-                    core.send_until(
-                        Outgoing {
-                            topic: &topic,
-                            partition,
-                            key: key.as_deref(),
-                            value: value.as_deref(),
-                            headers: &hs,
-                            timestamp_ms,
-                        },
-                        completion,
-                        deadline,
-                        &stopped,
-                    )
-                };
-                if let Err((e, c)) = r {
-                    c.complete(Err(fix(e)));
-                }
-                st.bytes.fetch_sub(bytes, Ordering::AcqRel);
-            }
-            Deferred::Many {
-                topic,
-                partition,
-                records,
-                completions,
-                deadline,
-                bytes,
-            } => {
-                let mut completions: Vec<Option<PyCompletion>> =
-                    completions.into_iter().map(Some).collect();
-                let failed = if stopped() {
-                    completions
-                        .iter_mut()
-                        .filter_map(|c| c.take().map(|c| (closed(), c)))
-                        .collect()
-                } else {
-                    core.send_many_until(
-                        &topic,
-                        partition,
-                        records.len(),
-                        |i| (records[i].0.as_deref(), records[i].1.as_deref()),
-                        |i| {
-                            completions[i]
-                                .take()
-                                .expect("each record's completion is taken once")
-                        },
-                        deadline,
-                        &stopped,
-                    )
-                };
-                for (e, c) in failed {
-                    c.complete(Err(fix(e)));
-                }
-                st.bytes.fetch_sub(bytes, Ordering::AcqRel);
-            }
-        }
-        st.queued.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 impl PyProducer {
     fn core(&self) -> PyResult<Arc<CoreProducer>> {
         self.inner
@@ -227,82 +92,6 @@ impl PyProducer {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .ok_or_else(|| FkError(Error::Closed { what: "producer" }).into())
-    }
-
-    /// Hand `item` to the deferral thread (started on first use). Fails the
-    /// item's records at once when the deferred bytes would exceed
-    /// `buffer_memory` (the bound a blocking send has too).
-    fn defer(&self, core: &Arc<CoreProducer>, item: Deferred) {
-        let bytes = match &item {
-            Deferred::One { bytes, .. } | Deferred::Many { bytes, .. } => *bytes,
-        };
-        let st = &self.defer_state;
-        let held = st.bytes.fetch_add(bytes, Ordering::AcqRel);
-        if held > 0 && held + bytes > self.buffer_memory {
-            st.bytes.fetch_sub(bytes, Ordering::AcqRel);
-            let e = Error::Timeout {
-                what: format!(
-                    "send(block=False): {held} bytes already wait for metadata or memory \
-                     and buffer_memory is {}; send with block=True or raise buffer_memory",
-                    self.buffer_memory
-                ),
-                timeout_ms: 0,
-            };
-            fail_deferred(item, e);
-            return;
-        }
-        let mut d = self.deferral.lock().unwrap_or_else(|p| p.into_inner());
-        if d.is_none() {
-            let (tx, rx) = mpsc::channel();
-            let (c, s) = (core.clone(), st.clone());
-            match std::thread::Builder::new()
-                .name("ferrokafka-deferred".into())
-                .spawn(move || run_deferral(c, rx, s))
-            {
-                Ok(t) => {
-                    *d = Some(Deferral {
-                        tx,
-                        state: st.clone(),
-                        thread: Some(t),
-                    })
-                }
-                Err(e) => {
-                    st.bytes.fetch_sub(bytes, Ordering::AcqRel);
-                    fail_deferred(
-                        item,
-                        Error::State {
-                            detail: format!("cannot start the producer's deferral thread: {e}"),
-                        },
-                    );
-                    return;
-                }
-            }
-        }
-        let dd = d.as_ref().expect("started above");
-        dd.state.queued.fetch_add(1, Ordering::AcqRel);
-        if let Err(mpsc::SendError(item)) = dd.tx.send(item) {
-            dd.state.queued.fetch_sub(1, Ordering::AcqRel);
-            st.bytes.fetch_sub(bytes, Ordering::AcqRel);
-            fail_deferred(item, Error::Closed { what: "producer" });
-        }
-    }
-
-    /// Stop the deferral thread: what it still holds fails with "closed".
-    /// `join` waits for it (close); Drop does not (it may run on any thread).
-    fn stop_deferral(&self, join: bool) -> Option<JoinHandle<()>> {
-        self.defer_state.stop.store(true, Ordering::Release);
-        let d = self
-            .deferral
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        let mut t = d.and_then(|mut d| d.thread.take());
-        if join {
-            if let Some(t) = t.take() {
-                let _ = t.join();
-            }
-        }
-        t
     }
 }
 
@@ -317,17 +106,6 @@ fn finish_refused(e: Error, completion: PyCompletion) -> PyResult<()> {
         e => {
             completion.complete(Err(e));
             Ok(())
-        }
-    }
-}
-
-fn fail_deferred(item: Deferred, e: Error) {
-    match item {
-        Deferred::One { completion, .. } => completion.complete(Err(e)),
-        Deferred::Many { completions, .. } => {
-            for c in completions {
-                c.complete(Err(e.clone()));
-            }
         }
     }
 }
@@ -569,9 +347,8 @@ impl PyProducer {
 
     /// `ferrokafka.aio`'s `send_nowait`: `send(block=False)` returning the
     /// asyncio-facing `Delivery` (aio_delivery.rs) over the record's cell,
-    /// with no `DeliveryFuture` object in between (one object per record,
-    /// made in Rust: the Python wrapper it replaces was a tenth of a
-    /// `send_nowait` flood's loop time). `owner`: the `AIOProducer`.
+    /// with no `DeliveryFuture` object in between: one object per record,
+    /// made in Rust (why: aio_delivery.rs). `owner`: the `AIOProducer`.
     #[pyo3(signature = (owner, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None))]
     #[allow(clippy::too_many_arguments)]
     fn send_nowait(
@@ -898,14 +675,6 @@ impl PyProducer {
 
 /// One slice of a flush: true once nothing is pending, in the core or in
 /// the deferral thread.
-fn flush_step(core: &CoreProducer, deferred: &DeferState, slice: Duration) -> bool {
-    if deferred.queued.load(Ordering::Acquire) > 0 {
-        std::thread::sleep(slice.min(Duration::from_millis(5)));
-        return false;
-    }
-    core.flush_step(slice) == 0 && deferred.queued.load(Ordering::Acquire) == 0
-}
-
 fn check_key_count(keys: Option<usize>, values: usize) -> PyResult<()> {
     match keys {
         Some(k) if k != values => Err(PyValueError::new_err(format!(
