@@ -130,8 +130,8 @@ struct State {
     /// written under the state lock, as the outcome is, so a waiter either
     /// sees the outcome before it waits or is counted before it is set.
     waiters: usize,
-    /// Python read the outcome (`result`, `exception`, `result_nowait`, or
-    /// an awaiting asyncio future settled with it).
+    /// Python read the outcome (`result`, `exception`, an aio `Delivery`
+    /// awaited, or an asyncio future settled with it).
     retrieved: bool,
 }
 
@@ -607,14 +607,6 @@ impl DeliveryFuture {
             })
             .into()),
         }
-    }
-
-    /// The outcome without waiting: the RecordMetadata, the delivery error
-    /// raised, or None while pending. One lock: `ferrokafka.aio` reads a
-    /// delivered record this way, where `done()` then `result()` took the
-    /// cell's lock twice per record.
-    fn result_nowait(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        self.outcome_to_py(py).transpose()
     }
 
     fn done(&self) -> bool {

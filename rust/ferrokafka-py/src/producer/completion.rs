@@ -18,18 +18,20 @@ pub(crate) enum PyCompletion {
     },
 }
 
+/// Complete one `send` future: the `One` arm of both completion paths.
+fn complete_one(cell: &FutureCell, keep: KeepToken, result: Result<DeliveredRecord, Error>) {
+    // Let the producer go before the outcome is visible: a `result()`
+    // waiter re-enters Python when it sees the outcome, which runs pyo3's
+    // deferred decrefs, so a producer only this record held is gone by the
+    // time `result()` returns.
+    keep.release();
+    DeliveryFuture::resolve(cell, result)
+}
+
 impl Completion for PyCompletion {
     fn complete(self, result: Result<DeliveredRecord, Error>) {
         match self {
-            PyCompletion::One { cell, keep } => {
-                // Let the producer go before the outcome is visible: a
-                // `result()` waiter re-enters Python when it sees the
-                // outcome, which runs pyo3's deferred decrefs, so a
-                // producer only this record held is gone by the time
-                // `result()` returns.
-                keep.release();
-                DeliveryFuture::resolve(&cell, result)
-            }
+            PyCompletion::One { cell, keep } => complete_one(&cell, keep, result),
             PyCompletion::Batch { batch, index } => batch.complete(index, result),
         }
     }
@@ -51,8 +53,7 @@ impl Completion for PyCompletion {
             let (batch, first) = match c {
                 PyCompletion::Batch { batch, index } => (batch, index),
                 PyCompletion::One { cell, keep } => {
-                    keep.release();
-                    DeliveryFuture::resolve(&cell, finished.record(i));
+                    complete_one(&cell, keep, finished.record(i));
                     if FutureCell::unclaimed(&cell) {
                         unclaimed.push(cell);
                     }
