@@ -111,6 +111,15 @@ pub struct Appended {
     pub bytes: usize,
 }
 
+/// What `extend_open` appended.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Extended {
+    pub appended: usize,
+    pub bytes: usize,
+    /// The last record filled the batch: it is sendable before its linger.
+    pub became_sendable: bool,
+}
+
 /// A refused append; the record's handle comes back so the caller keeps it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum AppendError<T> {
@@ -299,6 +308,56 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
             became_sendable: full || q.len() > 1,
             bytes,
         })
+    }
+
+    /// Append records to `tp`'s open batch without opening a new one (the
+    /// run path, `ProducerCore::extend_run`): `record(i)` for `i` in
+    /// `range`, each with its size estimate, until one is `None` (not for
+    /// this batch), does not fit the batch or the memory left, fills the
+    /// batch, or brings the bytes appended to `stop_after_bytes`. The same
+    /// accounting as `append` per record (reservation growth, handles);
+    /// `handle(i, record)` makes a record's handle once it is in.
+    pub fn extend_open<'a>(
+        &mut self,
+        tp: &TopicPartition,
+        range: std::ops::Range<usize>,
+        record: &mut dyn FnMut(usize) -> Option<(RecordRef<'a>, usize)>,
+        handle: &mut dyn FnMut(usize, &RecordRef<'a>) -> T,
+        stop_after_bytes: usize,
+    ) -> Extended {
+        let mut out = Extended::default();
+        let batch_size = self.cfg.batch_size;
+        let limit = self.cfg.buffer_memory;
+        let used = &mut self.used_memory;
+        let Some(last) = self.queues.get_mut(tp).and_then(VecDeque::back_mut) else {
+            return out;
+        };
+        if last.sealed || last.is_full(batch_size) {
+            return out;
+        }
+        for i in range {
+            let Some((r, size)) = record(i) else { break };
+            let grow = growth(last, size, batch_size);
+            if grow > limit.saturating_sub(*used) {
+                break;
+            }
+            let Some(bytes) = last.builder.try_append(&r) else {
+                break;
+            };
+            last.reserved_bytes += grow;
+            *used += grow;
+            last.handles.push(handle(i, &r));
+            out.appended += 1;
+            out.bytes += bytes;
+            if last.is_full(batch_size) {
+                out.became_sendable = true;
+                break;
+            }
+            if out.bytes >= stop_after_bytes {
+                break;
+            }
+        }
+        out
     }
 
     pub fn begin_flush(&mut self) {

@@ -628,7 +628,34 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             );
             st = g;
             match result {
-                Ok(w) => wake |= w,
+                Ok(w) => {
+                    wake |= w;
+                    // The records after it that go to the same open batch
+                    // take the run path (`extend_run` says which), up to
+                    // the lock hold's bound.
+                    let end = n.min((i / SEND_MANY_CHUNK + 1) * SEND_MANY_CHUNK);
+                    if i + 1 < end {
+                        let (k, w) = st.extend_run(
+                            topic,
+                            partition,
+                            &r,
+                            i + 1..end,
+                            &|j| {
+                                let (key, value) = record(j);
+                                RecordRef {
+                                    timestamp_ms: now,
+                                    key,
+                                    value,
+                                    headers: &[],
+                                }
+                            },
+                            &mut |j, r| RecordHandle::new(completion(j), now, r.key, r.value),
+                        );
+                        appended += k;
+                        wake |= w;
+                        i += k;
+                    }
+                }
                 Err((e @ Error::Timeout { .. }, c)) => {
                     // Out of time (or a non-blocking call) and the buffer is
                     // full: hand back this record and all after it, in order,

@@ -25,7 +25,7 @@ use crate::error::Error;
 use crate::producer::accumulator::{AccumulatorConfig, AppendError, RecordAccumulator, RecordRef};
 use crate::producer::config::ProducerConfig;
 use crate::producer::idempotence::codes;
-use crate::producer::partitioner::Partitioners;
+use crate::producer::partitioner::{PartitionChoice, Partitioners};
 use crate::producer::request::{init_producer_id, PartitionResult};
 use crate::producer::sender::{Delivery, EncodableBatch, ProduceCall, Sender, SenderConfig};
 use crate::producer::txn::{TransactionManager, TxnRequest};
@@ -327,6 +327,74 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
                 h,
             )),
         }
+    }
+
+    /// The run path of `send_many`: right after `append` put record `after`
+    /// of `topic` into a batch, append the call's next records (`record(i)` for
+    /// `i` in `range`) to that same open batch while each would have gone
+    /// there record by record: the same explicit `partition`, or, without
+    /// one, no key and the sticky partition not due to switch. Stops at the
+    /// first record that would not (a key, a record too large, the batch
+    /// full or out of memory), which the caller appends on the general path.
+    ///
+    /// What it saves per record is everything `append` repeats for the same
+    /// outcome: the partitioner's topic lookup, the topic compare, the
+    /// `TopicPartition` reference count, the transaction check and the
+    /// queue lookup; the partitioner is told the run's bytes once, with the
+    /// run stopping where a record-by-record count would have switched.
+    /// Returns the records appended (`handle(i)` made for each) and whether
+    /// the runner should step (the run filled the batch).
+    #[allow(clippy::too_many_arguments)]
+    pub fn extend_run<'a>(
+        &mut self,
+        topic: &str,
+        partition: Option<i32>,
+        after: &RecordRef<'_>,
+        range: std::ops::Range<usize>,
+        record: &dyn Fn(usize) -> RecordRef<'a>,
+        handle: &mut dyn FnMut(usize, &RecordRef<'a>) -> T,
+    ) -> (usize, bool) {
+        let kind = self.partitioner.kind();
+        // `after` must have taken the same way (explicit, or sticky): a
+        // keyed record before leaves the sticky partition unchecked against
+        // the partitions available, which `append` does.
+        if partition.is_none() && !kind.is_sticky(after.key) {
+            return (0, false);
+        }
+        let Some(name) = self.last_topic.as_ref().filter(|t| ***t == *topic) else {
+            return (0, false);
+        };
+        let (p, left) = match partition {
+            Some(p) => (p, usize::MAX),
+            None => match self.partitioner.sticky_run(topic) {
+                Some(run) => run,
+                None => return (0, false),
+            },
+        };
+        let tp = TopicPartition::new(name.clone(), p);
+        if let Some(txn) = self.txn.as_mut() {
+            if txn.maybe_add_partition(&tp).is_err() {
+                return (0, false);
+            }
+        }
+        let max = self.cfg.max_request_size.min(self.cfg.buffer_memory);
+        let mut eligible = |i: usize| {
+            let r = record(i);
+            let size = record_size(r.key, r.value, r.headers);
+            (size <= max && (partition.is_some() || kind.is_sticky(r.key))).then_some((r, size))
+        };
+        let ext = self
+            .sender
+            .accumulator
+            .extend_open(&tp, range, &mut eligible, handle, left);
+        if partition.is_none() && ext.appended > 0 {
+            let choice = PartitionChoice {
+                partition: p,
+                sticky: true,
+            };
+            self.partitioner.on_append(topic, choice, ext.bytes);
+        }
+        (ext.appended, ext.became_sendable)
     }
 
     /// Appenders are waiting for memory (`n` > 0): every batch is sendable

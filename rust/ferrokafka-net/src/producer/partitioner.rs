@@ -456,6 +456,22 @@ impl Partitioners {
         }
     }
 
+    /// The configured partitioner.
+    pub fn kind(&self) -> Partitioner {
+        self.kind
+    }
+
+    /// The run path of `send_many` (`ProducerCore::extend_run`): the
+    /// partition `topic`'s next sticky record goes to, and how many more
+    /// bytes it takes before the partitioner switches; `None` when no
+    /// sticky partition is chosen (the next record must go through
+    /// `partition`, which chooses one).
+    pub fn sticky_run(&self, topic: &str) -> Option<(i32, usize)> {
+        let s = &self.topics.get(topic)?.sticky;
+        let p = s.current?;
+        Some((p, s.sticky_batch_size.saturating_sub(s.produced_bytes)))
+    }
+
     /// Topics with per-topic state (those that got unkeyed records).
     pub fn has_sticky_topics(&self) -> bool {
         !self.topics.is_empty()

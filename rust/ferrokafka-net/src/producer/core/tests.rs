@@ -905,3 +905,69 @@ fn an_abort_fails_queued_records_without_sending_them() {
     assert!(o.txn.is_empty());
     assert!(matches!(c.txn_call_outcome(Op::Abort), Some(Ok(()))));
 }
+
+/// Drive `c` until every queued batch was sent and answered (each partition
+/// led by its own node, base offset = partition * 1000): the handles of each
+/// batch with the base offset naming its partition, sorted.
+fn drain_all(c: &mut Core) -> Vec<(i64, Vec<u32>)> {
+    let view = FakeCluster::new(|p| p);
+    let mut done = Vec::new();
+    for now in 0..500 {
+        let (o, _) = step(c, now, &view);
+        for (_, tag, batches, _) in &o.produce {
+            let results = batches.iter().map(|(p, _)| result(*p, 0, *p as i64 * 1000));
+            done.extend(answer(c, *tag, results.collect(), now).completed);
+        }
+    }
+    let mut out: Vec<(i64, Vec<u32>)> = done.into_iter().map(|(h, r)| (r.unwrap(), h)).collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn run_path_puts_every_record_where_the_record_by_record_path_does() {
+    // `extend_run` is an optimisation of `append` for the records of one
+    // `send_many` call: the same partitions, the same batches, the same
+    // sticky switches, for unkeyed runs broken by keyed and oversized
+    // records, with and without an explicit partition.
+    let value = [b'v'; 40];
+    let rec = |i: usize| RecordRef {
+        timestamp_ms: 0,
+        key: (i % 13 == 5).then_some(&b"key"[..]),
+        value: Some(&value[..1 + (i * 7) % 23]),
+        headers: &[],
+    };
+    for partition in [None, Some(2)] {
+        let mut cfg = config(false);
+        cfg.buffer_memory = 1 << 20;
+        cfg.max_in_flight_per_partition = 5;
+        let n = 300;
+        let mut by_record = new_core(cfg.clone());
+        for i in 0..n {
+            by_record
+                .append("t", partition, info(), &rec(i), i as u32, 0)
+                .unwrap();
+        }
+        let mut by_run = new_core(cfg);
+        let (mut i, mut ran) = (0, 0);
+        while i < n {
+            let r = rec(i);
+            by_run
+                .append("t", partition, info(), &r, i as u32, 0)
+                .unwrap();
+            let (k, _) =
+                by_run.extend_run("t", partition, &r, i + 1..n, &rec, &mut |j, _| j as u32);
+            ran += k;
+            i += 1 + k;
+        }
+        assert!(ran > n / 2, "the run path took only {ran} of {n} records");
+        let (a, b) = (drain_all(&mut by_record), drain_all(&mut by_run));
+        assert_eq!(a.iter().map(|(_, h)| h.len()).sum::<usize>(), n);
+        assert!(a.len() > 10, "{partition:?}: {} batches", a.len());
+        if partition.is_none() {
+            let parts: HashSet<i64> = a.iter().map(|(base, _)| *base).collect();
+            assert!(parts.len() > 1, "the sticky partition never switched");
+        }
+        assert_eq!(a, b, "partition {partition:?}");
+    }
+}
