@@ -292,12 +292,13 @@ def test_first_group_assignment_with_java_defaults(broker, members, request):
     """A new group, Java-default timeouts: first assignment within 4 s."""
     kind, bs = broker.kind, broker.bootstrap_servers
     if kind == "mock" and members == 2:
-        # Open (docs/embedded-broker.md): on librdkafka's mock, with Java-default
-        # timeouts, a SyncGroup is sometimes answered REBALANCE_IN_PROGRESS and the
-        # group only forms again when the session of a member that did not rejoin
-        # runs out (45 s); 3 of 5 runs. Not seen on the embedded broker.
-        request.applymarker(pytest.mark.xfail(reason="mock: 2-member group with Java defaults can stall "
-                                              "until a session timeout (open)", strict=False))
+        # The mock's group state machine (docs/embedded-broker.md): with Java-default
+        # timeouts a follower's SyncGroup after the leader's is answered INVALID_REQUEST
+        # and the rejoin waits out a 45 s session; confluent-kafka's consumers stall the
+        # same way (4 of 5 runs). Not seen on the embedded broker.
+        request.applymarker(pytest.mark.xfail(reason="librdkafka's mock: a 2-member group with Java "
+                                              "defaults stalls until a session timeout (confluent-kafka "
+                                              "too)", strict=False))
     topic = _name("join")
     broker.create(topic, 4)
     group = _name("g")
