@@ -346,6 +346,27 @@ def test_send_batch_names_a_bad_item_and_appends_nothing(bs):
         assert p.metrics()["records_sent"] == 0
 
 
+def test_keyed_send_batch_past_a_full_buffer_keeps_each_partitions_call_order(bs):
+    """A keyed call is appended partition by partition; when the buffer fills
+    part way (block=False hands the rest to the deferral, in call order), every
+    record still lands once, and each partition holds its records in call order."""
+    topic = _topic(bs, 3)
+    n = 6000
+    keys = [b"key-%d" % (i % 23) for i in range(n)]
+    values = [b"%06d" % i + b"." * 194 for i in range(n)]  # 200 B: 1.2 MB vs a 256 KiB buffer
+    with fk.Producer(bs, buffer_memory=256 * 1024, batch_size=16 * 1024, linger_ms=5) as p:
+        out = p.send_batch(topic, values, keys=keys, block=False).result(60)
+    assert len(out) == n
+    for part in range(3):
+        offs = [m.offset for m in out if m.partition == part]
+        assert offs == sorted(offs) and len(set(offs)) == len(offs), part
+    got = _consume_all(bs, topic, 3, n)
+    assert len(got) == n
+    for part in range(3):
+        seq = [int(m.value()[:6]) for m in sorted(got, key=lambda m: m.offset()) if m.partition() == part]
+        assert seq == sorted(seq), f"partition {part} out of call order"
+
+
 def test_keyed_send_batch_reports_each_record_where_it_went(bs):
     """Keyed records of one call spread over partitions: each record's result
     names the partition and offset it really got (read back and compared)."""

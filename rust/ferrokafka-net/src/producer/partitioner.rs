@@ -114,6 +114,26 @@ impl Partitioner {
         if self.is_sticky(key) || self == Partitioner::RoundRobin {
             return None;
         }
+        if self == Partitioner::Random {
+            // librdkafka draws among all partitions and redraws once when the
+            // first draw has no leader; drawing among the available ones
+            // (when there are any) is the same distribution without the miss.
+            return Some(if available.is_empty() {
+                rng.gen_range(0..num_partitions.max(1)) as i32
+            } else {
+                available[rng.gen_range(0..available.len())]
+            });
+        }
+        self.hash_partition(key, num_partitions)
+    }
+
+    /// The partition the key alone decides, whatever the cluster's state;
+    /// `None` when the choice depends on state (sticky, round robin,
+    /// random). `send_many` groups a keyed call by it.
+    pub fn hash_partition(self, key: Option<&[u8]>, num_partitions: usize) -> Option<i32> {
+        if self.is_sticky(key) || matches!(self, Partitioner::RoundRobin | Partitioner::Random) {
+            return None;
+        }
         let n = num_partitions.max(1);
         let key = key.unwrap_or_default();
         Some(match self {
@@ -126,14 +146,7 @@ impl Partitioner {
             Partitioner::Fnv1a | Partitioner::Fnv1aRandom => {
                 ((fnv1a(key) as i32).unsigned_abs() as usize % n) as i32
             }
-            // librdkafka draws among all partitions and redraws once when the
-            // first draw has no leader; drawing among the available ones
-            // (when there are any) is the same distribution without the miss.
-            Partitioner::Random if !available.is_empty() => {
-                available[rng.gen_range(0..available.len())]
-            }
-            Partitioner::Random => rng.gen_range(0..n) as i32,
-            Partitioner::RoundRobin => unreachable!("handled above"),
+            Partitioner::Random | Partitioner::RoundRobin => unreachable!("handled above"),
         })
     }
 }

@@ -971,3 +971,61 @@ fn run_path_puts_every_record_where_the_record_by_record_path_does() {
         assert_eq!(a, b, "partition {partition:?}");
     }
 }
+
+#[test]
+fn keyed_records_appended_partition_by_partition_land_as_record_by_record() {
+    // `send_many` groups a keyed call by the key's partition and appends each
+    // group with that partition explicit (append, then extend_run): every
+    // partition gets the same records in the same batches and order as
+    // record-by-record keyed appends.
+    let keys: Vec<Vec<u8>> = (0..400)
+        .map(|i| format!("k{}", i % 29).into_bytes())
+        .collect();
+    let value = [b'v'; 30];
+    let rec = |i: usize| RecordRef {
+        timestamp_ms: 0,
+        key: Some(&keys[i][..]),
+        value: Some(&value[..1 + i % 17]),
+        headers: &[],
+    };
+    let n = keys.len();
+    let mut cfg = config(false);
+    cfg.buffer_memory = 1 << 20;
+    cfg.max_in_flight_per_partition = 5;
+    let mut by_record = new_core(cfg.clone());
+    for i in 0..n {
+        by_record
+            .append("t", None, info(), &rec(i), i as u32, 0)
+            .unwrap();
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| partition_for_key(&keys[i], 4)); // stable
+    let mut by_plan = new_core(cfg);
+    let mut q = 0;
+    let mut ran = 0;
+    while q < n {
+        let p = partition_for_key(&keys[order[q]], 4);
+        let end = order[q..]
+            .iter()
+            .position(|&i| partition_for_key(&keys[i], 4) != p)
+            .map_or(n, |k| q + k);
+        let r = rec(order[q]);
+        by_plan
+            .append("t", Some(p), info(), &r, order[q] as u32, 0)
+            .unwrap();
+        let (k, _) = by_plan.extend_run(
+            "t",
+            Some(p),
+            &r,
+            q + 1..end,
+            &|x| rec(order[x]),
+            &mut |x, _| order[x] as u32,
+        );
+        ran += k;
+        q += 1 + k;
+    }
+    assert!(ran > n / 2, "the run path took only {ran} of {n} records");
+    let (a, b) = (drain_all(&mut by_record), drain_all(&mut by_plan));
+    assert!(a.len() > 10, "{} batches", a.len());
+    assert_eq!(a, b);
+}
