@@ -132,7 +132,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// whose partition only the key decides go partition by partition
     /// (`key_plan`), each partition's records in call order, so they form
     /// runs too: the order Kafka keeps is per partition, and every record
-    /// lands in the partition and position it would record by record.
+    /// lands in the partition it would record by record, in the same order
+    /// within it.
     #[allow(clippy::too_many_arguments)]
     fn append_many<'a>(
         &self,
@@ -160,7 +161,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             failed: Vec::new(),
         };
         let mut st = self.lock();
-        let mut ranges = Ranges {
+        let ranges = Ranges {
             topic,
             info,
             record,
@@ -171,15 +172,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         match &plan {
             None => {
                 st = self
-                    .append_range(
-                        st,
-                        &mut ranges,
-                        partition,
-                        0..n,
-                        &|q| q,
-                        completion,
-                        &mut pass,
-                    )
+                    .append_range(st, &ranges, partition, 0..n, &|q| q, completion, &mut pass)
                     .0;
             }
             Some(plan) => {
@@ -187,7 +180,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 for (b, (p, positions)) in plan.buckets.iter().enumerate() {
                     let (g, stopped) = self.append_range(
                         st,
-                        &mut ranges,
+                        &ranges,
                         Some(*p),
                         positions.clone(),
                         &index,
@@ -228,7 +221,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     fn append_range<'g, 'a>(
         &'g self,
         mut st: MutexGuard<'g, Core<B, C>>,
-        r: &mut Ranges<'_, 'a, '_>,
+        r: &Ranges<'_, 'a, '_>,
         partition: Option<i32>,
         positions: Range<usize>,
         index: &dyn Fn(usize) -> usize,
