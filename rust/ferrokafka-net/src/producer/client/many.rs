@@ -131,7 +131,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// batch take the run path (`ProducerCore::extend_run`). Keyed records
     /// whose partition only the key decides go partition by partition
     /// (`key_plan`), each partition's records in call order, so they form
-    /// runs too: the order Kafka keeps is per partition, and every record
+    /// runs too: the order Kafka keeps is per partition (docs/semantics.md
+    /// §5.7), and every record
     /// lands in the partition it would record by record, in the same order
     /// within it.
     #[allow(clippy::too_many_arguments)]
