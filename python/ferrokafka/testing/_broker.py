@@ -32,7 +32,7 @@ TANSU_VERSION = "0.6.0"
 # build_tansu.sh beside this module (--id prints it; tests/test_testing_smoke.py checks that
 # both agree). A binary built from another patch lives in another directory and
 # is never picked up by mistake.
-TANSU_BUILD_ID = "1af743e64a94"
+TANSU_BUILD_ID = "ac68b913f9d5"
 
 
 class BrokerStartError(RuntimeError):
