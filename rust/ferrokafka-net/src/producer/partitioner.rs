@@ -111,10 +111,7 @@ impl Partitioner {
         num_partitions: usize,
         rng: &mut impl Rng,
     ) -> Option<i32> {
-        if self.is_sticky(key) || self == Partitioner::RoundRobin {
-            return None;
-        }
-        if self == Partitioner::Random {
+        if self == Partitioner::Random && !self.is_sticky(key) {
             // librdkafka draws among all partitions and redraws once when the
             // first draw has no leader; drawing among the available ones
             // (when there are any) is the same distribution without the miss.
@@ -124,6 +121,7 @@ impl Partitioner {
                 available[rng.gen_range(0..available.len())]
             });
         }
+        // Sticky and round-robin choices are `None` there too.
         self.hash_partition(key, num_partitions)
     }
 

@@ -132,9 +132,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// whose partition only the key decides go partition by partition
     /// (`key_plan`), each partition's records in call order, so they form
     /// runs too: the order Kafka keeps is per partition (docs/semantics.md
-    /// §5.7), and every record
-    /// lands in the partition it would record by record, in the same order
-    /// within it.
+    /// §5.7), and every record lands in the partition it would record by
+    /// record, in the same order within it.
     #[allow(clippy::too_many_arguments)]
     fn append_many<'a>(
         &self,
@@ -162,7 +161,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             failed: Vec::new(),
         };
         let mut st = self.lock();
-        let ranges = Ranges {
+        let call = Call {
             topic,
             info,
             record,
@@ -173,7 +172,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         match &plan {
             None => {
                 st = self
-                    .append_range(st, &ranges, partition, 0..n, &|q| q, completion, &mut pass)
+                    .append_range(st, &call, partition, 0..n, &|q| q, completion, &mut pass)
                     .0;
             }
             Some(plan) => {
@@ -181,7 +180,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 for (b, (p, positions)) in plan.buckets.iter().enumerate() {
                     let (g, stopped) = self.append_range(
                         st,
-                        &ranges,
+                        &call,
                         Some(*p),
                         positions.clone(),
                         &index,
@@ -222,7 +221,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     fn append_range<'g, 'a>(
         &'g self,
         mut st: MutexGuard<'g, Core<B, C>>,
-        r: &Ranges<'_, 'a, '_>,
+        r: &Call<'_, 'a, '_>,
         partition: Option<i32>,
         positions: Range<usize>,
         index: &dyn Fn(usize) -> usize,
@@ -231,17 +230,21 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     ) -> (MutexGuard<'g, Core<B, C>>, Option<Error>) {
         let (topic, info, now) = (r.topic, r.info, r.now);
         let record = r.record;
-        let mut q = positions.start;
-        while q < positions.end {
-            let i = index(q);
-            let (key, value) = record(i);
-            let rec = RecordRef {
+        // The record at position `x`, as both append paths take it.
+        let at = |x: usize| {
+            let (key, value) = record(index(x));
+            RecordRef {
                 timestamp_ms: now,
                 key,
                 value,
                 headers: &[],
-            };
-            let handle = RecordHandle::new(completion(i), now, key, value);
+            }
+        };
+        let mut q = positions.start;
+        while q < positions.end {
+            let i = index(q);
+            let rec = at(q);
+            let handle = RecordHandle::new(completion(i), now, rec.key, rec.value);
             let (g, result) = self.append_waiting(
                 st,
                 topic,
@@ -264,24 +267,10 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                         .end
                         .min(q + SEND_MANY_CHUNK.saturating_sub(pass.held));
                     if q < end {
-                        let (k, w) = st.extend_run(
-                            topic,
-                            partition,
-                            &rec,
-                            q..end,
-                            &|x| {
-                                let (key, value) = record(index(x));
-                                RecordRef {
-                                    timestamp_ms: now,
-                                    key,
-                                    value,
-                                    headers: &[],
-                                }
-                            },
-                            &mut |x, r| {
+                        let (k, w) =
+                            st.extend_run(topic, partition, &rec, q..end, &at, &mut |x, r| {
                                 RecordHandle::new(completion(index(x)), now, r.key, r.value)
-                            },
-                        );
+                            });
                         pass.appended += k;
                         pass.wake |= w;
                         pass.held += k;
@@ -329,8 +318,8 @@ struct Pass<C> {
     failed: Vec<(usize, Error, C)>,
 }
 
-/// The call-wide arguments of `append_range`.
-struct Ranges<'t, 'a, 'f> {
+/// The arguments of a `send_many` call that every `append_range` shares.
+struct Call<'t, 'a, 'f> {
     topic: &'t str,
     info: TopicInfo<'t>,
     record: &'f dyn Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
