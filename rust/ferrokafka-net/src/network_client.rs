@@ -17,13 +17,14 @@
 
 use std::collections::HashMap;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use ferrokafka_protocol::frame::{self, RequestHeader};
 use ferrokafka_protocol::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use ferrokafka_protocol::kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, MetadataRequest, RequestKind, ResponseKind, TopicName,
 };
 use ferrokafka_protocol::kafka_protocol::protocol::StrBytes;
+use ferrokafka_protocol::produce_frame::Frame;
 use rand::Rng;
 
 use crate::cluster::Node;
@@ -65,7 +66,7 @@ impl Default for ClientConfig {
             connections_max_idle_ms: 540_000,
             socket_connection_setup_timeout_ms: 10_000,
             send_buffer_bytes: 131_072,
-            receive_buffer_bytes: 65_536,
+            receive_buffer_bytes: -1,
             max_response_size: ferrokafka_protocol::DEFAULT_MAX_RESPONSE_SIZE,
             security: crate::security::Security::plaintext(),
             enable_metrics_push: true,
@@ -112,7 +113,7 @@ pub trait Transport: Send {
     /// the connection's `seq`-th (from 1), and a `SendDone` with
     /// `written >= seq` follows once it is out. `Closed`: a `Disconnected` is
     /// coming.
-    fn write(&mut self, node_id: i32, conn: u64, frame: Bytes) -> WriteOutcome;
+    fn write(&mut self, node_id: i32, conn: u64, frame: Frame) -> WriteOutcome;
     /// Close the connection now; no more events for `conn` matter.
     fn close(&mut self, node_id: i32, conn: u64);
 }
@@ -684,13 +685,12 @@ impl NetworkClient {
         callback: Option<Callback>,
         now_ms: i64,
     ) -> Result<(), Error> {
-        let mut buf = BytesMut::with_capacity(64);
-        frame::encode_request(&mut buf, &header, &body)?;
+        let frame = ferrokafka_protocol::produce_frame::encode_request_frame(&header, &body)?;
         let conn = self.conns.get(&node).map_or(0, |c| c.conn);
         // Hand the bytes over first, so we know whether the send is already
         // complete; the request is recorded either way (a refused write means
         // a Disconnected event is on its way and will complete it).
-        let outcome = self.transport.write(node, conn, buf.freeze());
+        let outcome = self.transport.write(node, conn, frame);
         let (send_done, send_seq) = match outcome {
             WriteOutcome::Buffered => (true, 0),
             WriteOutcome::Queued(seq) => (false, seq),

@@ -19,6 +19,7 @@ pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod primitives;
+pub mod produce_frame;
 pub mod record;
 pub mod sasl;
 

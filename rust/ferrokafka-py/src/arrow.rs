@@ -305,13 +305,40 @@ fn bitmap(valid: &[bool]) -> (Option<Buf>, usize) {
     if nulls == 0 {
         return (None, 0);
     }
+    // Eight rows a byte, without a branch per row; an all-null column (no
+    // keys, the common case) stays all zeros.
     let mut bits = vec![0u8; valid.len().div_ceil(8)];
-    for (i, v) in valid.iter().enumerate() {
-        if *v {
-            bits[i / 8] |= 1 << (i % 8);
+    if nulls < valid.len() {
+        for (byte, rows) in bits.iter_mut().zip(valid.chunks(8)) {
+            *byte = rows
+                .iter()
+                .enumerate()
+                .fold(0u8, |b, (i, v)| b | (u8::from(*v) << i));
         }
     }
     (Some(Buf::U8(bits)), nulls)
+}
+
+/// The topic column: each run's name repeated, built with the sizes known
+/// up front (no validity bitmap: never null) instead of a push per row.
+fn topic_column(topics: &[(Arc<str>, usize)], n: usize) -> ArrayNode {
+    let bytes: usize = topics.iter().map(|(t, c)| t.len() * c).sum();
+    let mut offsets = Vec::with_capacity(n + 1);
+    let mut data = Vec::with_capacity(bytes);
+    offsets.push(0i32);
+    for (t, count) in topics {
+        let t = t.as_bytes();
+        for _ in 0..*count {
+            data.extend_from_slice(t);
+            offsets.push(data.len() as i32);
+        }
+    }
+    ArrayNode {
+        length: n,
+        null_count: 0,
+        buffers: vec![None, Some(Buf::I32(offsets)), Some(Buf::U8(data))],
+        children: vec![],
+    }
 }
 
 fn binary(b: BinaryBuf) -> ArrayNode {
@@ -369,18 +396,12 @@ impl ExportedBatch {
     /// `topics`: (topic, row count) runs in row order.
     pub fn new(cols: RecordColumns, topics: &[(Arc<str>, usize)], partitions: Vec<i32>) -> Self {
         let n = cols.offsets.len();
-        let mut topic = BinaryBuf::new();
-        for (t, count) in topics {
-            for _ in 0..*count {
-                topic.push(Some(t.as_bytes()));
-            }
+        let topic = topic_column(topics, n);
+        // Spark's timestamp is microseconds (converted in place).
+        let mut ts = cols.timestamps;
+        for t in ts.iter_mut() {
+            *t = t.saturating_mul(1000);
         }
-        // Spark's timestamp is microseconds.
-        let ts: Vec<i64> = cols
-            .timestamps
-            .iter()
-            .map(|t| t.saturating_mul(1000))
-            .collect();
         let headers = ArrayNode {
             length: n,
             null_count: 0,
@@ -399,7 +420,7 @@ impl ExportedBatch {
             children: vec![
                 binary(cols.keys),
                 binary(cols.values),
-                binary(topic),
+                topic,
                 primitive32(partitions),
                 primitive64(cols.offsets),
                 primitive64(ts),

@@ -202,7 +202,7 @@ _ROWS = [
     _n("max_in_flight_requests_per_connection", "PCA", 5),
     _n("receive_message_max_bytes", "PCA", 100_000_000, "max_response_size"),
     _n("receive_buffer_bytes", "PCA", None, convert=_none_omits,
-       note="None keeps ferrokafka's default (65536), not the OS default"),
+       note="None keeps ferrokafka's default (-1: the OS default)"),
     _n("send_buffer_bytes", "PCA", None, convert=_none_omits,
        note="None keeps ferrokafka's default (131072), not the OS default"),
     _only("socket_options", "PCA", _NODELAY, (_NODELAY,),

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::cluster::MetadataResponse;
-use bytes::BufMut;
+use bytes::{BufMut, BytesMut};
 use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -25,8 +25,8 @@ impl Transport for Fake {
     fn connect(&mut self, node: &Node, conn: u64) {
         self.0.lock().unwrap().push(Op::Connect(node.id, conn));
     }
-    fn write(&mut self, node_id: i32, conn: u64, f: Bytes) -> WriteOutcome {
-        let mut b = f.slice(4..);
+    fn write(&mut self, node_id: i32, conn: u64, f: Frame) -> WriteOutcome {
+        let mut b = f.to_bytes().slice(4..);
         let h = frame::decode_request_header(&mut b).unwrap();
         self.0.lock().unwrap().push(Op::Write(node_id, conn, h));
         let mut seqs = self.1.lock().unwrap();

@@ -157,11 +157,11 @@ pub static OPTIONS: &[Spec] = &[
         .aliases(&["socket.send.buffer.bytes"])
         .max(INT_MAX)
         .core(&["ClientConfig.send_buffer_bytes"], "SO_SNDBUF of each connection; -1 the OS default."),
-    int("receive_buffer_bytes", 65_536, -1, PCA | S | N)
+    int("receive_buffer_bytes", -1, -1, PCA | S | N)
         .java("receive.buffer.bytes")
         .aliases(&["socket.receive.buffer.bytes"])
         .max(INT_MAX)
-        .core(&["ClientConfig.receive_buffer_bytes"], "SO_RCVBUF of each connection; -1 the OS default."),
+        .core(&["ClientConfig.receive_buffer_bytes"], "SO_RCVBUF of each connection; -1 (the default, as librdkafka's; Java's is 65536) leaves it to the OS, whose autotuning grows the window for large fetches."),
     opt("security_protocol", Kind::Upper, Default::Str("PLAINTEXT"), PCA | S | N)
         .java("security.protocol")
         .choices(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
