@@ -83,5 +83,36 @@ fn frames(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, inflight, frames);
+/// A Fetch answer's records into columns (the consumer thread's decode):
+/// 10 batches of 1,000 records of 100 B, CRCs checked.
+fn fetched(c: &mut Criterion) {
+    use ferrokafka_net::consumer::fetch::AbortedTransactionFilter;
+    use ferrokafka_net::consumer::records::decode_fetched;
+    use ferrokafka_net::protocol::compression::Compression;
+    use ferrokafka_net::protocol::record::{DecodeOptions, RecordBatchBuilder};
+    let value = [b'x'; 100];
+    let mut blob = BytesMut::new();
+    for b in 0..10 {
+        let mut builder = RecordBatchBuilder::new(Compression::None).base_offset(b * 1000);
+        for i in 0..1000 {
+            builder
+                .append(1_700_000_000_000 + i, None, Some(&value), &[])
+                .unwrap();
+        }
+        blob.extend_from_slice(&builder.finish().unwrap());
+    }
+    let mut g = c.benchmark_group("fetched");
+    g.throughput(Throughput::Elements(10_000));
+    g.bench_function("decode_10x1000x100B_into_columns", |b| {
+        b.iter(|| {
+            let mut filter = AbortedTransactionFilter::new(false, vec![]);
+            let d =
+                decode_fetched(black_box(&blob), 0, DecodeOptions::default(), &mut filter).unwrap();
+            black_box(d.records.len())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, inflight, frames, fetched);
 criterion_main!(benches);

@@ -247,7 +247,8 @@ impl<'a> Reader<'a> {
 
     /// Zigzag-varint-length nullable bytes, the encoding of record keys, values
     /// and header values.
-    #[inline]
+    // Always inlined: the record decode loop calls it twice per record.
+    #[inline(always)]
     pub fn varint_bytes(&mut self, what: &'static str) -> Result<Option<&'a [u8]>> {
         let len = self.varint()?;
         if len < 0 {

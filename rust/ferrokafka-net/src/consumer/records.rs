@@ -9,7 +9,7 @@
 
 use ferrokafka_protocol::compression::Compression;
 use ferrokafka_protocol::record::{
-    Batch, Batches, ControlRecordType, DecodeOptions, TimestampType,
+    Batch, Batches, ControlRecordType, DecodeOptions, RecordVisitor, TimestampType,
 };
 
 use crate::consumer::fetch::{AbortedTransactionFilter, BatchInfo};
@@ -32,6 +32,7 @@ impl BinaryBuf {
         }
     }
 
+    #[inline(always)]
     pub fn push(&mut self, v: Option<&[u8]>) {
         if let Some(v) = v {
             self.data.extend_from_slice(v);
@@ -178,6 +179,9 @@ impl RecordColumns {
         self.values.data.reserve(bytes);
     }
 
+    // Always inlined: called once per record from the decode loop, where a
+    // call per record cost a quarter of the decode (cargo bench `fetched`).
+    #[inline(always)]
     fn push(
         &mut self,
         offset: i64,
@@ -195,8 +199,46 @@ impl RecordColumns {
         self.values.push(value);
     }
 
+    #[inline]
     fn end_row(&mut self) {
         self.header_offsets.push(self.header_keys.len() as i32);
+    }
+}
+
+/// A batch's records into the columns, from offset `from` on.
+struct Rows<'c> {
+    cols: &'c mut RecordColumns,
+    from: i64,
+    tt: i32,
+    epoch: i32,
+}
+
+impl<'b> RecordVisitor<'b> for Rows<'_> {
+    #[inline]
+    fn record(
+        &mut self,
+        offset: i64,
+        timestamp: i64,
+        key: Option<&'b [u8]>,
+        value: Option<&'b [u8]>,
+    ) -> bool {
+        if offset < self.from {
+            return false;
+        }
+        self.cols
+            .push(offset, timestamp, self.tt, self.epoch, key, value);
+        true
+    }
+
+    #[inline]
+    fn header(&mut self, key: &'b str, value: Option<&'b [u8]>) {
+        self.cols.header_keys.push(Some(key.as_bytes()));
+        self.cols.header_values.push(value);
+    }
+
+    #[inline]
+    fn end_record(&mut self) {
+        self.cols.end_row();
     }
 }
 
@@ -298,26 +340,12 @@ pub fn decode_fetched(
                     let records = batch.records(&payload)?;
                     // A no-op unless the batch was compressed.
                     cols.reserve(h.records_count.max(0) as usize, payload.len());
-                    let tt = ts_type_id(h.timestamp_type());
-                    for rec in records {
-                        let rec = rec?;
-                        if rec.offset < next_offset {
-                            continue;
-                        }
-                        cols.push(
-                            rec.offset,
-                            rec.timestamp,
-                            tt,
-                            h.partition_leader_epoch,
-                            rec.key,
-                            rec.value,
-                        );
-                        for hd in &rec.headers {
-                            cols.header_keys.push(Some(hd.key.as_bytes()));
-                            cols.header_values.push(hd.value);
-                        }
-                        cols.end_row();
-                    }
+                    records.visit(&mut Rows {
+                        cols: &mut cols,
+                        from: next_offset,
+                        tt: ts_type_id(h.timestamp_type()),
+                        epoch: h.partition_leader_epoch,
+                    })?;
                 }
                 next_offset = next_offset.max(batch_next);
             }

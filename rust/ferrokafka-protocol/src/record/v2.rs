@@ -270,8 +270,10 @@ impl<'b> RecordIter<'b> {
         self.left == 0
     }
 
+    /// One record's fields up to its header count; the headers are left in
+    /// the returned reader, checked to be plausibly that many.
     #[inline]
-    fn read_one(&mut self) -> Result<Record<'b>> {
+    fn read_head(&mut self) -> Result<RecordHead<'b>> {
         let len = self.r.varint()?;
         if len < 0 {
             return Err(invalid_len("record length", len as i64));
@@ -296,23 +298,7 @@ impl<'b> RecordIter<'b> {
                 max: r.remaining() / 2,
             });
         }
-        let mut headers = Vec::with_capacity(n_headers);
-        for _ in 0..n_headers {
-            let k = r
-                .varint_bytes("header key")?
-                .ok_or_else(|| ProtocolError::invalid("header key", "null"))?;
-            let key = std::str::from_utf8(k)
-                .map_err(|e| ProtocolError::invalid("header key", e.to_string()))?;
-            let value = r.varint_bytes("header value")?;
-            headers.push(Header { key, value });
-        }
-        if !r.is_empty() {
-            return Err(ProtocolError::invalid(
-                "record",
-                format!("{} bytes left after the headers", r.remaining()),
-            ));
-        }
-        Ok(Record {
+        Ok(RecordHead {
             offset: self.base_offset.wrapping_add(offset_delta as i64),
             timestamp: self
                 .override_timestamp
@@ -320,9 +306,109 @@ impl<'b> RecordIter<'b> {
             attributes,
             key,
             value,
+            n_headers,
+            rest: r,
+        })
+    }
+
+    #[inline]
+    fn read_one(&mut self) -> Result<Record<'b>> {
+        let mut h = self.read_head()?;
+        let mut headers = Vec::with_capacity(h.n_headers);
+        for _ in 0..h.n_headers {
+            headers.push(read_header(&mut h.rest)?);
+        }
+        finish_record(&h.rest)?;
+        Ok(Record {
+            offset: h.offset,
+            timestamp: h.timestamp,
+            attributes: h.attributes,
+            key: h.key,
+            value: h.value,
             headers,
         })
     }
+
+    /// Every remaining record into `v`, with the same checks as iterating
+    /// (an error stops it), but without building a `Record` and its header
+    /// list per record: the consumer's columns take the fields directly
+    /// (the iterator's per-record struct and calls were most of the
+    /// decode's cost in the ceiling run).
+    pub fn visit<V: RecordVisitor<'b>>(mut self, v: &mut V) -> Result<()> {
+        while self.left > 0 {
+            self.left -= 1;
+            let mut h = self.read_head()?;
+            let keep = v.record(h.offset, h.timestamp, h.key, h.value);
+            for _ in 0..h.n_headers {
+                let hd = read_header(&mut h.rest)?;
+                if keep {
+                    v.header(hd.key, hd.value);
+                }
+            }
+            finish_record(&h.rest)?;
+            if keep {
+                v.end_record();
+            }
+        }
+        if !self.r.is_empty() {
+            return Err(trailing_bytes(self.r.remaining()));
+        }
+        Ok(())
+    }
+}
+
+/// Receives the records of [`RecordIter::visit`] in order.
+pub trait RecordVisitor<'b> {
+    /// A record; `false` skips it (its headers and `end_record` are not
+    /// reported, though still checked).
+    fn record(
+        &mut self,
+        offset: i64,
+        timestamp: i64,
+        key: Option<&'b [u8]>,
+        value: Option<&'b [u8]>,
+    ) -> bool;
+    fn header(&mut self, key: &'b str, value: Option<&'b [u8]>);
+    fn end_record(&mut self);
+}
+
+struct RecordHead<'b> {
+    offset: i64,
+    timestamp: i64,
+    attributes: i8,
+    key: Option<&'b [u8]>,
+    value: Option<&'b [u8]>,
+    n_headers: usize,
+    /// The record's bytes from its first header on.
+    rest: Reader<'b>,
+}
+
+#[inline]
+fn read_header<'b>(r: &mut Reader<'b>) -> Result<Header<'b>> {
+    let k = r
+        .varint_bytes("header key")?
+        .ok_or_else(|| ProtocolError::invalid("header key", "null"))?;
+    let key =
+        std::str::from_utf8(k).map_err(|e| ProtocolError::invalid("header key", e.to_string()))?;
+    let value = r.varint_bytes("header value")?;
+    Ok(Header { key, value })
+}
+
+/// A record's length must cover exactly its fields.
+#[inline]
+fn finish_record(rest: &Reader<'_>) -> Result<()> {
+    if !rest.is_empty() {
+        return Err(ProtocolError::invalid(
+            "record",
+            format!("{} bytes left after the headers", rest.remaining()),
+        ));
+    }
+    Ok(())
+}
+
+#[cold]
+fn trailing_bytes(n: usize) -> ProtocolError {
+    ProtocolError::invalid("record batch", format!("{n} bytes after the last record"))
 }
 
 impl<'b> Iterator for RecordIter<'b> {
@@ -335,10 +421,7 @@ impl<'b> Iterator for RecordIter<'b> {
                 // Report once, then stay finished.
                 let n = self.r.remaining();
                 self.r = Reader::new(&[]);
-                return Some(Err(ProtocolError::invalid(
-                    "record batch",
-                    format!("{n} bytes after the last record"),
-                )));
+                return Some(Err(trailing_bytes(n)));
             }
             return None;
         }
