@@ -87,11 +87,15 @@ impl BatchBuilder for ProducerRecordBatch {
             return None;
         }
         let before = builder.size_in_bytes();
-        let headers: Vec<Header<'_>> = r
-            .headers
-            .iter()
-            .map(|(k, v)| Header { key: k, value: *v })
-            .collect();
+        // Most records have no headers: no list to build for them.
+        let headers: Vec<Header<'_>> = if r.headers.is_empty() {
+            Vec::new()
+        } else {
+            r.headers
+                .iter()
+                .map(|(k, v)| Header { key: k, value: *v })
+                .collect()
+        };
         builder
             .append(r.timestamp_ms, r.key, r.value, &headers)
             .ok()?;
