@@ -241,7 +241,7 @@ TABLE: Dict[str, Row] = {
     "request.required.acks": N("acks", "P", _acks, "-1/all, 0, 1"),
     "linger.ms": N("linger_ms", "P", _ms, "fractions rounded to whole ms"),
     "queue.buffering.max.ms": N("linger_ms", "P", _ms, "fractions rounded to whole ms"),
-    "batch.size": N("batch_size", "P", _int, "default 16384 (librdkafka: 1000000)"),
+    "batch.size": N("batch_size", "P", _int, "default 1000000, as librdkafka's"),
     "batch.num.messages": R("ferrokafka bounds batches by bytes only (batch.size)", "P"),
     "queue.buffering.max.kbytes": N("buffer_memory", "P", _kbytes,
                                     "kbytes x 1024; produce() raises BufferError when full"),
