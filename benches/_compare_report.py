@@ -28,6 +28,9 @@ CONSUMER_VARIANTS = [
     ("confluent", "consume", "confluent `consume(10000)`"),
     ("ferrokafka", "poll", "ferrokafka `poll(max_records=10000)`"),
     ("ferrokafka", "poll_arrow", "ferrokafka `poll_arrow()`"),
+    # The knob under test: SO_RCVBUF at Java's 64 KiB (ferrokafka's default
+    # until 2026-11-27) instead of the OS's autotuning, the default since.
+    ("ferrokafka", "poll_arrow_rcvbuf64k", "ferrokafka `poll_arrow()`, `receive_buffer_bytes=65536`"),
 ]
 LAYOUTS = [("single", 1, False), ("keyed6", 6, True)]  # name, partitions, keyed
 LAYOUT_TEXT = {"single": "unkeyed, 1 partition", "keyed6": "keyed, 6 partitions"}

@@ -251,6 +251,9 @@ def child_consumer(spec: dict) -> dict:
     else:
         import ferrokafka as fk
 
+        knobs = {}
+        if api == "poll_arrow_rcvbuf64k":
+            api, knobs = "poll_arrow", {"receive_buffer_bytes": 65536}
         if api == "poll_arrow":
             # Imported first and given time to settle: importing pyarrow loads
             # numpy, whose OpenBLAS thread pool spins ~0.1 s of CPU on start-up,
@@ -258,7 +261,7 @@ def child_consumer(spec: dict) -> dict:
             import pyarrow.compute as pc
 
             time.sleep(0.5)
-        c = fk.Consumer(spec["bootstrap"], auto_offset_reset="earliest")
+        c = fk.Consumer(spec["bootstrap"], auto_offset_reset="earliest", **knobs)
         c.partitions_for(topic)
         c0, t0 = _cpu(), time.perf_counter()
         c.assign([fk.TopicPartition(topic, i) for i in range(parts)])
@@ -426,13 +429,13 @@ def consumer_cells(args) -> list:
     return [{"kind": "consumer", "client": client, "api": api, "partitions": parts,
              "records": args.records, "size": args.size}
             for parts in (1, 6) for client, api, _ in CONSUMER_VARIANTS
-            if api != "poll_arrow" or has_arrow]
+            if not api.startswith("poll_arrow") or has_arrow]
 
 
 # The ceiling run: the client's own cost against the sink broker (benches/_sink.py),
 # one partition, acks=1, no compression, defaults otherwise.
 CEILING_PRODUCER = ["produce", "send", "send_batch_list", "send_batch_arrow"]
-CEILING_CONSUMER = ["consume", "poll", "poll_arrow"]
+CEILING_CONSUMER = ["consume", "poll", "poll_arrow", "poll_arrow_rcvbuf64k"]
 
 
 def ceiling_cells(args) -> list:
@@ -447,7 +450,7 @@ def ceiling_cells(args) -> list:
     cells += [{"kind": "consumer", "client": client, "api": api, "partitions": 1, "records": args.records,
                "size": args.size, "ceiling": True}
               for client, api, _ in CONSUMER_VARIANTS
-              if api in CEILING_CONSUMER and (api != "poll_arrow" or has_arrow)]
+              if api in CEILING_CONSUMER and (not api.startswith("poll_arrow") or has_arrow)]
     return cells
 
 
