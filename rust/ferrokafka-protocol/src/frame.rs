@@ -18,7 +18,6 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use kafka_protocol::protocol::Encodable;
 
 use crate::{ProtocolError, Result};
 
@@ -122,15 +121,6 @@ pub fn encode_request(
     body: &RequestKind,
 ) -> Result<()> {
     let start = buf.len();
-    if let RequestKind::Produce(p) = body {
-        // A Produce request carries whole batches (up to `max_request_size`):
-        // sized first, the buffer is allocated once instead of doubling from
-        // a few bytes, which copied every batch about twice more (perf,
-        // ceiling run). Sizing walks the fields without touching the records.
-        if let Ok(n) = p.compute_size(header.api_version) {
-            buf.reserve(n + 64 + header.client_id.as_ref().map_or(0, |c| c.len()));
-        }
-    }
     buf.put_i32(0);
     encode_request_header(buf, header)?;
     body.encode(buf, header.api_version).map_err(|e| {

@@ -75,12 +75,10 @@ pub fn encode_request_frame(header: &RequestHeader, body: &RequestKind) -> Resul
 struct Pieces {
     pieces: Vec<Bytes>,
     cur: BytesMut,
-    len: usize,
 }
 
 impl Pieces {
     fn batch(&mut self, b: &Bytes) {
-        self.len += self.cur.len() + b.len();
         self.pieces.push(self.cur.split().freeze());
         self.pieces.push(b.clone());
     }
@@ -143,7 +141,6 @@ fn encode_produce(header: &RequestHeader, req: &ProduceRequest) -> Result<Option
     let mut w = Pieces {
         pieces: Vec::with_capacity(2 * req.topic_data.len() + 2),
         cur: BytesMut::with_capacity(256),
-        len: 0,
     };
     w.cur.put_i32(0); // the length, patched below
     encode_request_header(&mut w.cur, header)?;
@@ -183,16 +180,15 @@ fn encode_produce(header: &RequestHeader, req: &ProduceRequest) -> Result<Option
     if flexible {
         put_uvarint(&mut w.cur, 0);
     }
-    let last = w.cur.split().freeze();
-    w.len += last.len();
-    w.pieces.push(last);
-    let body = w.len - LENGTH_PREFIX;
+    w.pieces.push(w.cur.split().freeze());
+    let mut frame = Frame { pieces: w.pieces };
+    let body = frame.len() - LENGTH_PREFIX;
     let body = i32::try_from(body).map_err(|_| too_long("request", body))?;
     // The length prefix is in the first piece, which no one shares yet.
-    let mut first = BytesMut::from(&w.pieces[0][..]);
+    let mut first = BytesMut::from(&frame.pieces[0][..]);
     first[..LENGTH_PREFIX].copy_from_slice(&body.to_be_bytes());
-    w.pieces[0] = first.freeze();
-    Ok(Some(Frame { pieces: w.pieces }))
+    frame.pieces[0] = first.freeze();
+    Ok(Some(frame))
 }
 
 #[cfg(test)]

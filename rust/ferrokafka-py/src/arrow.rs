@@ -305,17 +305,15 @@ fn bitmap(valid: &[bool]) -> (Option<Buf>, usize) {
     if nulls == 0 {
         return (None, 0);
     }
-    // Eight rows a byte, without a branch per row; an all-null column (no
-    // keys, the common case) stays all zeros.
-    let mut bits = vec![0u8; valid.len().div_ceil(8)];
-    if nulls < valid.len() {
-        for (byte, rows) in bits.iter_mut().zip(valid.chunks(8)) {
-            *byte = rows
-                .iter()
+    // Eight rows a byte, without a branch per row.
+    let bits = valid
+        .chunks(8)
+        .map(|rows| {
+            rows.iter()
                 .enumerate()
-                .fold(0u8, |b, (i, v)| b | (u8::from(*v) << i));
-        }
-    }
+                .fold(0u8, |b, (i, v)| b | (u8::from(*v) << i))
+        })
+        .collect();
     (Some(Buf::U8(bits)), nulls)
 }
 

@@ -9,7 +9,7 @@
 
 use ferrokafka_protocol::compression::Compression;
 use ferrokafka_protocol::record::{
-    Batch, Batches, ControlRecordType, DecodeOptions, RecordVisitor, TimestampType,
+    Batch, Batches, ControlRecordType, DecodeOptions, RecordVisitor, TimestampType, MIN_RECORD_SIZE,
 };
 
 use crate::consumer::fetch::{AbortedTransactionFilter, BatchInfo};
@@ -293,8 +293,9 @@ pub fn decode_fetched(
         Batch::V2(b) if !b.header.is_control() => {
             let stored = b.records_data.len();
             // The count is the header's claim: bounded by what the bytes can
-            // hold, so a hostile header cannot make this reserve the heap.
-            let claimed = (b.header.records_count.max(0) as usize).min(stored / 7);
+            // hold (`records` checks the same bound), so a hostile header
+            // cannot make this reserve the heap.
+            let claimed = (b.header.records_count.max(0) as usize).min(stored / MIN_RECORD_SIZE);
             // Compressed batches grow the value buffer as they inflate.
             let plain = matches!(b.header.compression(), Ok(Compression::None));
             (rows + claimed, bytes + if plain { stored } else { 0 })

@@ -34,7 +34,7 @@ const CRC_OFFSET: usize = 17;
 const ATTRIBUTES_OFFSET: usize = 21;
 /// Smallest possible record: length, attributes, timestamp delta, offset
 /// delta, key length, value length, header count, one byte each.
-const MIN_RECORD_SIZE: usize = 7;
+pub const MIN_RECORD_SIZE: usize = 7;
 
 const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_BIT: i16 = 0x08;
@@ -674,17 +674,9 @@ impl RecordBatchBuilder {
         at = encode_uvarlong_at(zigzag32(offset_delta) as u64, &mut pre, at);
         at = encode_uvarlong_at(field_tag(key), &mut pre, at);
         let mut mid = [0u8; 16];
-        let mut mid_len = encode_uvarlong_at(field_tag(value), &mut mid, 0);
-        let split_mid = value.is_some();
-        if !split_mid {
-            mid_len = encode_uvarlong_at(zigzag32(n_headers) as u64, &mut mid, mid_len);
-        }
+        let mid_len = encode_uvarlong_at(field_tag(value), &mut mid, 0);
         let mut tail = [0u8; 16];
-        let tail_len = if split_mid {
-            encode_uvarlong_at(zigzag32(n_headers) as u64, &mut tail, 0)
-        } else {
-            0
-        };
+        let tail_len = encode_uvarlong_at(zigzag32(n_headers) as u64, &mut tail, 0);
         let total = varint_len(body_i32) + body;
         // The stamps may write up to STAMP_SLACK bytes past the record's
         // end; `with_capacity` and `reserve` include it, so a batch sized
@@ -711,9 +703,9 @@ impl RecordBatchBuilder {
             if let Some(v) = value {
                 std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len());
                 p = p.add(v.len());
-                std::ptr::copy_nonoverlapping(tail.as_ptr(), p, 16);
-                p = p.add(tail_len);
             }
+            std::ptr::copy_nonoverlapping(tail.as_ptr(), p, 16);
+            p = p.add(tail_len);
             let written = p.offset_from(base) as usize;
             debug_assert!(written <= total);
             self.buf.set_len(start + written);
