@@ -1,0 +1,103 @@
+"""Where a batch path's CPU goes, per thread, against the sink broker.
+
+A diagnostic, not the benchmark protocol (that is ``benches/compare.py``): one
+process, one partition, defaults, and for each of ferrokafka's threads the CPU
+time (``/proc/self/task/*/stat``, 10 ms ticks) and minor page faults it spent
+in the timed section, per record. Used to decide where the ceiling run's cost
+sits (issue 17); run after ``./scripts/build.sh``:
+
+    python benches/thread_cpu.py [send_batch_list|send_batch_arrow|poll_arrow] [--records N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+BATCH = 10_000
+
+
+def threads() -> dict:
+    """{name:tid: (cpu seconds, minor faults)} of this process's threads."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[f"{name}:{tid}"] = ((int(fields[11]) + int(fields[12])) / tick, int(fields[7]))
+    return out
+
+
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def run(mode: str, n: int, bootstrap: str) -> tuple:
+    import ferrokafka as fk
+
+    if mode == "poll_arrow":
+        import pyarrow.compute as pc
+
+        time.sleep(0.5)  # numpy's thread pool settles (see compare.py)
+        c = fk.Consumer(bootstrap, auto_offset_reset="earliest")
+        c.partitions_for("t")
+        before, c0, t0 = threads(), cpu(), time.perf_counter()
+        c.assign([fk.TopicPartition("t", 0)])
+        got = 0
+        while got < n:
+            b = c.poll_arrow(1000, max_records=min(100_000, n - got))
+            if b.num_rows:
+                pc.sum(pc.binary_length(b.column("value")))
+                got += b.num_rows
+        wall, used, after = time.perf_counter() - t0, cpu() - c0, threads()
+        c.close()
+        return wall, used, before, after
+    # As the ceiling run: acks=1, idempotence off, defaults otherwise.
+    p = fk.Producer(bootstrap, acks=1, enable_idempotence=False)
+    p.send("t", b"w").result(30)
+    chunks = [[b"x" * 100] * BATCH for _ in range(0, n, BATCH)]
+    if mode == "send_batch_arrow":
+        import pyarrow as pa
+
+        chunks = [pa.array(v, pa.binary()) for v in chunks]
+    before, c0, t0 = threads(), cpu(), time.perf_counter()
+    for v in chunks:
+        p.send_batch("t", v)
+    p.flush(300)
+    wall, used, after = time.perf_counter() - t0, cpu() - c0, threads()
+    p.close()
+    return wall, used, before, after
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("mode", nargs="?", default="send_batch_list",
+                    choices=["send_batch_list", "send_batch_arrow", "poll_arrow"])
+    ap.add_argument("--records", type=int, default=3_000_000)
+    args = ap.parse_args()
+    from _sink import Sink
+
+    with Sink(100) as sink:
+        wall, used, before, after = run(args.mode, args.records, sink.bootstrap)
+    n = args.records
+    print(f"{args.mode}: {n / wall:,.0f} records/s, {used / n * 1e6:.3f} µs CPU a record (getrusage)")
+    print("thread            ns CPU/record  minor faults/1k records")
+    for key, (secs, faults) in sorted(after.items()):
+        s0, f0 = before.get(key, (0.0, 0))
+        if secs - s0 > 0 or faults - f0 > 0:
+            print(f"{key.split(':')[0]:<17} {(secs - s0) / n * 1e9:>13.0f}  {(faults - f0) / n * 1000:>10.1f}")
+
+
+if __name__ == "__main__":
+    main()
