@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ferrokafka_net::options::Client;
 use ferrokafka_net::producer::batch::ProducerRecordBatch;
 use ferrokafka_net::producer::client::{
-    Completion, DeliveredRecord, Finished, Outgoing, Producer, TrySend,
+    Completion, DeliveredRecord, Finished, Outgoing, Producer, RecordHandle, TrySend,
 };
 use ferrokafka_net::producer::partitioner::Partitioner;
 use ferrokafka_net::Error;
@@ -27,6 +27,7 @@ use crate::future::{
 };
 use crate::gil::{wait_detached, SignalCheck};
 
+mod batch_ref;
 mod completion;
 mod deferral;
 mod txn;
@@ -604,10 +605,8 @@ impl PyProducer {
         let start = core.block_deadline();
         let behind = !block && this.defer_state.queued.load(Ordering::Acquire) > 0;
         let signals = SignalCheck::new();
-        let completion = |index| PyCompletion::Batch {
-            batch: state.clone(),
-            index,
-        };
+        let refs = batch_ref::RecordRefs::new(&state);
+        let completion = |index| PyCompletion::Batch(refs.make(index));
         let failed = if behind {
             (0..n)
                 .map(|i| {
@@ -647,8 +646,8 @@ impl PyProducer {
         let mut bytes = 0;
         for (e, c) in failed {
             match (e, &c) {
-                (Error::Timeout { .. }, PyCompletion::Batch { index, .. }) if !block => {
-                    let (k, v) = record(*index);
+                (Error::Timeout { .. }, PyCompletion::Batch(r)) if !block => {
+                    let (k, v) = record(r.index());
                     bytes += k.map_or(0, |k| k.len()) + v.map_or(0, |v| v.len());
                     records.push((k.map(<[u8]>::to_vec), v.map(<[u8]>::to_vec)));
                     later.push(c);

@@ -320,12 +320,17 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
     /// batch, or brings the bytes appended to `stop_after_bytes`. The same
     /// accounting as `append` per record (reservation growth, handles);
     /// `handle(i, record)` makes a record's handle once it is in.
+    ///
+    /// Generic, not `dyn`: this loop runs once per record of a batch call,
+    /// and with the closures inlined into it a record is one pass of
+    /// straight-line code instead of several indirect calls (issue 17).
+    #[inline]
     pub fn extend_open<'a>(
         &mut self,
         tp: &TopicPartition,
         range: std::ops::Range<usize>,
-        record: &mut dyn FnMut(usize) -> Option<(RecordRef<'a>, usize)>,
-        handle: &mut dyn FnMut(usize, &RecordRef<'a>) -> T,
+        mut record: impl FnMut(usize) -> Option<(RecordRef<'a>, usize)>,
+        mut handle: impl FnMut(usize, &RecordRef<'a>) -> T,
         stop_after_bytes: usize,
     ) -> Extended {
         let mut out = Extended::default();

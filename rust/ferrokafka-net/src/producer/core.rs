@@ -351,8 +351,8 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
         partition: Option<i32>,
         after: &RecordRef<'_>,
         range: std::ops::Range<usize>,
-        record: &dyn Fn(usize) -> RecordRef<'a>,
-        handle: &mut dyn FnMut(usize, &RecordRef<'a>) -> T,
+        record: impl Fn(usize) -> RecordRef<'a>,
+        handle: impl FnMut(usize, &RecordRef<'a>) -> T,
     ) -> (usize, bool) {
         let kind = self.partitioner.kind();
         // `after` must have taken the same way (explicit, or sticky): a
@@ -378,7 +378,7 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
             }
         }
         let max = self.cfg.max_request_size.min(self.cfg.buffer_memory);
-        let mut eligible = |i: usize| {
+        let eligible = |i: usize| {
             let r = record(i);
             let size = record_size(r.key, r.value, r.headers);
             (size <= max && (partition.is_some() || kind.is_sticky(r.key))).then_some((r, size))
@@ -386,7 +386,7 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
         let ext = self
             .sender
             .accumulator
-            .extend_open(&tp, range, &mut eligible, handle, left);
+            .extend_open(&tp, range, eligible, handle, left);
         if partition.is_none() && ext.appended > 0 {
             let choice = PartitionChoice {
                 partition: p,

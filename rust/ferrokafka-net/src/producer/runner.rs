@@ -64,15 +64,18 @@ pub trait Completion: Send + 'static {
     fn complete(self, result: Result<DeliveredRecord, Error>);
 
     /// Complete the records of one finished batch, in order: record i is
-    /// `completions[i]`, its result `finished.record(i)`. One call per batch
-    /// lets an implementation share work between a batch's records (one
-    /// lock and one stored run for records that share a state).
-    fn complete_all(completions: Vec<Self>, finished: &Finished<'_>)
+    /// `handles[i]`, its result `finished.record(i, &handles[i])`. One call
+    /// per batch lets an implementation share work between a batch's
+    /// records (one lock and one stored run for records that share a
+    /// state); the handles come as the batch kept them, so nothing is
+    /// copied per record on the way.
+    fn complete_all(handles: Vec<RecordHandle<Self>>, finished: &Finished<'_>)
     where
         Self: Sized,
     {
-        for (i, c) in completions.into_iter().enumerate() {
-            c.complete(finished.record(i));
+        for (i, h) in handles.into_iter().enumerate() {
+            let r = finished.record(i, h.meta());
+            h.completion.complete(r);
         }
     }
 }
@@ -82,20 +85,13 @@ pub struct Finished<'a> {
     pub tp: &'a TopicPartition,
     /// Ok((base offset, log append time or -1)); record i has offset base + i.
     pub result: &'a Result<(i64, i64), Error>,
-    /// Per record: (create timestamp, key size, value size).
-    pub records: &'a [(i64, i32, i32)],
 }
 
 impl Finished<'_> {
-    /// Record i's outcome.
-    pub fn record(&self, i: usize) -> Result<DeliveredRecord, Error> {
-        DeliveredRecord::nth(
-            &self.tp.topic,
-            self.tp.partition,
-            self.result,
-            i,
-            self.records[i],
-        )
+    /// Record i's outcome, `meta` its (create timestamp, key size, value
+    /// size) (`RecordHandle::meta`).
+    pub fn record(&self, i: usize, meta: (i64, i32, i32)) -> Result<DeliveredRecord, Error> {
+        DeliveredRecord::nth(&self.tp.topic, self.tp.partition, self.result, i, meta)
     }
 }
 
@@ -131,7 +127,7 @@ impl DeliveredRecord {
 
 /// Per-record data kept until its batch is answered.
 pub struct RecordHandle<C> {
-    pub(crate) completion: C,
+    pub completion: C,
     pub(crate) timestamp_ms: i64,
     pub(crate) key_size: i32,
     pub(crate) value_size: i32,
@@ -150,6 +146,12 @@ impl<C> RecordHandle<C> {
             key_size: key.map_or(-1, |k| k.len() as i32),
             value_size: value.map_or(-1, |v| v.len() as i32),
         }
+    }
+
+    /// (create timestamp, key size, value size): what its outcome reports.
+    #[inline]
+    pub fn meta(&self) -> (i64, i32, i32) {
+        (self.timestamp_ms, self.key_size, self.value_size)
     }
 }
 
@@ -519,18 +521,11 @@ fn complete_deliveries<B, C: Completion>(
             .stats
             .topic_records(&d.tp.topic, d.handles.len() as u64, d.result.is_ok());
         n += d.handles.len();
-        let mut completions = Vec::with_capacity(d.handles.len());
-        let mut records = Vec::with_capacity(d.handles.len());
-        for h in d.handles {
-            completions.push(h.completion);
-            records.push((h.timestamp_ms, h.key_size, h.value_size));
-        }
         let finished = Finished {
             tp: &d.tp,
             result: &d.result,
-            records: &records,
         };
-        C::complete_all(completions, &finished);
+        C::complete_all(d.handles, &finished);
     }
     if n > 0 {
         let before = shared.pending.fetch_sub(n, Ordering::AcqRel);

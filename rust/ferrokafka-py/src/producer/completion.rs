@@ -2,6 +2,7 @@
 //! or one slot per record of a `send_batch` call, completed on the sender
 //! thread without the GIL.
 
+use super::batch_ref::BatchRef;
 use super::*;
 
 /// Completes a Python `DeliveryFuture` from the sender thread, or one
@@ -12,10 +13,9 @@ pub(crate) enum PyCompletion {
         cell: Arc<FutureCell>,
         keep: KeepToken,
     },
-    Batch {
-        batch: Arc<BatchState>,
-        index: usize,
-    },
+    /// A record of a `send_batch` call (`batch_ref.rs`: no reference count
+    /// per record).
+    Batch(BatchRef),
 }
 
 /// Complete one `send` future: the `One` arm of both completion paths.
@@ -32,7 +32,7 @@ impl Completion for PyCompletion {
     fn complete(self, result: Result<DeliveredRecord, Error>) {
         match self {
             PyCompletion::One { cell, keep } => complete_one(&cell, keep, result),
-            PyCompletion::Batch { batch, index } => batch.complete(index, result),
+            PyCompletion::Batch(r) => r.complete(result),
         }
     }
 
@@ -46,27 +46,42 @@ impl Completion for PyCompletion {
     /// A `send` future already dropped by its caller leaves its cell to us:
     /// those go back to the producer's thread in one push, to be freed
     /// there (`FutureOwner`, future.rs, says why).
-    fn complete_all(completions: Vec<Self>, finished: &Finished<'_>) {
+    fn complete_all(handles: Vec<RecordHandle<Self>>, finished: &Finished<'_>) {
         let mut unclaimed = Vec::new();
-        let mut it = completions.into_iter().enumerate().peekable();
-        while let Some((i, c)) = it.next() {
-            let (batch, first) = match c {
-                PyCompletion::Batch { batch, index } => (batch, index),
+        let mut it = handles.into_iter().enumerate().peekable();
+        while let Some((i, h)) = it.next() {
+            let meta = h.meta();
+            let first = match h.completion {
+                PyCompletion::Batch(r) => r,
                 PyCompletion::One { cell, keep } => {
-                    complete_one(&cell, keep, finished.record(i));
+                    complete_one(&cell, keep, finished.record(i, meta));
                     if FutureCell::unclaimed(&cell) {
                         unclaimed.push(cell);
                     }
                     continue;
                 }
             };
-            let mut indices = vec![first as u32];
-            while let Some((_, PyCompletion::Batch { batch: next, .. })) = it.peek() {
-                if !Arc::ptr_eq(next, &batch) {
+            // One pass over the run: indices and per-record metadata taken
+            // straight from the handles (no intermediate lists); the run's
+            // other records are absorbed into the first's count-down.
+            let mut indices = Indices::One(first.index() as u32);
+            let mut records = vec![meta];
+            while let Some((
+                _,
+                RecordHandle {
+                    completion: PyCompletion::Batch(next),
+                    ..
+                },
+            )) = it.peek()
+            {
+                if !next.same_call(&first) {
                     break;
                 }
-                if let Some((_, PyCompletion::Batch { index, .. })) = it.next() {
-                    indices.push(index as u32);
+                if let Some((_, h)) = it.next() {
+                    records.push(h.meta());
+                    if let PyCompletion::Batch(r) = h.completion {
+                        indices.push(r.absorb());
+                    }
                 }
             }
             let outcome = match finished.result {
@@ -75,8 +90,7 @@ impl Completion for PyCompletion {
                 }
                 Err(e) => Err(e.clone()),
             };
-            let records = finished.records[i..i + indices.len()].to_vec();
-            batch.store(Run {
+            first.store(Run {
                 indices,
                 topic: finished.tp.topic.clone(),
                 partition: finished.tp.partition,
@@ -88,10 +102,72 @@ impl Completion for PyCompletion {
     }
 }
 
+/// Which records of the call a run holds, in run order: consecutive call
+/// indices (the usual case: a call's records fill wire batches in order)
+/// are kept as a range, without a list entry per record.
+pub(crate) enum Indices {
+    One(u32),
+    /// `start..end`.
+    Range(u32, u32),
+    List(Vec<u32>),
+}
+
+impl Indices {
+    fn push(&mut self, i: u32) {
+        *self = match std::mem::replace(self, Indices::List(Vec::new())) {
+            Indices::One(a) if i == a.wrapping_add(1) => Indices::Range(a, i + 1),
+            Indices::Range(a, b) if i == b => Indices::Range(a, b + 1),
+            Indices::One(a) => Indices::List(vec![a, i]),
+            Indices::Range(a, b) => {
+                let mut v: Vec<u32> = (a..b).collect();
+                v.push(i);
+                Indices::List(v)
+            }
+            Indices::List(mut v) => {
+                v.push(i);
+                Indices::List(v)
+            }
+        };
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Indices::One(_) => 1,
+            Indices::Range(a, b) => (b - a) as usize,
+            Indices::List(v) => v.len(),
+        }
+    }
+
+    /// The call index of the run's k-th record.
+    fn get(&self, k: usize) -> usize {
+        match self {
+            Indices::One(a) => *a as usize,
+            Indices::Range(a, _) => *a as usize + k,
+            Indices::List(v) => v[k] as usize,
+        }
+    }
+
+    fn max(&self) -> Option<usize> {
+        match self {
+            Indices::One(a) => Some(*a as usize),
+            Indices::Range(a, b) => (b > a).then(|| *b as usize - 1),
+            Indices::List(v) => v.iter().max().map(|&i| i as usize),
+        }
+    }
+
+    fn min(&self) -> Option<usize> {
+        match self {
+            Indices::One(a) => Some(*a as usize),
+            Indices::Range(a, b) => (b > a).then_some(*a as usize),
+            Indices::List(v) => v.iter().min().map(|&i| i as usize),
+        }
+    }
+}
+
 /// The outcome of records of one `send_batch` call that follow each other
-/// in one wire batch: the k-th of them is record `indices[k]` of the call.
+/// in one wire batch: the k-th of them is record `indices.get(k)` of the call.
 pub(crate) struct Run {
-    indices: Vec<u32>,
+    indices: Indices,
     topic: Arc<str>,
     partition: i32,
     /// Ok((offset of the run's first record or -1, log append time or -1)).
@@ -101,6 +177,26 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// One record's outcome as a run of its own.
+    pub(crate) fn single(indices: Indices, result: Result<DeliveredRecord, Error>) -> Run {
+        match result {
+            Ok(d) => Run {
+                indices,
+                topic: d.topic,
+                partition: d.partition,
+                outcome: Ok((d.offset, -1)),
+                records: vec![(d.timestamp_ms, d.key_size, d.value_size)],
+            },
+            Err(e) => Run {
+                indices,
+                topic: Arc::from(""),
+                partition: -1,
+                outcome: Err(e),
+                records: vec![(-1, -1, -1)],
+            },
+        }
+    }
+
     fn record(&self, k: usize) -> Result<DeliveredRecord, Error> {
         DeliveredRecord::nth(
             &self.topic,
@@ -131,50 +227,36 @@ impl BatchState {
         }
     }
 
-    /// One record, completed on its own (a record that failed before it
-    /// was appended, or the single-record path).
-    pub(crate) fn complete(&self, index: usize, result: Result<DeliveredRecord, Error>) {
-        let run = match result {
-            Ok(d) => Run {
-                indices: vec![index as u32],
-                topic: d.topic,
-                partition: d.partition,
-                outcome: Ok((d.offset, -1)),
-                records: vec![(d.timestamp_ms, d.key_size, d.value_size)],
-            },
-            Err(e) => Run {
-                indices: vec![index as u32],
-                topic: Arc::from(""),
-                partition: -1,
-                outcome: Err(e),
-                records: vec![(-1, -1, -1)],
-            },
-        };
-        self.store(run);
-    }
-
     /// Each record completes exactly once (its completion is consumed), so
     /// the countdown reaches zero exactly when every record has a result.
-    fn store(&self, run: Run) {
+    /// True when this was the last (`batch_ref.rs` then lets the state go).
+    pub(super) fn store(&self, run: Run) -> bool {
         let n = run.indices.len();
-        if n == 0 || run.indices.iter().any(|&i| i as usize >= self.len) {
-            return;
+        if n == 0 || run.indices.max().is_some_and(|i| i >= self.len) {
+            return false;
         }
         self.runs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(run);
-        if self.remaining.fetch_sub(n, Ordering::AcqRel) == n {
+        self.count_down(n)
+    }
+
+    /// Count `n` records done; true when that was the last of them.
+    pub(super) fn count_down(&self, n: usize) -> bool {
+        let last = self.remaining.fetch_sub(n, Ordering::AcqRel) == n;
+        if last {
             self.resolve_done();
         }
+        last
     }
 
     /// Per record, in input order: its outcome, `None` while pending.
     fn outcomes(&self) -> Vec<Option<Result<DeliveredRecord, Error>>> {
         let mut out = vec![None; self.len];
         for run in self.runs.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            for (k, &i) in run.indices.iter().enumerate() {
-                out[i as usize] = Some(run.record(k));
+            for k in 0..run.indices.len() {
+                out[run.indices.get(k)] = Some(run.record(k));
             }
         }
         out
@@ -225,7 +307,7 @@ impl PyBatchResult {
         let runs = self.state.runs.lock().unwrap_or_else(|p| p.into_inner());
         runs.iter()
             .filter_map(|r| {
-                let first = *r.indices.iter().min()? as usize;
+                let first = r.indices.min()?;
                 r.outcome.as_ref().err().map(|e| (first, e))
             })
             .min_by_key(|(first, _)| *first)
@@ -237,5 +319,37 @@ impl PyBatchResult {
 
     pub(crate) fn __len__(&self) -> usize {
         self.state.len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Indices;
+
+    fn all(ix: &Indices) -> Vec<usize> {
+        (0..ix.len()).map(|k| ix.get(k)).collect()
+    }
+
+    #[test]
+    fn indices_stay_a_range_while_consecutive_and_keep_order_after() {
+        let mut ix = Indices::One(4);
+        ix.push(5);
+        ix.push(6);
+        assert!(matches!(ix, Indices::Range(4, 7)));
+        assert_eq!(all(&ix), vec![4, 5, 6]);
+        // A gap (keyed records of a call spread over partitions) turns it
+        // into a list, in run order.
+        ix.push(9);
+        ix.push(2);
+        assert!(matches!(ix, Indices::List(_)));
+        assert_eq!(all(&ix), vec![4, 5, 6, 9, 2]);
+        assert_eq!((ix.min(), ix.max()), (Some(2), Some(9)));
+        let mut one = Indices::One(3);
+        one.push(1);
+        assert_eq!(all(&one), vec![3, 1]);
+        assert_eq!(
+            (Indices::One(7).min(), Indices::One(7).max()),
+            (Some(7), Some(7))
+        );
     }
 }

@@ -134,20 +134,27 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// runs too: the order Kafka keeps is per partition (docs/semantics.md
     /// §5.7), and every record lands in the partition it would record by
     /// record, in the same order within it.
+    ///
+    /// Generic over the record and completion sources down to the
+    /// accumulator's loop (`extend_open`): per record, `dyn` calls through
+    /// each layer were a large part of the batch path's cost (issue 17).
     #[allow(clippy::too_many_arguments)]
-    fn append_many<'a>(
+    fn append_many<'a, R, F>(
         &self,
         topic: &str,
         partition: Option<i32>,
         info: TopicInfo<'_>,
         n: usize,
-        record: &dyn Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
-        completion: &mut dyn FnMut(usize) -> C,
+        record: &R,
+        completion: &mut F,
         failed: &mut Vec<(Error, C)>,
         now: i64,
         deadline: Instant,
         interrupted: &dyn Fn() -> bool,
-    ) {
+    ) where
+        R: Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
+        F: FnMut(usize) -> C,
+    {
         let plan = match partition {
             None if n > 1 && info.num_partitions > 1 => {
                 key_plan(self.shared.cfg.partitioner, n, record, info.num_partitions)
@@ -172,7 +179,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         match &plan {
             None => {
                 st = self
-                    .append_range(st, &call, partition, 0..n, &|q| q, completion, &mut pass)
+                    .append_range(st, &call, partition, 0..n, |q| q, completion, &mut pass)
                     .0;
             }
             Some(plan) => {
@@ -183,7 +190,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                         &call,
                         Some(*p),
                         positions.clone(),
-                        &index,
+                        index,
                         completion,
                         &mut pass,
                     );
@@ -218,16 +225,20 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// Returns the error of a timeout that stopped it; the records from
     /// the one that timed out on are then in `pass.failed`.
     #[allow(clippy::too_many_arguments)]
-    fn append_range<'g, 'a>(
+    fn append_range<'g, 'a, R, F>(
         &'g self,
         mut st: MutexGuard<'g, Core<B, C>>,
-        r: &Call<'_, 'a, '_>,
+        r: &Call<'_, 'a, '_, R>,
         partition: Option<i32>,
         positions: Range<usize>,
-        index: &dyn Fn(usize) -> usize,
-        completion: &mut dyn FnMut(usize) -> C,
+        index: impl Fn(usize) -> usize + Copy,
+        completion: &mut F,
         pass: &mut Pass<C>,
-    ) -> (MutexGuard<'g, Core<B, C>>, Option<Error>) {
+    ) -> (MutexGuard<'g, Core<B, C>>, Option<Error>)
+    where
+        R: Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
+        F: FnMut(usize) -> C,
+    {
         let (topic, info, now) = (r.topic, r.info, r.now);
         let record = r.record;
         // The record at position `x`, as both append paths take it.
@@ -267,10 +278,9 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                         .end
                         .min(q + SEND_MANY_CHUNK.saturating_sub(pass.held));
                     if q < end {
-                        let (k, w) =
-                            st.extend_run(topic, partition, &rec, q..end, &at, &mut |x, r| {
-                                RecordHandle::new(completion(index(x)), now, r.key, r.value)
-                            });
+                        let (k, w) = st.extend_run(topic, partition, &rec, q..end, at, |x, r| {
+                            RecordHandle::new(completion(index(x)), now, r.key, r.value)
+                        });
                         pass.appended += k;
                         pass.wake |= w;
                         pass.held += k;
@@ -319,10 +329,13 @@ struct Pass<C> {
 }
 
 /// The arguments of a `send_many` call that every `append_range` shares.
-struct Call<'t, 'a, 'f> {
+struct Call<'t, 'a, 'f, R>
+where
+    R: Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
+{
     topic: &'t str,
     info: TopicInfo<'t>,
-    record: &'f dyn Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
+    record: &'f R,
     now: i64,
     deadline: Instant,
     interrupted: &'f dyn Fn() -> bool,

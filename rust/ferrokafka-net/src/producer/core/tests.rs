@@ -956,7 +956,12 @@ fn run_path_puts_every_record_where_the_record_by_record_path_does() {
                 .append("t", partition, info(), &r, i as u32, 0)
                 .unwrap();
             let (k, _) =
-                by_run.extend_run("t", partition, &r, i + 1..n, &rec, &mut |j, _| j as u32);
+                by_run.extend_run("t", partition, &r, i + 1..n, &rec, &mut |j,
+                                                                            _: &RecordRef<
+                    '_,
+                >| {
+                    j as u32
+                });
             ran += k;
             i += 1 + k;
         }
@@ -1019,7 +1024,7 @@ fn keyed_records_appended_partition_by_partition_land_as_record_by_record() {
             &r,
             q + 1..end,
             &|x| rec(order[x]),
-            &mut |x, _| order[x] as u32,
+            &mut |x, _: &RecordRef<'_>| order[x] as u32,
         );
         ran += k;
         q += 1 + k;
