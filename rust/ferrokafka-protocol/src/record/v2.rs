@@ -22,8 +22,7 @@ use super::{DecodeOptions, Header, Record, TimestampType};
 use crate::compression::{self, Compression};
 use crate::error::{ProtocolError, Result};
 use crate::primitives::{
-    encode_uvarlong_at, invalid_len, put_varint, varint_len, varlong_len, zigzag32, zigzag64,
-    Reader,
+    invalid_len, put_varint, stamp_uvarlong, varint_len, varlong_len, zigzag32, zigzag64, Reader,
 };
 use bytes::{BufMut, BytesMut};
 use std::borrow::Cow;
@@ -662,52 +661,47 @@ impl RecordBatchBuilder {
             max: i32::MAX as usize,
         })?;
 
-        // Length, attributes, timestamp delta, offset delta and key length
-        // are assembled on the stack; so are the value length and header
-        // count. Each stack piece is then stamped into the buffer as a
-        // fixed 32- or 16-byte copy (two vector moves, no call) and the
-        // write position advanced by its real length: a `memcpy` call per
-        // few-byte field cost more than copying the value (perf, ceiling
-        // run). Only the key and value are variable-length copies.
-        let mut pre = [0u8; 32];
-        let mut at = encode_uvarlong_at(zigzag32(body_i32) as u64, &mut pre, 0);
-        pre[at] = 0; // record attributes: unused
-        at = encode_uvarlong_at(zigzag64(ts_delta), &mut pre, at + 1);
-        at = encode_uvarlong_at(zigzag32(offset_delta) as u64, &mut pre, at);
-        at = encode_uvarlong_at(field_tag(key), &mut pre, at);
-        let mut mid = [0u8; 16];
-        let mid_len = encode_uvarlong_at(field_tag(value), &mut mid, 0);
-        let mut tail = [0u8; 16];
-        let tail_len = encode_uvarlong_at(zigzag32(n_headers) as u64, &mut tail, 0);
+        // The few-byte fields (length, attributes, timestamp delta, offset
+        // delta, key and value lengths, header count) are each built in a
+        // register and stored as one unaligned word at the write position
+        // (`stamp_uvarlong`), which then advances by the field's real
+        // length: a `memcpy` call per field cost more than copying the
+        // value, and bytes assembled on the stack then copied out stalled
+        // on store forwarding (perf, ceiling run). Only the key and value
+        // are variable-length copies.
         let total = varint_len(body_i32) + body;
-        // The stamps may write up to STAMP_SLACK bytes past the record's
-        // end; `with_capacity` and `reserve` include it, so a batch sized
-        // for its records is not regrown for the slack.
+        // A stamp writes up to 16 bytes from a position inside the record,
+        // so up to 16 past its end; `with_capacity` and `reserve` include
+        // STAMP_SLACK for it, so a batch sized for its records is not
+        // regrown for the slack.
         self.buf.reserve(total + STAMP_SLACK);
         let start = self.buf.len();
-        // SAFETY: `reserve` made room for `total + 32` bytes past `start`;
-        // every write below stays inside it: the stamps are at most 32
-        // bytes from a position that is itself inside the record, and the
-        // record's pieces add up to `total` (checked below in debug). Bytes
-        // past the new length that a stamp wrote are never read: `set_len`
-        // covers exactly the record.
+        // SAFETY: `reserve` made room for `total + STAMP_SLACK` bytes past
+        // `start`; every write below stays inside it: each stamp writes at
+        // most 16 bytes from a position inside the record (the pieces add
+        // up to `total`, checked below in debug), each copy writes inside
+        // the record. A stamp's bytes past its field are overwritten by the
+        // next piece, or lie past the new length and are never read:
+        // `set_len` covers exactly the record.
         unsafe {
             let base = self.buf.as_mut_ptr().add(start);
             let mut p = base;
-            std::ptr::copy_nonoverlapping(pre.as_ptr(), p, 32);
-            p = p.add(at);
+            p = p.add(stamp_uvarlong(p, zigzag32(body_i32) as u64));
+            *p = 0; // record attributes: unused
+            p = p.add(1);
+            p = p.add(stamp_uvarlong(p, zigzag64(ts_delta)));
+            p = p.add(stamp_uvarlong(p, zigzag32(offset_delta) as u64));
+            p = p.add(stamp_uvarlong(p, field_tag(key)));
             if let Some(k) = key {
                 std::ptr::copy_nonoverlapping(k.as_ptr(), p, k.len());
                 p = p.add(k.len());
             }
-            std::ptr::copy_nonoverlapping(mid.as_ptr(), p, 16);
-            p = p.add(mid_len);
+            p = p.add(stamp_uvarlong(p, field_tag(value)));
             if let Some(v) = value {
                 std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len());
                 p = p.add(v.len());
             }
-            std::ptr::copy_nonoverlapping(tail.as_ptr(), p, 16);
-            p = p.add(tail_len);
+            p = p.add(stamp_uvarlong(p, zigzag32(n_headers) as u64));
             let written = p.offset_from(base) as usize;
             debug_assert!(written <= total);
             self.buf.set_len(start + written);
