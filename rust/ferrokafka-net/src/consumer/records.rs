@@ -446,6 +446,37 @@ mod tests {
     }
 
     #[test]
+    fn crc_fails_the_answer_even_for_a_batch_it_skips() {
+        // A flipped byte inside a value parses fine: only the CRC catches it.
+        let good = batch(0, 50, Compression::None);
+        let mut bad = good.clone();
+        let at = bad.len() - 30;
+        bad[at] ^= 0x01;
+        let mut f = AbortedTransactionFilter::new(false, vec![]);
+        let e = decode_fetched(&bad, 0, DecodeOptions::default(), &mut f).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Protocol(ferrokafka_protocol::ProtocolError::CrcMismatch { .. })
+            ),
+            "{e}"
+        );
+        // Unchecked (check_crcs=False), the same bytes decode.
+        let off = DecodeOptions {
+            verify_crc: false,
+            ..DecodeOptions::default()
+        };
+        assert_eq!(
+            decode_fetched(&bad, 0, off, &mut f).unwrap().records.len(),
+            50
+        );
+        // A corrupt batch before the fetch offset still fails the answer.
+        let mut blob = bad;
+        blob.extend(batch(50, 5, Compression::None));
+        assert!(decode_fetched(&blob, 50, DecodeOptions::default(), &mut f).is_err());
+    }
+
+    #[test]
     fn corrupt_batch_is_an_error_not_a_panic() {
         let mut blob = batch(0, 2, Compression::None);
         let n = blob.len();
