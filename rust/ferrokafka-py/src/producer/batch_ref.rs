@@ -140,7 +140,7 @@ impl BatchRef {
     /// This record alone (a record that failed before it was appended, or
     /// the single-record path).
     pub(crate) fn complete(self, result: Result<DeliveredRecord, Error>) {
-        let indices = Indices::One(self.index);
+        let indices = Indices::one(self.index);
         self.store(Run::single(indices, result));
     }
 }
@@ -150,7 +150,7 @@ impl Drop for BatchRef {
     /// it) fails, so the call's future still resolves.
     fn drop(&mut self) {
         let run = Run::single(
-            Indices::One(self.index),
+            Indices::one(self.index),
             Err(Error::Closed { what: "producer" }),
         );
         // SAFETY: as `store`.

@@ -64,7 +64,7 @@ impl Completion for PyCompletion {
             // One pass over the run: indices and per-record metadata taken
             // straight from the handles (no intermediate lists); the run's
             // other records are absorbed into the first's count-down.
-            let mut indices = Indices::One(first.index() as u32);
+            let mut indices = Indices::one(first.index() as u32);
             let mut records = vec![meta];
             while let Some((
                 _,
@@ -106,33 +106,30 @@ impl Completion for PyCompletion {
 /// indices (the usual case: a call's records fill wire batches in order)
 /// are kept as a range, without a list entry per record.
 pub(crate) enum Indices {
-    One(u32),
-    /// `start..end`.
+    /// `start..end` (a single record is `i..i + 1`).
     Range(u32, u32),
     List(Vec<u32>),
 }
 
 impl Indices {
+    pub(crate) fn one(i: u32) -> Self {
+        Indices::Range(i, i + 1)
+    }
+
     fn push(&mut self, i: u32) {
-        *self = match std::mem::replace(self, Indices::List(Vec::new())) {
-            Indices::One(a) if i == a.wrapping_add(1) => Indices::Range(a, i + 1),
-            Indices::Range(a, b) if i == b => Indices::Range(a, b + 1),
-            Indices::One(a) => Indices::List(vec![a, i]),
+        match self {
+            Indices::Range(_, b) if i == *b => *b += 1,
             Indices::Range(a, b) => {
-                let mut v: Vec<u32> = (a..b).collect();
+                let mut v: Vec<u32> = (*a..*b).collect();
                 v.push(i);
-                Indices::List(v)
+                *self = Indices::List(v);
             }
-            Indices::List(mut v) => {
-                v.push(i);
-                Indices::List(v)
-            }
-        };
+            Indices::List(v) => v.push(i),
+        }
     }
 
     fn len(&self) -> usize {
         match self {
-            Indices::One(_) => 1,
             Indices::Range(a, b) => (b - a) as usize,
             Indices::List(v) => v.len(),
         }
@@ -141,7 +138,6 @@ impl Indices {
     /// The call index of the run's k-th record.
     fn get(&self, k: usize) -> usize {
         match self {
-            Indices::One(a) => *a as usize,
             Indices::Range(a, _) => *a as usize + k,
             Indices::List(v) => v[k] as usize,
         }
@@ -149,7 +145,6 @@ impl Indices {
 
     fn max(&self) -> Option<usize> {
         match self {
-            Indices::One(a) => Some(*a as usize),
             Indices::Range(a, b) => (b > a).then(|| *b as usize - 1),
             Indices::List(v) => v.iter().max().map(|&i| i as usize),
         }
@@ -157,7 +152,6 @@ impl Indices {
 
     fn min(&self) -> Option<usize> {
         match self {
-            Indices::One(a) => Some(*a as usize),
             Indices::Range(a, b) => (b > a).then_some(*a as usize),
             Indices::List(v) => v.iter().min().map(|&i| i as usize),
         }
@@ -332,7 +326,7 @@ mod tests {
 
     #[test]
     fn indices_stay_a_range_while_consecutive_and_keep_order_after() {
-        let mut ix = Indices::One(4);
+        let mut ix = Indices::one(4);
         ix.push(5);
         ix.push(6);
         assert!(matches!(ix, Indices::Range(4, 7)));
@@ -344,11 +338,11 @@ mod tests {
         assert!(matches!(ix, Indices::List(_)));
         assert_eq!(all(&ix), vec![4, 5, 6, 9, 2]);
         assert_eq!((ix.min(), ix.max()), (Some(2), Some(9)));
-        let mut one = Indices::One(3);
+        let mut one = Indices::one(3);
         one.push(1);
         assert_eq!(all(&one), vec![3, 1]);
         assert_eq!(
-            (Indices::One(7).min(), Indices::One(7).max()),
+            (Indices::one(7).min(), Indices::one(7).max()),
             (Some(7), Some(7))
         );
     }

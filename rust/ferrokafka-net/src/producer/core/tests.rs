@@ -955,13 +955,8 @@ fn run_path_puts_every_record_where_the_record_by_record_path_does() {
             by_run
                 .append("t", partition, info(), &r, i as u32, 0)
                 .unwrap();
-            let (k, _) =
-                by_run.extend_run("t", partition, &r, i + 1..n, &rec, &mut |j,
-                                                                            _: &RecordRef<
-                    '_,
-                >| {
-                    j as u32
-                });
+            let handle = |j: usize, _: &RecordRef<'_>| j as u32;
+            let (k, _) = by_run.extend_run("t", partition, &r, i + 1..n, &rec, handle);
             ran += k;
             i += 1 + k;
         }
