@@ -367,6 +367,26 @@ def test_keyed_send_batch_past_a_full_buffer_keeps_each_partitions_call_order(bs
         assert seq == sorted(seq), f"partition {part} out of call order"
 
 
+def test_send_batch_reports_each_records_sizes_and_timestamp(bs):
+    """Each record of a call reports its own key and value sizes (-1 for
+    None) and its create timestamp, including records a full buffer left to
+    the deferral thread (block=False), which are stamped when appended."""
+    topic = _topic(bs, 3)
+    n = 4000
+    keys = [None if i % 7 == 0 else b"k" * (i % 11) for i in range(n)]
+    values = [None if i % 13 == 0 else b"v" * (50 + i % 300) for i in range(n)]
+    with fk.Producer(bs, buffer_memory=128 * 1024, batch_size=16 * 1024) as p:
+        before = int(time.time() * 1000)
+        unkeyed = p.send_batch(topic, values, partition=1).result(60)
+        keyed = p.send_batch(topic, values, keys=keys, block=False).result(60)
+        after = int(time.time() * 1000)
+    for out, ks in ((unkeyed, [None] * n), (keyed, keys)):
+        assert [m.serialized_key_size for m in out] == [-1 if k is None else len(k) for k in ks]
+        assert [m.serialized_value_size for m in out] == [-1 if v is None else len(v) for v in values]
+        assert all(before <= m.timestamp_ms <= after for m in out), (before, after)
+    assert [m.offset for m in unkeyed] == list(range(unkeyed[0].offset, unkeyed[0].offset + n))
+
+
 def test_keyed_send_batch_reports_each_record_where_it_went(bs):
     """Keyed records of one call spread over partitions: each record's result
     names the partition and offset it really got (read back and compared)."""

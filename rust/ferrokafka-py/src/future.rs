@@ -17,7 +17,7 @@
 //!   its loop with `call_soon_threadsafe` (taking the GIL only for that call,
 //!   with no Rust lock held), so asyncio code waits without an executor thread.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -135,6 +135,17 @@ struct State {
     retrieved: bool,
 }
 
+/// A record's key and value sizes (-1: none) in one word.
+#[inline]
+pub fn pack_sizes(key_size: i32, value_size: i32) -> u64 {
+    ((key_size as u32 as u64) << 32) | value_size as u32 as u64
+}
+
+#[inline]
+pub fn unpack_sizes(w: u64) -> (i32, i32) {
+    ((w >> 32) as u32 as i32, w as u32 as i32)
+}
+
 /// Shared between the Python object and the Rust side that completes it.
 pub struct FutureCell {
     state: Mutex<State>,
@@ -147,6 +158,12 @@ pub struct FutureCell {
     /// (`FutureOwner::report`); fixed at creation, so a future of an owner
     /// that does not report costs nothing when dropped.
     report: bool,
+    /// A `send` record's (create timestamp, key and value sizes), stamped
+    /// as its handle is made (`Completion::stamp`) and read when its batch
+    /// is answered. Relaxed: the handle itself passes between those threads
+    /// through the producer's lock, which orders them.
+    meta_ts: AtomicI64,
+    meta_sizes: AtomicU64,
 }
 
 /// Keeps a producer's Python object alive while any of its records is
@@ -207,6 +224,14 @@ impl KeepAlive {
 /// completion, before the outcome is visible) or, for a record never handed
 /// to the producer, when dropped.
 pub struct KeepToken(Option<Arc<KeepAlive>>);
+
+#[cfg(test)]
+impl KeepToken {
+    /// A token that keeps nothing alive (unit tests, no Python).
+    pub fn none() -> Self {
+        KeepToken(None)
+    }
+}
 
 impl KeepToken {
     pub fn release(mut self) {
@@ -334,7 +359,22 @@ impl FutureCell {
             done: Condvar::new(),
             queue,
             report,
+            meta_ts: AtomicI64::new(-1),
+            meta_sizes: AtomicU64::new(pack_sizes(-1, -1)),
         })
+    }
+
+    /// Keep a record's (create timestamp, key size, value size).
+    pub fn stamp(&self, timestamp_ms: i64, key_size: i32, value_size: i32) {
+        self.meta_ts.store(timestamp_ms, Ordering::Relaxed);
+        self.meta_sizes
+            .store(pack_sizes(key_size, value_size), Ordering::Relaxed);
+    }
+
+    /// What `stamp` kept ((-1, -1, -1) before it).
+    pub fn meta(&self) -> (i64, i32, i32) {
+        let (k, v) = unpack_sizes(self.meta_sizes.load(Ordering::Relaxed));
+        (self.meta_ts.load(Ordering::Relaxed), k, v)
     }
 
     fn queue_callbacks(&self, this: &Arc<Py<DeliveryFuture>>, cbs: Vec<Py<PyAny>>) {

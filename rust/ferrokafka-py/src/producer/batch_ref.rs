@@ -31,6 +31,8 @@ use super::completion::{BatchState, Indices, Run};
 use ferrokafka_net::producer::client::DeliveredRecord;
 use ferrokafka_net::Error;
 
+use crate::future::pack_sizes;
+
 /// Makes the `BatchRef`s of one call (step 2 above).
 pub(crate) struct RecordRefs {
     state: NonNull<BatchState>,
@@ -73,6 +75,8 @@ impl RecordRefs {
         BatchRef {
             state: self.state,
             index: index as u32,
+            key_size: -1,
+            value_size: -1,
         }
     }
 }
@@ -99,6 +103,10 @@ impl Drop for RecordRefs {
 pub(crate) struct BatchRef {
     state: NonNull<BatchState>,
     index: u32,
+    /// Stamped as the record's handle is made (-1: none). With them a
+    /// `PyCompletion` is still 24 bytes: they fill what would be padding.
+    key_size: i32,
+    value_size: i32,
 }
 
 // SAFETY: as `RecordRefs`: a shared reference to a `Sync` state kept alive
@@ -124,6 +132,29 @@ impl BatchRef {
         let index = self.index;
         std::mem::forget(self);
         index
+    }
+
+    /// Keep what this record reports: its sizes here (in what would be
+    /// padding), its timestamp in the call's state (`BatchState::stamp`).
+    #[inline(always)]
+    pub(crate) fn stamp(&mut self, timestamp_ms: i64, key_size: i32, value_size: i32) {
+        self.key_size = key_size;
+        self.value_size = value_size;
+        // SAFETY: an unconsumed `BatchRef`: the state is live (step 4).
+        unsafe { self.state.as_ref() }.stamp(self.index, timestamp_ms);
+    }
+
+    /// What `stamp` kept.
+    pub(crate) fn meta(&self) -> (i64, i32, i32) {
+        // SAFETY: as `stamp`.
+        let ts = unsafe { self.state.as_ref() }.timestamp(self.index as usize);
+        (ts, self.key_size, self.value_size)
+    }
+
+    /// The record's key and value sizes (`pack_sizes`).
+    #[inline]
+    pub(crate) fn sizes(&self) -> u64 {
+        pack_sizes(self.key_size, self.value_size)
     }
 
     /// Store `run`, which holds this record and the records absorbed into

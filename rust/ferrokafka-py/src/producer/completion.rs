@@ -2,8 +2,12 @@
 //! or one slot per record of a `send_batch` call, completed on the sender
 //! thread without the GIL.
 
+use std::collections::HashMap;
+use std::sync::atomic::AtomicI64;
+
 use super::batch_ref::BatchRef;
 use super::*;
+use crate::future::{pack_sizes, unpack_sizes};
 
 /// Completes a Python `DeliveryFuture` from the sender thread, or one
 /// record's slot of a `send_batch` call. Holds no Python object: the
@@ -29,6 +33,21 @@ fn complete_one(cell: &FutureCell, keep: KeepToken, result: Result<DeliveredReco
 }
 
 impl Completion for PyCompletion {
+    #[inline(always)]
+    fn stamp(&mut self, timestamp_ms: i64, key_size: i32, value_size: i32) {
+        match self {
+            PyCompletion::One { cell, .. } => cell.stamp(timestamp_ms, key_size, value_size),
+            PyCompletion::Batch(r) => r.stamp(timestamp_ms, key_size, value_size),
+        }
+    }
+
+    fn meta(&self) -> (i64, i32, i32) {
+        match self {
+            PyCompletion::One { cell, .. } => cell.meta(),
+            PyCompletion::Batch(r) => r.meta(),
+        }
+    }
+
     fn complete(self, result: Result<DeliveredRecord, Error>) {
         match self {
             PyCompletion::One { cell, keep } => complete_one(&cell, keep, result),
@@ -48,40 +67,49 @@ impl Completion for PyCompletion {
     /// there (`FutureOwner`, future.rs, says why).
     fn complete_all(handles: Vec<RecordHandle<Self>>, finished: &Finished<'_>) {
         let mut unclaimed = Vec::new();
-        let mut it = handles.into_iter().enumerate().peekable();
-        while let Some((i, h)) = it.next() {
-            let meta = h.meta();
+        let mut it = handles.into_iter();
+        // The offset delta (position in the wire batch) of the handle `it`
+        // yields next.
+        let mut i = 0;
+        while let Some(h) = it.next() {
             let first = match h.completion {
                 PyCompletion::Batch(r) => r,
                 PyCompletion::One { cell, keep } => {
-                    complete_one(&cell, keep, finished.record(i, meta));
+                    complete_one(&cell, keep, finished.record(i, cell.meta()));
                     if FutureCell::unclaimed(&cell) {
                         unclaimed.push(cell);
                     }
+                    i += 1;
                     continue;
                 }
             };
-            // One pass over the run: indices and per-record metadata taken
-            // straight from the handles (no intermediate lists); the run's
-            // other records are absorbed into the first's count-down.
+            // The run: this record and the call's records right after it.
+            // Their handles are read in place (call, index, sizes): moved
+            // out one by one, each went through the stack and its fields
+            // were read back from there, this thread's main stall (perf
+            // annotate). Their timestamp is the call's (`BatchState`).
+            let n = 1 + it
+                .as_slice()
+                .iter()
+                .take_while(
+                    |h| matches!(&h.completion, PyCompletion::Batch(r) if r.same_call(&first)),
+                )
+                .count();
             let mut indices = Indices::one(first.index() as u32);
-            let mut records = vec![meta];
-            while let Some((
-                _,
-                RecordHandle {
-                    completion: PyCompletion::Batch(next),
-                    ..
-                },
-            )) = it.peek()
-            {
-                if !next.same_call(&first) {
-                    break;
+            // Sized once: the runs live as long as the call's future.
+            let mut sizes = Vec::with_capacity(n);
+            sizes.push(first.sizes());
+            for h in &it.as_slice()[..n - 1] {
+                if let PyCompletion::Batch(r) = &h.completion {
+                    indices.push(r.index() as u32);
+                    sizes.push(r.sizes());
                 }
-                if let Some((_, h)) = it.next() {
-                    records.push(h.meta());
-                    if let PyCompletion::Batch(r) = h.completion {
-                        indices.push(r.absorb());
-                    }
+            }
+            // Their outcome is now the run's: each gives up its own share
+            // (its drop would fail the record).
+            for h in it.by_ref().take(n - 1) {
+                if let PyCompletion::Batch(r) = h.completion {
+                    r.absorb();
                 }
             }
             let outcome = match finished.result {
@@ -90,12 +118,13 @@ impl Completion for PyCompletion {
                 }
                 Err(e) => Err(e.clone()),
             };
+            i += n;
             first.store(Run {
                 indices,
                 topic: finished.tp.topic.clone(),
                 partition: finished.tp.partition,
                 outcome,
-                records,
+                sizes,
             });
         }
         FutureCell::bury(unclaimed);
@@ -164,41 +193,43 @@ pub(crate) struct Run {
     indices: Indices,
     topic: Arc<str>,
     partition: i32,
-    /// Ok((offset of the run's first record or -1, log append time or -1)).
+    /// Ok((offset of the run's first record or -1, the timestamp every
+    /// record of the run reports, the log append time, or -1: each its
+    /// own create timestamp, kept in the call's `BatchState`)).
     outcome: Result<(i64, i64), Error>,
-    /// Per record: (create timestamp, key size, value size).
-    records: Vec<(i64, i32, i32)>,
+    /// Per record: its key and value sizes (`pack_sizes`).
+    sizes: Vec<u64>,
 }
 
 impl Run {
     /// One record's outcome as a run of its own.
     pub(crate) fn single(indices: Indices, result: Result<DeliveredRecord, Error>) -> Run {
         match result {
+            // Its timestamp is the one the record reports (create or log
+            // append time).
             Ok(d) => Run {
                 indices,
                 topic: d.topic,
                 partition: d.partition,
-                outcome: Ok((d.offset, -1)),
-                records: vec![(d.timestamp_ms, d.key_size, d.value_size)],
+                outcome: Ok((d.offset, d.timestamp_ms)),
+                sizes: vec![pack_sizes(d.key_size, d.value_size)],
             },
             Err(e) => Run {
                 indices,
                 topic: Arc::from(""),
                 partition: -1,
                 outcome: Err(e),
-                records: vec![(-1, -1, -1)],
+                sizes: vec![pack_sizes(-1, -1)],
             },
         }
     }
 
-    fn record(&self, k: usize) -> Result<DeliveredRecord, Error> {
-        DeliveredRecord::nth(
-            &self.topic,
-            self.partition,
-            &self.outcome,
-            k,
-            self.records[k],
-        )
+    /// The run's k-th record's outcome; `timestamp_ms` its create
+    /// timestamp (`BatchState::timestamp`).
+    fn record(&self, k: usize, timestamp_ms: i64) -> Result<DeliveredRecord, Error> {
+        let (key_size, value_size) = self.sizes.get(k).map_or((-1, -1), |s| unpack_sizes(*s));
+        let meta = (timestamp_ms, key_size, value_size);
+        DeliveredRecord::nth(&self.topic, self.partition, &self.outcome, k, meta)
     }
 }
 
@@ -209,6 +240,19 @@ pub struct BatchState {
     pub(super) runs: Mutex<Vec<Run>>,
     pub(super) remaining: AtomicUsize,
     pub(super) done: Mutex<Option<(Arc<FutureCell>, KeepToken)>>,
+    /// The records' create timestamp, stamped as each record's handle is
+    /// made (`Completion::stamp`), on the calling thread (or the deferral
+    /// thread, `block=False`); their key and value sizes go in their
+    /// handles. Relaxed: a record's is read only after its completion,
+    /// which the producer's lock and the runs' lock order after its stamp.
+    ///
+    /// One timestamp for the call (`i64::MIN` until stamped): a call's
+    /// records are stamped with its one clock read.
+    ts: AtomicI64,
+    /// Records stamped with another timestamp (appended later by the
+    /// deferral thread), and whether there are any.
+    other_ts: Mutex<HashMap<u32, i64>>,
+    has_other_ts: AtomicBool,
 }
 
 impl BatchState {
@@ -218,7 +262,56 @@ impl BatchState {
             runs: Mutex::new(Vec::new()),
             remaining: AtomicUsize::new(len),
             done: Mutex::new(Some(done)),
+            ts: AtomicI64::new(i64::MIN),
+            other_ts: Mutex::new(HashMap::new()),
+            has_other_ts: AtomicBool::new(false),
         }
+    }
+
+    /// Keep record `index`'s create timestamp.
+    #[inline(always)]
+    pub(super) fn stamp(&self, index: u32, timestamp_ms: i64) {
+        // Per record on the calling thread: the usual case (the call's
+        // one timestamp, already kept) is a load and a compare, inlined.
+        if self.ts.load(Ordering::Relaxed) != timestamp_ms {
+            self.stamp_first_or_other(index, timestamp_ms);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn stamp_first_or_other(&self, index: u32, timestamp_ms: i64) {
+        if self
+            .ts
+            .compare_exchange(i64::MIN, timestamp_ms, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+        self.other_ts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(index, timestamp_ms);
+        self.has_other_ts.store(true, Ordering::Relaxed);
+    }
+
+    /// Record `index`'s create timestamp (-1 if never stamped).
+    pub(super) fn timestamp(&self, index: usize) -> i64 {
+        let other = self.has_other_ts.load(Ordering::Relaxed).then(|| {
+            self.other_ts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&(index as u32))
+                .copied()
+        });
+        self.timestamp_with(other.flatten())
+    }
+
+    fn timestamp_with(&self, other_ts: Option<i64>) -> i64 {
+        other_ts.unwrap_or_else(|| match self.ts.load(Ordering::Relaxed) {
+            i64::MIN => -1,
+            ts => ts,
+        })
     }
 
     /// Each record completes exactly once (its completion is consumed), so
@@ -248,9 +341,12 @@ impl BatchState {
     /// Per record, in input order: its outcome, `None` while pending.
     fn outcomes(&self) -> Vec<Option<Result<DeliveredRecord, Error>>> {
         let mut out = vec![None; self.len];
+        let other = self.other_ts.lock().unwrap_or_else(|p| p.into_inner());
         for run in self.runs.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             for k in 0..run.indices.len() {
-                out[run.indices.get(k)] = Some(run.record(k));
+                let i = run.indices.get(k);
+                let ts = self.timestamp_with(other.get(&(i as u32)).copied());
+                out[i] = Some(run.record(k, ts));
             }
         }
         out
@@ -318,7 +414,24 @@ impl PyBatchResult {
 
 #[cfg(test)]
 mod tests {
-    use super::Indices;
+    use super::{BatchState, Indices};
+    use crate::future::{FutureCell, KeepToken};
+
+    #[test]
+    fn a_calls_records_keep_its_timestamp_and_a_later_one_their_own() {
+        let state = BatchState::new(4, (FutureCell::new(None), KeepToken::none()));
+        assert_eq!(state.timestamp(0), -1, "never stamped");
+        state.stamp(0, 100);
+        state.stamp(1, 100);
+        // Appended later (the deferral thread), then stamped again later.
+        state.stamp(2, 150);
+        state.stamp(3, 150);
+        state.stamp(3, 170);
+        assert_eq!(
+            (0..4).map(|i| state.timestamp(i)).collect::<Vec<_>>(),
+            vec![100, 100, 150, 170]
+        );
+    }
 
     fn all(ix: &Indices) -> Vec<usize> {
         (0..ix.len()).map(|k| ix.get(k)).collect()
