@@ -159,7 +159,7 @@ pub struct FutureCell {
     /// that does not report costs nothing when dropped.
     report: bool,
     /// A `send` record's (create timestamp, key and value sizes), stamped
-    /// as its handle is made (`Completion::stamp`) and read when its batch
+    /// as its handle is made (`Completion::stamped`) and read when its batch
     /// is answered. Relaxed: the handle itself passes between those threads
     /// through the producer's lock, which orders them.
     meta_ts: AtomicI64,

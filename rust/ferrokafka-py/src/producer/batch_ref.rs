@@ -137,16 +137,26 @@ impl BatchRef {
     /// Keep what this record reports: its sizes here (in what would be
     /// padding), its timestamp in the call's state (`BatchState::stamp`).
     #[inline(always)]
-    pub(crate) fn stamp(&mut self, timestamp_ms: i64, key_size: i32, value_size: i32) {
-        self.key_size = key_size;
-        self.value_size = value_size;
+    pub(crate) fn stamped(self, timestamp_ms: i64, key_size: i32, value_size: i32) -> Self {
+        // Not dropped if the stamp unwinds (it does not: its lock is
+        // poison-tolerant): with no drop to run on that path the new
+        // `BatchRef` is built in registers and stored once; with one it was
+        // spilled to the stack in 4-byte pieces and reloaded in wider
+        // loads, which stall (perf annotate of the run path).
+        let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: an unconsumed `BatchRef`: the state is live (step 4).
-        unsafe { self.state.as_ref() }.stamp(self.index, timestamp_ms);
+        unsafe { this.state.as_ref() }.stamp(this.index, timestamp_ms);
+        BatchRef {
+            state: this.state,
+            index: this.index,
+            key_size,
+            value_size,
+        }
     }
 
-    /// What `stamp` kept.
+    /// What `stamped` kept.
     pub(crate) fn meta(&self) -> (i64, i32, i32) {
-        // SAFETY: as `stamp`.
+        // SAFETY: as `stamped`.
         let ts = unsafe { self.state.as_ref() }.timestamp(self.index as usize);
         (ts, self.key_size, self.value_size)
     }

@@ -34,10 +34,15 @@ fn complete_one(cell: &FutureCell, keep: KeepToken, result: Result<DeliveredReco
 
 impl Completion for PyCompletion {
     #[inline(always)]
-    fn stamp(&mut self, timestamp_ms: i64, key_size: i32, value_size: i32) {
+    fn stamped(self, timestamp_ms: i64, key_size: i32, value_size: i32) -> Self {
         match self {
-            PyCompletion::One { cell, .. } => cell.stamp(timestamp_ms, key_size, value_size),
-            PyCompletion::Batch(r) => r.stamp(timestamp_ms, key_size, value_size),
+            PyCompletion::One { cell, keep } => {
+                cell.stamp(timestamp_ms, key_size, value_size);
+                PyCompletion::One { cell, keep }
+            }
+            PyCompletion::Batch(r) => {
+                PyCompletion::Batch(r.stamped(timestamp_ms, key_size, value_size))
+            }
         }
     }
 
@@ -241,7 +246,7 @@ pub struct BatchState {
     pub(super) remaining: AtomicUsize,
     pub(super) done: Mutex<Option<(Arc<FutureCell>, KeepToken)>>,
     /// The records' create timestamp, stamped as each record's handle is
-    /// made (`Completion::stamp`), on the calling thread (or the deferral
+    /// made (`Completion::stamped`), on the calling thread (or the deferral
     /// thread, `block=False`); their key and value sizes go in their
     /// handles. Relaxed: a record's is read only after its completion,
     /// which the producer's lock and the runs' lock order after its stamp.
