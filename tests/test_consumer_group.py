@@ -294,11 +294,19 @@ def test_member_that_dies_is_replaced_after_session_timeout(mock_cluster, topic_
     # the client raises it once from poll and rejoins (docs/embedded-broker.md).
     race = (fk.errors.InvalidRequestError,)
     ma, mb = _Member(a, stop, race), _Member(b, threading.Event(), race)
-    a.subscribe([topic_name])
+    # One member at a time: the mock completes a rebalance only when its
+    # join window (about 5 s here) ends, and a follower's SyncGroup that
+    # loses the race with the leader's costs another window (INVALID_REQUEST,
+    # above), about one try in two. Started together the members raced for
+    # up to 8 windows (over 40 s once in CI); the static member alone forms
+    # its group at once, and the other's join then takes 1-3 windows (5-15 s
+    # in 6 runs here), which 60 s covers 12 times over.
     b.subscribe([topic_name])
-    ma.start()
     mb.start()
-    _wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 40)
+    _wait_until(lambda: len(b.assignment()) == 4, 40)
+    a.subscribe([topic_name])
+    ma.start()
+    _wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 60)
     assert len(a.assignment()) == 2 and len(b.assignment()) == 2
     mb.stop.set()
     mb.join(5)
