@@ -62,10 +62,11 @@ pub struct DeliveredRecord {
 /// driver thread, with no producer lock held.
 pub trait Completion: Send + 'static {
     /// Keep the record's (create timestamp, key size, value size), what its
-    /// outcome reports; called once, as its handle is made. The completion
-    /// keeps them, not the handle: handles are written on the calling
-    /// thread and read on the completing one, a handle per record, and
-    /// their size was most of the batch path's memory traffic (issue 17).
+    /// outcome reports; called as its handle is made (again if a record is
+    /// appended later, by the deferral thread). The completion keeps them,
+    /// not the handle: handles are written on the calling thread and read
+    /// on the completing one, one per record, so each byte of a handle is
+    /// paid for on both threads (issue 17).
     /// An implementation keeps them where they cost least (ferrokafka-py:
     /// a `send_batch` record's sizes fill its completion's padding, and
     /// the call keeps one timestamp for all its records).

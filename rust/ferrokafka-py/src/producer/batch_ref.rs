@@ -139,10 +139,12 @@ impl BatchRef {
     #[inline(always)]
     pub(crate) fn stamped(self, timestamp_ms: i64, key_size: i32, value_size: i32) -> Self {
         // Not dropped if the stamp unwinds (it does not: its lock is
-        // poison-tolerant): with no drop to run on that path the new
-        // `BatchRef` is built in registers and stored once; with one it was
-        // spilled to the stack in 4-byte pieces and reloaded in wider
-        // loads, which stall (perf annotate of the run path).
+        // poison-tolerant; were it to, the record's share would leak and
+        // its call never resolve, never be freed twice): with no drop to
+        // run on that path the new `BatchRef` is built in registers and
+        // stored once; with one it was spilled to the stack in 4-byte
+        // pieces and reloaded in wider loads, which stall (perf annotate of
+        // the run path).
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: an unconsumed `BatchRef`: the state is live (step 4).
         unsafe { this.state.as_ref() }.stamp(this.index, timestamp_ms);
