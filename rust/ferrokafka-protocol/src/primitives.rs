@@ -406,9 +406,9 @@ pub fn encode_uvarlong_at(mut v: u64, out: &mut [u8], mut at: usize) -> usize {
 }
 
 /// Write `v` as an unsigned varint at `p`, built in a register and stored
-/// as one unaligned 8-byte word (two stores past 2^56), and return its
-/// length (1-10). Bytes past the length are garbage the caller overwrites
-/// or never reads.
+/// as one unaligned 8-byte word (two more bytes past 2^56: at most 10
+/// written), and return its length (1-10). Bytes past the length are
+/// garbage the caller overwrites or never reads.
 ///
 /// Why: the record encoder used to assemble its varints byte by byte in a
 /// stack array and copy that array out as a vector; the vector load of
@@ -416,7 +416,7 @@ pub fn encode_uvarlong_at(mut v: u64, out: &mut [u8], mut at: usize) -> usize {
 /// per record (perf of `RecordBatchBuilder::append`, issue 17).
 ///
 /// # Safety
-/// `p` must be valid for writes of 16 bytes.
+/// `p` must be valid for writes of 10 bytes.
 #[inline(always)]
 pub unsafe fn stamp_uvarlong(p: *mut u8, mut v: u64) -> usize {
     let mut word = 0u64;
@@ -654,7 +654,7 @@ mod tests {
             let mut plain = Vec::new();
             put_uvarlong(&mut plain, v);
             let mut out = [0xaau8; 16];
-            // SAFETY: 16 writable bytes.
+            // SAFETY: 16 writable bytes (10 needed).
             let n = unsafe { stamp_uvarlong(out.as_mut_ptr(), v) };
             assert_eq!(&out[..n], &plain[..], "{v:#x}");
         }

@@ -670,15 +670,15 @@ impl RecordBatchBuilder {
         // on store forwarding (perf, ceiling run). Only the key and value
         // are variable-length copies.
         let total = varint_len(body_i32) + body;
-        // A stamp writes up to 16 bytes from a position inside the record,
-        // so up to 16 past its end; `with_capacity` and `reserve` include
+        // A stamp writes up to 10 bytes from a position inside the record,
+        // so up to 10 past its end; `with_capacity` and `reserve` include
         // STAMP_SLACK for it, so a batch sized for its records is not
         // regrown for the slack.
         self.buf.reserve(total + STAMP_SLACK);
         let start = self.buf.len();
         // SAFETY: `reserve` made room for `total + STAMP_SLACK` bytes past
         // `start`; every write below stays inside it: each stamp writes at
-        // most 16 bytes from a position inside the record (the pieces add
+        // most 10 bytes from a position inside the record (the pieces add
         // up to `total`, checked below in debug), each copy writes inside
         // the record. A stamp's bytes past its field are overwritten by the
         // next piece, or lie past the new length and are never read:

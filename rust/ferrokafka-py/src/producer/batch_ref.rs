@@ -126,12 +126,10 @@ impl BatchRef {
 
     /// Give up this record's share into a run that a `BatchRef` of the
     /// same call stores (its count includes this record): no count-down of
-    /// its own. Returns the record's index.
+    /// its own.
     #[inline]
-    pub(crate) fn absorb(self) -> u32 {
-        let index = self.index;
+    pub(crate) fn absorb(self) {
         std::mem::forget(self);
-        index
     }
 
     /// Keep what this record reports: its sizes here (in what would be

@@ -255,9 +255,8 @@ pub struct BatchState {
     /// records are stamped with its one clock read.
     ts: AtomicI64,
     /// Records stamped with another timestamp (appended later by the
-    /// deferral thread), and whether there are any.
+    /// deferral thread).
     other_ts: Mutex<HashMap<u32, i64>>,
-    has_other_ts: AtomicBool,
 }
 
 impl BatchState {
@@ -269,7 +268,6 @@ impl BatchState {
             done: Mutex::new(Some(done)),
             ts: AtomicI64::new(i64::MIN),
             other_ts: Mutex::new(HashMap::new()),
-            has_other_ts: AtomicBool::new(false),
         }
     }
 
@@ -297,19 +295,12 @@ impl BatchState {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(index, timestamp_ms);
-        self.has_other_ts.store(true, Ordering::Relaxed);
     }
 
     /// Record `index`'s create timestamp (-1 if never stamped).
     pub(super) fn timestamp(&self, index: usize) -> i64 {
-        let other = self.has_other_ts.load(Ordering::Relaxed).then(|| {
-            self.other_ts
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&(index as u32))
-                .copied()
-        });
-        self.timestamp_with(other.flatten())
+        let other = self.other_ts.lock().unwrap_or_else(|p| p.into_inner());
+        self.timestamp_with(other.get(&(index as u32)).copied())
     }
 
     fn timestamp_with(&self, other_ts: Option<i64>) -> i64 {
