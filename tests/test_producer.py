@@ -346,6 +346,48 @@ def test_send_batch_names_a_bad_item_and_appends_nothing(bs):
         assert p.metrics()["records_sent"] == 0
 
 
+def test_send_batch_sends_the_items_it_was_given_while_the_caller_changes_the_list(mock_cluster):
+    """The records are read with the GIL released, after the call took its own
+    reference to every item: a list changed by another thread meanwhile, and
+    its old items dropped, changes nothing that is sent. bytearray and bytes
+    subclasses are taken too, from a tuple."""
+    m = mock_cluster
+    m.create_topic("sbl", 1, 1)
+    m.set_partition_leader("sbl", 0, 1)
+    n = 2000
+    values = [b"v%05d" % i + b"." * 94 for i in range(n)]  # 100 B: 200 KB vs a 64 KiB buffer
+    expected = list(values)
+
+    class Sub(bytes):
+        pass
+
+    with fk.Producer(m.bootstrap_servers, buffer_memory=64 * 1024, batch_size=16 * 1024) as p:
+        p.send("sbl", b"warm-up").result(30)
+        m.set_rtt(1, 400)
+        changed_at = []
+
+        def change():
+            time.sleep(0.1)
+            values[:] = [b"changed"] * n
+            changed_at.append(time.monotonic())
+
+        t = threading.Thread(target=change)
+        t.start()
+        # Acknowledgements take 400 ms, so the call waits for memory part way
+        # through, with the GIL released: the change runs inside the call.
+        out = p.send_batch("sbl", values)
+        returned_at = time.monotonic()
+        t.join()
+        assert changed_at[0] < returned_at, "the list changed only after the call"
+        m.set_rtt(1, 0)
+        mixed = p.send_batch("sbl", (bytearray(b"ba"), Sub(b"sub"), None, b"b"))
+        assert [r.serialized_value_size for r in mixed.result(30)] == [2, 3, -1, 1]
+        assert len(out.result(30)) == n
+    got = [r.value() for r in _consume_all(m.bootstrap_servers, "sbl", 1, 1 + n + 4, timeout=60)]
+    assert got[1:1 + n] == expected
+    assert got[1 + n:] == [b"ba", b"sub", None, b"b"]
+
+
 def test_keyed_send_batch_past_a_full_buffer_keeps_each_partitions_call_order(bs):
     """A keyed call is appended partition by partition; when the buffer fills
     part way (block=False hands the rest to the deferral, in call order), every

@@ -114,5 +114,70 @@ fn fetched(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, inflight, frames, fetched);
+/// The calling thread's side of `send_batch`: 8,000 records of 100 B
+/// appended to one partition's open batch (the first through `append`, the
+/// rest through the run path, `extend_open`), each with a 24-byte handle as
+/// the bindings' `PyCompletion` is. Timed on one thread, so a change to the
+/// append path shows here apart from the scheduling noise of the ceiling
+/// run (issue 17). The batch is drained and dropped in each iteration, as
+/// the sender would, so every iteration writes fresh memory.
+fn accumulate(c: &mut Criterion) {
+    use ferrokafka_net::cluster::TopicPartition;
+    use ferrokafka_net::producer::accumulator::{AccumulatorConfig, RecordAccumulator, RecordRef};
+    use ferrokafka_net::producer::batch::ProducerRecordBatch;
+    use ferrokafka_net::protocol::compression::Compression;
+    const N: usize = 8_000; // one 1 MB batch holds them
+    let cfg = AccumulatorConfig {
+        batch_size: 1_000_000,
+        linger_ms: 5,
+        retry_backoff_ms: 100,
+        retry_backoff_max_ms: 1000,
+        delivery_timeout_ms: 120_000,
+        buffer_memory: 32 << 20,
+    };
+    let tp = TopicPartition::new("t", 0);
+    let value = [b'x'; 100];
+    let values: Vec<&[u8]> = (0..N).map(|_| &value[..]).collect();
+    let at = |i: usize| RecordRef {
+        timestamp_ms: 1_700_000_000_000,
+        key: None,
+        value: Some(values[i]),
+        headers: &[],
+    };
+    let handle = |i: usize| [i as u64, 100, 0];
+    let mut g = c.benchmark_group("accumulate");
+    g.throughput(Throughput::Elements(N as u64));
+    g.bench_function("append_run_8k_x_100B", |b| {
+        let mut acc: RecordAccumulator<ProducerRecordBatch, [u64; 3]> =
+            RecordAccumulator::new(cfg.clone());
+        b.iter(|| {
+            let first = at(0);
+            acc.append(&tp, &first, 200, handle(0), 0, |cap| {
+                ProducerRecordBatch::new(Compression::None, None, cap)
+            })
+            .ok()
+            .unwrap();
+            let mut done = 1;
+            while done < N {
+                let ext = acc.extend_open(
+                    &tp,
+                    done..N,
+                    |i| Some((at(i), 200)),
+                    |i, _| handle(i),
+                    usize::MAX,
+                );
+                assert!(ext.appended > 0);
+                done += ext.appended;
+            }
+            let batches = acc.drain_node(0, std::slice::from_ref(&tp), usize::MAX, i64::MAX / 2);
+            for batch in &batches {
+                acc.deallocate(batch);
+            }
+            black_box(batches)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, inflight, frames, fetched, accumulate);
 criterion_main!(benches);

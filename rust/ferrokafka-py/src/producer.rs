@@ -28,9 +28,11 @@ use crate::future::{
 use crate::gil::{wait_detached, SignalCheck};
 
 mod batch_ref;
+mod byte_list;
 mod completion;
 mod deferral;
 mod txn;
+use byte_list::ByteList;
 use completion::{BatchState, PyBatchResult, PyCompletion};
 use deferral::{flush_step, DeferState, Deferral, Deferred};
 
@@ -389,17 +391,14 @@ impl PyProducer {
     fn send_many(
         slf: &Bound<'_, Self>,
         topic: PyBackedStr,
-        values: Vec<Option<PyBackedBytes>>,
-        keys: Option<Vec<Option<PyBackedBytes>>>,
+        values: ByteList,
+        keys: Option<ByteList>,
         partition: Option<i32>,
         block: bool,
     ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
-        check_key_count(keys.as_ref().map(Vec::len), values.len())?;
+        check_key_count(keys.as_ref().map(ByteList::len), values.len())?;
         Self::send_each(slf, &topic, partition, values.len(), block, |i| {
-            (
-                keys.as_ref().and_then(|k| k[i].as_deref()),
-                values[i].as_deref(),
-            )
+            (keys.as_ref().and_then(|k| k.get(i)), values.get(i))
         })
     }
 
