@@ -4,6 +4,7 @@ with confluent-kafka as the independent reader."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 import time
@@ -382,10 +383,17 @@ def test_send_batch_sends_the_items_it_was_given_while_the_caller_changes_the_li
         m.set_rtt(1, 0)
         mixed = p.send_batch("sbl", (bytearray(b"ba"), Sub(b"sub"), None, b"b"))
         assert [r.serialized_value_size for r in mixed.result(30)] == [2, 3, -1, 1]
+        # A tuple handed to the core as it is stays the cycle collector's
+        # (only a tuple the core makes for itself is untracked).
+        own = tuple([b"t1", b"t2"])
+        assert gc.is_tracked(own)
+        done, _ = p._p.send_many("sbl", own, None, None, True)
+        assert gc.is_tracked(own)
+        done.result(30)
         assert len(out.result(30)) == n
-    got = [r.value() for r in _consume_all(m.bootstrap_servers, "sbl", 1, 1 + n + 4, timeout=60)]
+    got = [r.value() for r in _consume_all(m.bootstrap_servers, "sbl", 1, 1 + n + 6, timeout=60)]
     assert got[1:1 + n] == expected
-    assert got[1 + n:] == [b"ba", b"sub", None, b"b"]
+    assert got[1 + n:] == [b"ba", b"sub", None, b"b", b"t1", b"t2"]
 
 
 def test_keyed_send_batch_past_a_full_buffer_keeps_each_partitions_call_order(bs):

@@ -120,7 +120,9 @@ fn fetched(c: &mut Criterion) {
 /// the bindings' `PyCompletion` is. Timed on one thread, so a change to the
 /// append path shows here apart from the scheduling noise of the ceiling
 /// run (issue 17). The batch is drained and dropped in each iteration, as
-/// the sender would, so every iteration writes fresh memory.
+/// the sender would; the allocator hands the same memory back to the next,
+/// so this times the loop with its memory in cache, not the ceiling run's
+/// writes to memory other threads touched last.
 fn accumulate(c: &mut Criterion) {
     use ferrokafka_net::cluster::TopicPartition;
     use ferrokafka_net::producer::accumulator::{AccumulatorConfig, RecordAccumulator, RecordRef};

@@ -70,14 +70,18 @@ impl<'a, 'py> FromPyObject<'a, 'py> for ByteList {
         let items =
             unsafe { Bound::from_owned_ptr_or_err(py, ffi::PySequence_Tuple(obj.as_ptr()))? }
                 .cast_into::<PyTuple>()?;
-        // Not for the cycle collector: a collection that ran while the call
-        // holds it (any allocation of the call may start one) walked every
-        // item (perf: a twentieth of the calling thread). Untracked, the
-        // items it holds only look referenced from outside, so nothing is
-        // freed early; the tuple is freed by its reference count.
-        // SAFETY: a live tuple; untracking twice (its dealloc does it
-        // again) is allowed.
-        unsafe { ffi::PyObject_GC_UnTrack(items.as_ptr().cast()) };
+        // A tuple made here is not for the cycle collector: a collection
+        // that ran while the call held it (any allocation of the call may
+        // start one) walked every item (perf: a twentieth of the calling
+        // thread). Untracked, the items it holds only look referenced from
+        // outside, so nothing is freed early; the tuple is freed by its
+        // reference count. A tuple the caller passed in (returned as it is)
+        // stays tracked: it may be part of a cycle only the collector frees.
+        if items.as_ptr() != obj.as_ptr() {
+            // SAFETY: a live tuple; untracking twice (its dealloc does it
+            // again) is allowed.
+            unsafe { ffi::PyObject_GC_UnTrack(items.as_ptr().cast()) };
+        }
         let n = items.len();
         let mut spans = Vec::with_capacity(n);
         let mut others = Vec::new();
