@@ -11,7 +11,8 @@
 //! gives them all back when it goes. A tuple cannot change and a `bytes`
 //! cannot either, so while the tuple is held every item's bytes stay where
 //! they are: the append reads them by pointer with the GIL released, even
-//! if another thread changes the caller's list meanwhile.
+//! if another thread changes the caller's list meanwhile (docs/semantics.md
+//! §5.8).
 
 use std::ptr;
 
