@@ -296,11 +296,16 @@ def test_member_that_dies_is_replaced_after_session_timeout(mock_cluster, topic_
     ma, mb = _Member(a, stop, race), _Member(b, threading.Event(), race)
     # One member at a time: the mock completes a rebalance only when its
     # join window (about 5 s here) ends, and a follower's SyncGroup that
-    # loses the race with the leader's costs another window (INVALID_REQUEST,
-    # above), about one try in two. Started together the members raced for
-    # up to 8 windows (over 40 s once in CI); the static member alone forms
-    # its group at once, and the other's join then takes 1-3 windows (5-15 s
-    # in 6 runs here), which 60 s covers 12 times over.
+    # arrives after the leader's costs another window (INVALID_REQUEST,
+    # above). Started together the members raced for up to 8 windows (over
+    # 40 s once in CI); the static member alone forms its group at once.
+    # The two SyncGroups are sent in the same millisecond, and the mock reads
+    # its connections in the order they were opened, so the follower `a`
+    # opens its coordinator connection first (an OffsetFetch, before `b`
+    # joins): otherwise it lost most ties under load (4 and 7 lost windows,
+    # 25 and 40 s, in 2 of 4 runs with both cores busy; over 60 s once in
+    # CI), with it 1 lost window in 5 such runs and none in 8 idle ones.
+    a.committed([TP(topic_name, 0)])
     b.subscribe([topic_name])
     mb.start()
     _wait_until(lambda: len(b.assignment()) == 4, 40)
