@@ -3,7 +3,9 @@
 A diagnostic, not the benchmark protocol (that is ``benches/compare.py``): one
 process, one partition, defaults, and for each of ferrokafka's threads the CPU
 time (``/proc/self/task/*/stat``, 10 ms ticks) and minor page faults it spent
-in the timed section, per record. Used to decide where the ceiling run's cost
+in the timed section, per record. For the producer modes also the calling
+thread's CPU inside the ``send_batch`` calls, to the nanosecond
+(``time.thread_time_ns``), the figure to compare builds by. Used to decide where the ceiling run's cost
 sits (issue 17); run after ``./scripts/build.sh``:
 
     python benches/thread_cpu.py [send_batch_list|send_batch_arrow|poll_arrow] [--records N]
@@ -62,7 +64,7 @@ def run(mode: str, n: int, bootstrap: str) -> tuple:
                 got += b.num_rows
         wall, used, after = time.perf_counter() - t0, cpu() - c0, threads()
         c.close()
-        return wall, used, before, after
+        return wall, used, before, after, None
     # As the ceiling run: acks=1, idempotence off, defaults otherwise.
     p = fk.Producer(bootstrap, acks=1, enable_idempotence=False)
     p.send("t", b"w").result(30)
@@ -71,13 +73,16 @@ def run(mode: str, n: int, bootstrap: str) -> tuple:
         import pyarrow as pa
 
         chunks = [pa.array(v, pa.binary()) for v in chunks]
+    calling = 0
     before, c0, t0 = threads(), cpu(), time.perf_counter()
     for v in chunks:
+        a = time.thread_time_ns()
         p.send_batch("t", v)
+        calling += time.thread_time_ns() - a
     p.flush(300)
     wall, used, after = time.perf_counter() - t0, cpu() - c0, threads()
     p.close()
-    return wall, used, before, after
+    return wall, used, before, after, calling
 
 
 def main() -> None:
@@ -89,9 +94,11 @@ def main() -> None:
     from _sink import Sink
 
     with Sink(100) as sink:
-        wall, used, before, after = run(args.mode, args.records, sink.bootstrap)
+        wall, used, before, after, calling = run(args.mode, args.records, sink.bootstrap)
     n = args.records
     print(f"{args.mode}: {n / wall:,.0f} records/s, {used / n * 1e6:.3f} µs CPU a record (getrusage)")
+    if calling is not None:
+        print(f"calling thread inside send_batch: {calling / n:.1f} ns CPU a record (thread_time_ns)")
     print("thread            ns CPU/record  minor faults/1k records")
     for key, (secs, faults) in sorted(after.items()):
         s0, f0 = before.get(key, (0.0, 0))
