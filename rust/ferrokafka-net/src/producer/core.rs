@@ -22,7 +22,9 @@ use rand::rngs::StdRng;
 
 use crate::cluster::{Node, TopicPartition};
 use crate::error::Error;
-use crate::producer::accumulator::{AccumulatorConfig, AppendError, RecordAccumulator, RecordRef};
+use crate::producer::accumulator::{
+    AccumulatorConfig, AppendError, Extended, RecordAccumulator, RecordRef,
+};
 use crate::producer::config::ProducerConfig;
 use crate::producer::idempotence::codes;
 use crate::producer::partitioner::{PartitionChoice, Partitioners};
@@ -342,8 +344,9 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
     /// `TopicPartition` reference count, the transaction check and the
     /// queue lookup; the partitioner is told the run's bytes once, with the
     /// run stopping where a record-by-record count would have switched.
-    /// Returns the records appended (`handle(i)` made for each) and whether
-    /// the runner should step (the run filled the batch).
+    /// The run also stops once it has appended `max_bytes` (encoded).
+    /// Returns the records appended (`handle(i)` made for each), their
+    /// bytes, and whether the runner should step (the run filled the batch).
     #[allow(clippy::too_many_arguments)]
     pub fn extend_run<'a>(
         &mut self,
@@ -353,28 +356,29 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
         range: std::ops::Range<usize>,
         record: impl Fn(usize) -> RecordRef<'a>,
         handle: impl FnMut(usize, &RecordRef<'a>) -> T,
-    ) -> (usize, bool) {
+        max_bytes: usize,
+    ) -> Extended {
         let kind = self.partitioner.kind();
         // `after` must have taken the same way (explicit, or sticky): a
         // keyed record before leaves the sticky partition unchecked against
         // the partitions available, which `append` does.
         if partition.is_none() && !kind.is_sticky(after.key) {
-            return (0, false);
+            return Extended::default();
         }
         let Some(name) = self.last_topic.as_ref().filter(|t| ***t == *topic) else {
-            return (0, false);
+            return Extended::default();
         };
         let (p, left) = match partition {
             Some(p) => (p, usize::MAX),
             None => match self.partitioner.sticky_run(topic) {
                 Some(run) => run,
-                None => return (0, false),
+                None => return Extended::default(),
             },
         };
         let tp = TopicPartition::new(name.clone(), p);
         if let Some(txn) = self.txn.as_mut() {
             if txn.maybe_add_partition(&tp).is_err() {
-                return (0, false);
+                return Extended::default();
             }
         }
         let max = self.cfg.max_request_size.min(self.cfg.buffer_memory);
@@ -383,10 +387,10 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
             let size = record_size(r.key, r.value, r.headers);
             (size <= max && (partition.is_some() || kind.is_sticky(r.key))).then_some((r, size))
         };
-        let ext = self
-            .sender
-            .accumulator
-            .extend_open(&tp, range, eligible, handle, left);
+        let ext =
+            self.sender
+                .accumulator
+                .extend_open(&tp, range, eligible, handle, left.min(max_bytes));
         if partition.is_none() && ext.appended > 0 {
             let choice = PartitionChoice {
                 partition: p,
@@ -394,7 +398,7 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
             };
             self.partitioner.on_append(topic, choice, ext.bytes);
         }
-        (ext.appended, ext.became_sendable)
+        ext
     }
 
     /// Appenders are waiting for memory (`n` > 0): every batch is sendable
@@ -632,7 +636,16 @@ impl<B: EncodableBatch, T> ProducerCore<B, T> {
             actions.push(Action::UpdateMetadata);
         }
         if !done.is_empty() {
-            actions.push(Action::MemoryFreed);
+            // A send blocked on memory is woken once a quarter of the
+            // buffer is free, not per batch freed: woken per batch, it
+            // filled the one batch's room and slept again at once, a
+            // context switch per batch for it and the thread waking it
+            // (a condvar notify is a syscall even with no waiter). It
+            // looks again every WAIT_SLICE regardless (docs/semantics.md
+            // §5.9).
+            if self.free_memory() >= self.cfg.buffer_memory / 4 {
+                actions.push(Action::MemoryFreed);
+            }
             actions.push(Action::Complete(done));
         }
         actions

@@ -1,14 +1,15 @@
 //! `send_many`, the batch path of `send_batch`: one closed check, one
 //! metadata wait and one timestamp for the call, records appended under
-//! one lock hold per `SEND_MANY_CHUNK`, runs of records going to the same
-//! open batch appended without the per-record partition choice.
+//! one lock hold per `SEND_MANY_CHUNK` records or `SEND_MANY_CHUNK_BYTES`,
+//! runs of records going to the same open batch appended without the
+//! per-record partition choice.
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::Instant;
 
-use super::{Producer, SEND_MANY_CHUNK};
+use super::{Producer, SEND_MANY_CHUNK, SEND_MANY_CHUNK_BYTES};
 use crate::blocking::now_ms;
 use crate::error::Error;
 use crate::producer::accumulator::RecordRef;
@@ -165,6 +166,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             appended: 0,
             wake: false,
             held: 0,
+            held_bytes: 0,
             failed: Vec::new(),
         };
         let mut st = self.lock();
@@ -277,14 +279,23 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     let end = positions
                         .end
                         .min(q + SEND_MANY_CHUNK.saturating_sub(pass.held));
-                    if q < end {
-                        let (k, w) = st.extend_run(topic, partition, &rec, q..end, at, |x, r| {
-                            RecordHandle::new(completion(index(x)), now, r.key, r.value)
-                        });
-                        pass.appended += k;
-                        pass.wake |= w;
-                        pass.held += k;
-                        q += k;
+                    pass.held_bytes += record_bytes(&rec);
+                    let bytes_left = SEND_MANY_CHUNK_BYTES.saturating_sub(pass.held_bytes);
+                    if q < end && bytes_left > 0 {
+                        let ext = st.extend_run(
+                            topic,
+                            partition,
+                            &rec,
+                            q..end,
+                            at,
+                            |x, r| RecordHandle::new(completion(index(x)), now, r.key, r.value),
+                            bytes_left,
+                        );
+                        pass.appended += ext.appended;
+                        pass.wake |= ext.became_sendable;
+                        pass.held += ext.appended;
+                        pass.held_bytes += ext.bytes;
+                        q += ext.appended;
                     }
                 }
                 Err((e @ Error::Timeout { .. }, c)) => {
@@ -299,7 +310,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 }
                 Err((e, c)) => pass.failed.push((i, e, c)),
             }
-            if pass.held >= SEND_MANY_CHUNK {
+            if pass.held >= SEND_MANY_CHUNK || pass.held_bytes >= SEND_MANY_CHUNK_BYTES {
                 // Bound the lock hold: answers and draining wait on it.
                 self.shared
                     .pending
@@ -310,10 +321,17 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 }
                 st = self.lock();
                 pass.held = 0;
+                pass.held_bytes = 0;
             }
         }
         (st, None)
     }
+}
+
+/// A record's bytes as the lock-hold bound counts them (its key and value;
+/// the run path counts encoded bytes, a few more).
+fn record_bytes(r: &RecordRef<'_>) -> usize {
+    r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len)
 }
 
 /// What one `append_many` pass carries across its ranges.
@@ -322,8 +340,9 @@ struct Pass<C> {
     appended: usize,
     /// The runner should step once the lock is released.
     wake: bool,
-    /// Records handled since the lock was taken.
+    /// Records handled since the lock was taken, and their bytes.
     held: usize,
+    held_bytes: usize,
     /// (index in the call, error, completion) of the records not enqueued.
     failed: Vec<(usize, Error, C)>,
 }

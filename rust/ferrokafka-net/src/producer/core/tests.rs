@@ -956,7 +956,9 @@ fn run_path_puts_every_record_where_the_record_by_record_path_does() {
                 .append("t", partition, info(), &r, i as u32, 0)
                 .unwrap();
             let handle = |j: usize, _: &RecordRef<'_>| j as u32;
-            let (k, _) = by_run.extend_run("t", partition, &r, i + 1..n, &rec, handle);
+            let k = by_run
+                .extend_run("t", partition, &r, i + 1..n, &rec, handle, usize::MAX)
+                .appended;
             ran += k;
             i += 1 + k;
         }
@@ -1013,14 +1015,17 @@ fn keyed_records_appended_partition_by_partition_land_as_record_by_record() {
         by_plan
             .append("t", Some(p), info(), &r, order[q] as u32, 0)
             .unwrap();
-        let (k, _) = by_plan.extend_run(
-            "t",
-            Some(p),
-            &r,
-            q + 1..end,
-            &|x| rec(order[x]),
-            &mut |x, _: &RecordRef<'_>| order[x] as u32,
-        );
+        let k = by_plan
+            .extend_run(
+                "t",
+                Some(p),
+                &r,
+                q + 1..end,
+                &|x| rec(order[x]),
+                &mut |x, _: &RecordRef<'_>| order[x] as u32,
+                usize::MAX,
+            )
+            .appended;
         ran += k;
         q += 1 + k;
     }
