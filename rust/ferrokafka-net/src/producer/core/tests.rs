@@ -1034,3 +1034,61 @@ fn keyed_records_appended_partition_by_partition_land_as_record_by_record() {
     assert!(a.len() > 10, "{} batches", a.len());
     assert_eq!(a, b);
 }
+
+/// docs/semantics.md §5.9: a send blocked on a full buffer is woken once a
+/// quarter of `buffer_memory` is free, not by every batch freed.
+#[test]
+fn memory_waiters_are_woken_once_a_quarter_of_the_buffer_is_free() {
+    let view = FakeCluster::new(|_| 1);
+    // What eight single-record batches reserve (batch_size 1 and 200-byte
+    // values: a batch each).
+    let big = [b'x'; 200];
+    let send = |c: &mut Core, h: u32| {
+        c.append("t", Some(0), info(), &record(None, &big, 0), h, 0)
+            .unwrap();
+    };
+    let cfg = ProducerConfig {
+        batch_size: 1,
+        ..config(false)
+    };
+    let mut probe = new_core(cfg.clone());
+    for h in 0..8 {
+        send(&mut probe, h);
+    }
+    let eight = 10_000 - probe.free_memory();
+    // They fill the buffer; one at a time in flight.
+    let mut c = new_core(ProducerConfig {
+        buffer_memory: eight,
+        ..cfg
+    });
+    for h in 0..8 {
+        send(&mut c, h);
+    }
+    assert_eq!(c.free_memory(), 0);
+    let a = step(&mut c, 0, &view).0.tag();
+    let o = answer(&mut c, a, ok(0, 0), 1);
+    assert_eq!(o.completed, vec![(vec![0], Ok(0))]);
+    assert!(!o.memory_freed, "an eighth free: no wake-up yet");
+    let b = step(&mut c, 1, &view).0.tag();
+    let o = answer(&mut c, b, ok(0, 1), 2);
+    assert_eq!(c.free_memory(), eight / 4);
+    assert!(o.memory_freed, "a quarter free: wake the waiters");
+}
+
+/// `extend_run` stops once it has appended `max_bytes` (the bound of one
+/// lock hold of `send_batch`, producer/client.rs).
+#[test]
+fn extend_run_stops_at_its_byte_bound() {
+    let mut c = new_core(ProducerConfig {
+        batch_size: 1_000,
+        ..config(false)
+    });
+    let rec = |_: usize| record(None, b"v", 0);
+    send(&mut c, 0, 0, 0);
+    let handle = |j: usize, _: &RecordRef<'_>| j as u32;
+    // 9 bytes a record (FakeBatch): the run stops at the record reaching 30.
+    let ext = c.extend_run("t", Some(0), &rec(0), 1..100, &rec, handle, 30);
+    assert_eq!((ext.appended, ext.bytes), (4, 36));
+    let ext = c.extend_run("t", Some(0), &rec(0), 5..100, &rec, handle, usize::MAX);
+    assert_eq!(ext.appended, 95);
+}
