@@ -278,17 +278,12 @@ pub fn decode_fetched(
     let mut cols = RecordColumns::new();
     let mut next_offset = fetch_offset;
     let mut last_epoch = -1;
-    // The batches are parsed before any record is decoded, so the columns
-    // can be sized once for the whole answer: sized batch by batch, the
-    // growing buffers were reallocated and copied about twice over, as much
-    // memory traffic as the decode itself (perf, ceiling run). Their CRCs
-    // are checked batch by batch below, each just before its records are
-    // read, while its bytes are in cache (`defer_v2_crc`). An error
-    // anywhere fails the whole answer either way: no record of it is
-    // handed out.
-    let batches = Batches::new(blob, opts)
-        .defer_v2_crc()
-        .collect::<Result<Vec<_>, _>>()?;
+    // The batches are parsed (and CRC-checked) before any record is decoded,
+    // so the columns can be sized once for the whole answer: sized batch by
+    // batch, the growing buffers were reallocated and copied about twice
+    // over, as much memory traffic as the decode itself (perf, ceiling run).
+    // An error anywhere fails the whole answer either way.
+    let batches = Batches::new(blob, opts).collect::<Result<Vec<_>, _>>()?;
     let saw_batch = !batches.is_empty();
     let (rows, bytes) = batches.iter().fold((0, 0), |(rows, bytes), b| match b {
         Batch::V2(b) if !b.header.is_control() => {
@@ -307,9 +302,6 @@ pub fn decode_fetched(
     for b in batches {
         match b {
             Batch::V2(batch) => {
-                if opts.verify_crc {
-                    batch.check_crc()?;
-                }
                 let h = &batch.header;
                 last_epoch = h.partition_leader_epoch;
                 let info = BatchInfo {
@@ -451,38 +443,6 @@ mod tests {
         let d = decode_fetched(&full[..30], 0, DecodeOptions::default(), &mut f).unwrap();
         assert!(d.record_too_large);
         assert_eq!(d.next_offset, 0);
-    }
-
-    /// The CRCs are checked batch by batch as the records are decoded
-    /// (`defer_v2_crc`): a bad batch after good ones, or one the fetch
-    /// offset skips, still fails the whole answer.
-    #[test]
-    fn crc_checked_batch_by_batch_still_fails_the_whole_answer() {
-        let corrupt = |mut b: Vec<u8>| {
-            let at = b.len() - 30;
-            b[at] ^= 0x01;
-            b
-        };
-        let (first, second) = (
-            batch(0, 50, Compression::None),
-            batch(50, 50, Compression::None),
-        );
-        let mut f = AbortedTransactionFilter::new(false, vec![]);
-        let is_crc = |e: Error| {
-            matches!(
-                e,
-                Error::Protocol(ferrokafka_protocol::ProtocolError::CrcMismatch { .. })
-            )
-        };
-        let blob = [first.clone(), corrupt(second.clone())].concat();
-        let e = decode_fetched(&blob, 0, DecodeOptions::default(), &mut f).unwrap_err();
-        assert!(is_crc(e));
-        let blob = [corrupt(first.clone()), second.clone()].concat();
-        let e = decode_fetched(&blob, 50, DecodeOptions::default(), &mut f).unwrap_err();
-        assert!(is_crc(e));
-        let good = [first, second].concat();
-        let d = decode_fetched(&good, 0, DecodeOptions::default(), &mut f).unwrap();
-        assert_eq!(d.records.len(), 100);
     }
 
     #[test]

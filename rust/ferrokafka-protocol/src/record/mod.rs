@@ -120,8 +120,6 @@ const LOG_OVERHEAD: usize = 12;
 pub struct Batches<'a> {
     rest: &'a [u8],
     opts: DecodeOptions,
-    /// v2 batches are parsed without their CRC check (`defer_v2_crc`).
-    v2_opts: DecodeOptions,
     truncated: bool,
     failed: bool,
 }
@@ -131,22 +129,9 @@ impl<'a> Batches<'a> {
         Batches {
             rest: blob,
             opts,
-            v2_opts: opts,
             truncated: false,
             failed: false,
         }
-    }
-
-    /// Leave the CRC of v2 batches to the caller, who must call
-    /// `RecordBatch::check_crc` on each one it uses when
-    /// `opts.verify_crc` is set (legacy messages are still checked here).
-    /// The consumer parses a whole answer first to size its columns, then
-    /// checks and decodes batch by batch: checked all up front, a 1 MB
-    /// answer was read from memory twice, as it no longer fit in the cache
-    /// by the time the records were decoded (issue 17).
-    pub fn defer_v2_crc(mut self) -> Self {
-        self.v2_opts.verify_crc = false;
-        self
     }
 
     /// True once iteration ended on an incomplete trailing entry (which the
@@ -199,7 +184,7 @@ impl<'a> Iterator for Batches<'a> {
             )));
         };
         let out = match magic as i8 {
-            MAGIC_V2 => RecordBatch::parse_exact(entry, &self.v2_opts).map(Batch::V2),
+            MAGIC_V2 => RecordBatch::parse_exact(entry, &self.opts).map(Batch::V2),
             LEGACY_MAGIC_V0 | LEGACY_MAGIC_V1 => {
                 LegacyMessage::parse_exact(entry, &self.opts).map(Batch::Legacy)
             }

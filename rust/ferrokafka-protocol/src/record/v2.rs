@@ -100,8 +100,6 @@ pub struct RecordBatch<'a> {
     pub header: BatchHeader,
     /// The records section as stored (compressed if the batch is).
     pub records_data: &'a [u8],
-    /// The bytes the CRC covers (attributes to the end), for `check_crc`.
-    crc_covered: &'a [u8],
 }
 
 impl<'a> RecordBatch<'a> {
@@ -170,32 +168,21 @@ impl<'a> RecordBatch<'a> {
                 format!("{}", header.records_count),
             ));
         }
-        let batch = RecordBatch {
-            header,
-            records_data: &input[BATCH_HEADER_SIZE..],
-            crc_covered: &input[ATTRIBUTES_OFFSET..],
-        };
         if opts.verify_crc {
-            batch.check_crc()?;
+            let computed = crc32c::crc32c(&input[ATTRIBUTES_OFFSET..]);
+            if computed != header.crc {
+                return Err(ProtocolError::CrcMismatch {
+                    stored: header.crc,
+                    computed,
+                });
+            }
         }
         // Unknown codec ids are refused here rather than at first use.
-        batch.header.compression()?;
-        Ok(batch)
-    }
-
-    /// Check the stored CRC32C against the batch's bytes: done at parse
-    /// with `DecodeOptions::verify_crc`, or here by a caller that parsed
-    /// with `Batches::defer_v2_crc` to check each batch just before it
-    /// reads the records, while the bytes are in cache.
-    pub fn check_crc(&self) -> Result<()> {
-        let computed = crc32c::crc32c(self.crc_covered);
-        if computed != self.header.crc {
-            return Err(ProtocolError::CrcMismatch {
-                stored: self.header.crc,
-                computed,
-            });
-        }
-        Ok(())
+        header.compression()?;
+        Ok(RecordBatch {
+            header,
+            records_data: &input[BATCH_HEADER_SIZE..],
+        })
     }
 
     /// The uncompressed records section: borrowed when the batch is not
