@@ -5,8 +5,9 @@ process, one partition, defaults, and for each of ferrokafka's threads the CPU
 time (``/proc/self/task/*/stat``, 10 ms ticks) and minor page faults it spent
 in the timed section, per record. For the producer modes also the calling
 thread's CPU inside the ``send_batch`` calls, to the nanosecond
-(``time.thread_time_ns``), the figure to compare builds by. Used to decide where the ceiling run's cost
-sits (issue 17); run after ``./scripts/build.sh``:
+(``time.thread_time_ns``), the figure to compare builds by
+(``benches/ab_builds.py``). Used to decide where the ceiling run's cost sits
+(issue 17); run after ``./scripts/build.sh``:
 
     python benches/thread_cpu.py [send_batch_list|send_batch_arrow|poll_arrow] [--records N]
 """

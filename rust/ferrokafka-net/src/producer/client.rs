@@ -43,9 +43,11 @@ mod txn;
 /// caller: whoever waits for the lock (the runner woken to drain a full
 /// batch, the network driver with an answer) is woken by the release, but
 /// the caller takes the lock back before that thread has run, so it sleeps
-/// again, a context switch each time. At 1024 records a hold, the ceiling
-/// run's `send_batch` took 0.089-0.090 µs of CPU a record (best of 6-8
-/// alternating runs); at 8192, 0.078-0.080 (session 17, issue 17).
+/// again, a context switch each time. With a throwaway knob for the bound
+/// (session 17, issue 17), the ceiling run's `send_batch` took 0.090 µs of
+/// CPU a record at 1024 records a hold and 0.080 at 8192 (best of 6
+/// alternating runs); builds before and after, with the memory wake-up of
+/// `on_answer` too: docs/benchmarks-components.md (`ab_builds.py`).
 const SEND_MANY_CHUNK: usize = 8192;
 const SEND_MANY_CHUNK_BYTES: usize = 1 << 20;
 
