@@ -92,6 +92,51 @@ def test_poll_arrow_matches_poll_and_spark_schema(embedded_broker, topic_name):
     c.close()
 
 
+@pytest.mark.parametrize("api", ["poll", "poll_arrow"])
+def test_records_held_stay_intact_while_released_buffers_are_reused(embedded_broker, topic_name, api):
+    # docs/semantics.md §8.7: the buffers of records the application let go
+    # of are decoded into again. Every other result is kept, the rest
+    # dropped at once, so later runs land in reused buffers while the kept
+    # ones must still read their own records.
+    if api == "poll_arrow":
+        pytest.importorskip("pyarrow")
+    bs = embedded_broker.bootstrap_servers
+    n = 12_000
+    value = lambda i: b"%07d" % i + bytes([i % 251]) * 93  # noqa: E731
+    # Wire batches of ~1,500 records, and a Fetch answer holds one or two:
+    # runs of 1,024 records or more become Arrow batches without a copy.
+    with fk.Producer(bs, batch_size=160_000) as p:
+        p.send_batch(topic_name, [value(i) for i in range(n)], partition=0).result(30)
+    c = fk.Consumer(bs, auto_offset_reset="earliest", max_partition_fetch_bytes=200_000)
+    c.assign([TP(topic_name, 0)])
+    kept, got, k = [], 0, 0
+    deadline = time.time() + 60
+    while got < n and time.time() < deadline:
+        if api == "poll":
+            part = [(m.offset, m.value) for m in c.poll(200)] if k % 2 else c.poll(200)
+            rows = len(part)
+        else:
+            b = c.poll_arrow(200)
+            rows = b.num_rows
+            part = b
+        if rows:
+            if k % 2 == 0:
+                kept.append(part)
+            k += 1
+            got += rows
+        del part
+    assert got == n and k >= 4, k
+    seen = 0
+    for part in kept:
+        pairs = (zip(part.column("offset").to_pylist(), part.column("value").to_pylist())
+                 if api == "poll_arrow" else ((m.offset, m.value) for m in part))
+        for off, v in pairs:
+            assert v == value(off), off
+            seen += 1
+    assert seen > n // 3
+    c.close()
+
+
 def test_seek_position_pause_resume(embedded_broker, topic_name):
     bs = embedded_broker.bootstrap_servers
     with fk.Producer(bs) as p:

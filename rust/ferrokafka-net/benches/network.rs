@@ -106,8 +106,14 @@ fn fetched(c: &mut Criterion) {
     g.bench_function("decode_10x1000x100B_into_columns", |b| {
         b.iter(|| {
             let mut filter = AbortedTransactionFilter::new(false, vec![]);
-            let d =
-                decode_fetched(black_box(&blob), 0, DecodeOptions::default(), &mut filter).unwrap();
+            let d = decode_fetched(
+                black_box(&blob),
+                0,
+                DecodeOptions::default(),
+                &mut filter,
+                None,
+            )
+            .unwrap();
             black_box(d.records.len())
         })
     });

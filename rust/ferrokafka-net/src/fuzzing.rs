@@ -65,7 +65,7 @@ pub fn fetched_records(data: &[u8]) {
         max_decompressed: FUZZ_MAX_DECOMPRESSED,
     };
     let mut filter = AbortedTransactionFilter::new(read_committed, aborted);
-    if let Ok(d) = decode_fetched(s.0, fetch_offset, opts, &mut filter) {
+    if let Ok(d) = decode_fetched(s.0, fetch_offset, opts, &mut filter, None) {
         assert!(
             d.next_offset >= fetch_offset,
             "position went back: {} < {fetch_offset}",

@@ -59,7 +59,7 @@ fn forged_records_count_allocates_nothing_big() {
     let mut result = None;
     let largest = largest_during(|| {
         let mut f = AbortedTransactionFilter::new(false, vec![]);
-        result = Some(decode_fetched(&blob, 0, opts, &mut f).map(|d| d.records.len()));
+        result = Some(decode_fetched(&blob, 0, opts, &mut f, None).map(|d| d.records.len()));
     });
     let err = result.unwrap().expect_err("a forged count must be refused");
     assert!(err.to_string().contains("records count"), "{err}");

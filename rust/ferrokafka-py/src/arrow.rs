@@ -169,24 +169,63 @@ impl BinaryColumn {
 // as the interface requires (an importer may also move a child out and
 // release it on its own).
 
+use ferrokafka_net::consumer::pool::ColumnPool;
 use ferrokafka_net::consumer::records::{BinaryBuf, RecordColumns};
 use std::ffi::CString;
 use std::sync::Arc;
 
 const ARROW_FLAG_NULLABLE: i64 = 2;
 
-enum Buf {
+enum Data {
     U8(Vec<u8>),
     I32(Vec<i32>),
     I64(Vec<i64>),
 }
 
+/// One exported buffer. Released by the importer on whatever thread drops
+/// the array last; the memory then goes back to the consumer's column pool
+/// (docs/semantics.md §8.7) when the columns came from one.
+struct Buf {
+    data: Data,
+    pool: Option<Arc<ColumnPool>>,
+}
+
 impl Buf {
     fn ptr(&self) -> *const c_void {
-        match self {
-            Buf::U8(v) => v.as_ptr() as *const c_void,
-            Buf::I32(v) => v.as_ptr() as *const c_void,
-            Buf::I64(v) => v.as_ptr() as *const c_void,
+        match &self.data {
+            Data::U8(v) => v.as_ptr() as *const c_void,
+            Data::I32(v) => v.as_ptr() as *const c_void,
+            Data::I64(v) => v.as_ptr() as *const c_void,
+        }
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        let Some(pool) = self.pool.take() else { return };
+        match std::mem::replace(&mut self.data, Data::U8(Vec::new())) {
+            Data::U8(v) => pool.give(v),
+            Data::I32(v) => pool.give(v),
+            Data::I64(v) => pool.give(v),
+        }
+    }
+}
+
+/// Makes the buffers of one export, from and back to one pool (or none).
+struct Out(Option<Arc<ColumnPool>>);
+
+impl Out {
+    fn buf(&self, data: Data) -> Option<Buf> {
+        Some(Buf {
+            data,
+            pool: self.0.clone(),
+        })
+    }
+
+    fn vec<T: ferrokafka_net::consumer::pool::Column>(&self, n: usize) -> Vec<T> {
+        match &self.0 {
+            Some(p) => p.take(n),
+            None => Vec::with_capacity(n),
         }
     }
 }
@@ -300,69 +339,72 @@ fn export_schema(node: SchemaNode) -> FfiSchema {
     }
 }
 
-fn bitmap(valid: &[bool]) -> (Option<Buf>, usize) {
+fn bitmap(out: &Out, valid: &[bool]) -> (Option<Buf>, usize) {
     let nulls = valid.iter().filter(|v| !**v).count();
     if nulls == 0 {
         return (None, 0);
     }
     // Eight rows a byte, without a branch per row.
-    let bits = valid
-        .chunks(8)
-        .map(|rows| {
-            rows.iter()
-                .enumerate()
-                .fold(0u8, |b, (i, v)| b | (u8::from(*v) << i))
-        })
-        .collect();
-    (Some(Buf::U8(bits)), nulls)
+    let mut bits = out.vec(valid.len().div_ceil(8));
+    bits.extend(valid.chunks(8).map(|rows| {
+        rows.iter()
+            .enumerate()
+            .fold(0u8, |b, (i, v)| b | (u8::from(*v) << i))
+    }));
+    (out.buf(Data::U8(bits)), nulls)
 }
 
-/// The topic column: each run's name repeated, built with the sizes known
-/// up front (no validity bitmap: never null) instead of a push per row.
-fn topic_column(topics: &[(Arc<str>, usize)], n: usize) -> ArrayNode {
-    let bytes: usize = topics.iter().map(|(t, c)| t.len() * c).sum();
-    let mut offsets = Vec::with_capacity(n + 1);
-    let mut data = Vec::with_capacity(bytes);
+/// The topic and partition columns from (topic, partition, row count) runs
+/// in row order, built with the sizes known up front (no validity bitmap:
+/// never null) instead of a push per row.
+fn topic_partition_columns(
+    out: &Out,
+    runs: &[(Arc<str>, i32, usize)],
+    n: usize,
+) -> (ArrayNode, ArrayNode) {
+    let bytes: usize = runs.iter().map(|(t, _, c)| t.len() * c).sum();
+    let mut offsets = out.vec(n + 1);
+    let mut data = out.vec(bytes);
+    let mut partitions = out.vec(n);
     offsets.push(0i32);
-    for (t, count) in topics {
+    for (t, p, count) in runs {
         let t = t.as_bytes();
         for _ in 0..*count {
             data.extend_from_slice(t);
             offsets.push(data.len() as i32);
         }
+        partitions.extend(std::iter::repeat_n(*p, *count));
     }
-    ArrayNode {
+    let topic = ArrayNode {
         length: n,
         null_count: 0,
-        buffers: vec![None, Some(Buf::I32(offsets)), Some(Buf::U8(data))],
+        buffers: vec![None, out.buf(Data::I32(offsets)), out.buf(Data::U8(data))],
         children: vec![],
-    }
+    };
+    (topic, primitive(out, Data::I32(partitions), n))
 }
 
-fn binary(b: BinaryBuf) -> ArrayNode {
-    let (validity, nulls) = bitmap(&b.valid);
+/// A binary column: its offsets and data move into the export; the
+/// validity (bools) stays behind and goes back with the columns.
+fn binary(out: &Out, b: &mut BinaryBuf) -> ArrayNode {
+    let (validity, nulls) = bitmap(out, &b.valid);
     ArrayNode {
         length: b.valid.len(),
         null_count: nulls,
-        buffers: vec![validity, Some(Buf::I32(b.offsets)), Some(Buf::U8(b.data))],
+        buffers: vec![
+            validity,
+            out.buf(Data::I32(std::mem::take(&mut b.offsets))),
+            out.buf(Data::U8(std::mem::take(&mut b.data))),
+        ],
         children: vec![],
     }
 }
 
-fn primitive32(v: Vec<i32>) -> ArrayNode {
+fn primitive(out: &Out, v: Data, length: usize) -> ArrayNode {
     ArrayNode {
-        length: v.len(),
+        length,
         null_count: 0,
-        buffers: vec![None, Some(Buf::I32(v))],
-        children: vec![],
-    }
-}
-
-fn primitive64(v: Vec<i64>) -> ArrayNode {
-    ArrayNode {
-        length: v.len(),
-        null_count: 0,
-        buffers: vec![None, Some(Buf::I64(v))],
+        buffers: vec![None, out.buf(v)],
         children: vec![],
     }
 }
@@ -391,24 +433,32 @@ struct SendArray(FfiArray);
 unsafe impl Send for SendArray {}
 
 impl ExportedBatch {
-    /// `topics`: (topic, row count) runs in row order.
-    pub fn new(cols: RecordColumns, topics: &[(Arc<str>, usize)], partitions: Vec<i32>) -> Self {
+    /// `runs`: (topic, partition, row count) in row order. The buffers
+    /// come from (and go back to) the columns' pool, if they have one.
+    pub fn new(mut cols: RecordColumns, runs: &[(Arc<str>, i32, usize)]) -> Self {
         let n = cols.offsets.len();
-        let topic = topic_column(topics, n);
+        let out = Out(cols.pool.clone());
+        let (topic, partition) = topic_partition_columns(&out, runs, n);
         // Spark's timestamp is microseconds (converted in place).
-        let mut ts = cols.timestamps;
+        let mut ts = std::mem::take(&mut cols.timestamps);
         for t in ts.iter_mut() {
             *t = t.saturating_mul(1000);
         }
         let headers = ArrayNode {
             length: n,
             null_count: 0,
-            buffers: vec![None, Some(Buf::I32(cols.header_offsets))],
+            buffers: vec![
+                None,
+                out.buf(Data::I32(std::mem::take(&mut cols.header_offsets))),
+            ],
             children: vec![ArrayNode {
                 length: cols.header_keys.len(),
                 null_count: 0,
                 buffers: vec![None],
-                children: vec![binary(cols.header_keys), binary(cols.header_values)],
+                children: vec![
+                    binary(&out, &mut cols.header_keys),
+                    binary(&out, &mut cols.header_values),
+                ],
             }],
         };
         let array = ArrayNode {
@@ -416,16 +466,22 @@ impl ExportedBatch {
             null_count: 0,
             buffers: vec![None],
             children: vec![
-                binary(cols.keys),
-                binary(cols.values),
+                binary(&out, &mut cols.keys),
+                binary(&out, &mut cols.values),
                 topic,
-                primitive32(partitions),
-                primitive64(cols.offsets),
-                primitive64(ts),
-                primitive32(cols.timestamp_types),
+                partition,
+                primitive(&out, Data::I64(std::mem::take(&mut cols.offsets)), n),
+                primitive(&out, Data::I64(ts), n),
+                primitive(
+                    &out,
+                    Data::I32(std::mem::take(&mut cols.timestamp_types)),
+                    n,
+                ),
                 headers,
             ],
         };
+        // `cols` drops here with what the export does not use (validity
+        // bools, leader epochs): back to the pool too.
         ExportedBatch { array }
     }
 
@@ -492,4 +548,47 @@ fn schema_capsule(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
 #[pyfunction]
 pub fn record_batch_schema(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
     schema_capsule(py)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrokafka_net::consumer::fetch::AbortedTransactionFilter;
+    use ferrokafka_net::consumer::records::decode_fetched;
+    use ferrokafka_protocol::compression::Compression;
+    use ferrokafka_protocol::record::{DecodeOptions, RecordBatchBuilder};
+
+    fn run(pool: &Arc<ColumnPool>, n: usize) -> RecordColumns {
+        let mut b = RecordBatchBuilder::new(Compression::None);
+        for i in 0..n {
+            let key = (i % 3 != 0).then_some(&b"k"[..]);
+            b.append(i as i64, key, Some(&[7u8; 100][..]), &[]).unwrap();
+        }
+        let blob = b.finish().unwrap();
+        let mut f = AbortedTransactionFilter::new(false, vec![]);
+        decode_fetched(&blob, 0, DecodeOptions::default(), &mut f, Some(pool))
+            .unwrap()
+            .records
+    }
+
+    #[test]
+    fn released_arrow_buffers_go_back_to_the_consumers_pool() {
+        let pool = ColumnPool::new(1 << 20);
+        let cols = run(&pool, 500);
+        let values = cols.values.data.as_ptr();
+        let batch = ExportedBatch::new(cols, &[(Arc::from("t"), 0, 500)]);
+        // What the export does not use (validity bools, leader epochs) is
+        // back already; the exported buffers are not, until released.
+        let before = pool.kept_bytes();
+        let mut array = export_array(batch.array);
+        assert_eq!(pool.kept_bytes(), before);
+        // SAFETY: the array was just exported and is released once.
+        unsafe { release_array(&mut array) };
+        assert!(array.release.is_none());
+        // The 50,000 value bytes among them: the next run writes there.
+        assert!(pool.kept_bytes() >= before + 50_000);
+        let next = run(&pool, 500);
+        assert_eq!(next.values.data.as_ptr(), values);
+        assert_eq!(next.values.get(499), Some(&[7u8; 100][..]));
+    }
 }

@@ -676,36 +676,30 @@ impl ArrowBatch {
             let s = slices.pop().expect("one slice");
             match Arc::try_unwrap(s.cols) {
                 Ok(cols) => {
-                    let topics = [(s.tp.topic.clone(), n)];
+                    let runs = [(s.tp.topic.clone(), s.tp.partition, n)];
                     return ArrowBatch {
-                        parts: Mutex::new(Some(crate::arrow::ExportedBatch::new(
-                            cols,
-                            &topics,
-                            vec![s.tp.partition; n],
-                        ))),
+                        parts: Mutex::new(Some(crate::arrow::ExportedBatch::new(cols, &runs))),
                         num_rows: n,
                     };
                 }
                 Err(cols) => slices.push(RecordSlice { cols, ..s }),
             }
         }
-        let mut cols = RecordColumns::new();
         let bytes: usize = slices
             .iter()
             .map(|s| (s.cols.values.offsets[s.to] - s.cols.values.offsets[s.from]) as usize)
             .sum();
-        cols.reserve_rows(n, bytes);
-        let mut topics: Vec<(Arc<str>, usize)> = Vec::new();
-        let mut partitions = Vec::with_capacity(n);
+        // From the consumer's column pool (all slices share it), as the
+        // runs it copies go back there as they are dropped.
+        let pool = slices.first().and_then(|s| s.cols.pool.clone());
+        let mut cols = RecordColumns::with_capacity(pool.as_ref(), n, bytes);
+        let mut runs = Vec::with_capacity(slices.len());
         for s in &slices {
             cols.extend_range(&s.cols, s.from, s.to);
-            topics.push((s.tp.topic.clone(), s.to - s.from));
-            partitions.extend(std::iter::repeat_n(s.tp.partition, s.to - s.from));
+            runs.push((s.tp.topic.clone(), s.tp.partition, s.to - s.from));
         }
         ArrowBatch {
-            parts: Mutex::new(Some(crate::arrow::ExportedBatch::new(
-                cols, &topics, partitions,
-            ))),
+            parts: Mutex::new(Some(crate::arrow::ExportedBatch::new(cols, &runs))),
             num_rows: n,
         }
     }

@@ -44,6 +44,7 @@ use crate::consumer::core::{commit_body, coordinator_connection, ConsumerCore, D
 use crate::consumer::fetch::{
     build_list_offsets_request, parse_list_offsets_response, LATEST_TIMESTAMP, READ_COMMITTED,
 };
+use crate::consumer::pool::ColumnPool;
 use crate::consumer::requests::{self as rq, OffsetAndMetadata};
 use crate::consumer::subscription::{FetchState, OffsetResetStrategy};
 use crate::driver::{Body, RequestOpts, Requester};
@@ -86,6 +87,7 @@ impl Consumer {
     ) -> Result<Self, Error> {
         cfg.validate()?;
         metadata.set_subscription(Some(vec![]))?;
+        let pool = ColumnPool::for_fetch_sizes(cfg.max_partition_fetch_bytes, cfg.fetch_max_bytes);
         let inner = Arc::new(Inner {
             state: Mutex::new(ConsumerCore::new(cfg.clone(), now_ms())),
             cfg,
@@ -94,6 +96,7 @@ impl Consumer {
             net,
             outbox: Mutex::default(),
             stop: AtomicBool::new(false),
+            pool,
         });
         let telemetry = if inner.net.metrics_push() {
             // A weak handle: the agent must not keep a dropped consumer alive.

@@ -10,6 +10,7 @@ pub mod fetcher;
 pub mod group;
 pub mod heartbeat;
 pub mod member;
+pub mod pool;
 pub mod protocol;
 pub mod records;
 pub mod requests;

@@ -12,7 +12,10 @@ use ferrokafka_protocol::record::{
     Batch, Batches, ControlRecordType, DecodeOptions, RecordVisitor, TimestampType, MIN_RECORD_SIZE,
 };
 
+use std::sync::Arc;
+
 use crate::consumer::fetch::{AbortedTransactionFilter, BatchInfo};
+use crate::consumer::pool::ColumnPool;
 use crate::error::Error;
 
 /// A nullable binary column in Arrow's layout (offsets `n + 1`, validity).
@@ -39,6 +42,23 @@ impl BinaryBuf {
         }
         self.valid.push(v.is_some());
         self.offsets.push(self.data.len() as i32);
+    }
+
+    /// Room for `rows` values of `bytes` in all, from `pool`.
+    fn pooled(pool: &ColumnPool, rows: usize, bytes: usize) -> Self {
+        let mut offsets = pool.take(rows + 1);
+        offsets.push(0);
+        BinaryBuf {
+            offsets,
+            valid: pool.take(rows),
+            data: pool.take(bytes),
+        }
+    }
+
+    fn give_back(&mut self, pool: &ColumnPool) {
+        pool.give(std::mem::take(&mut self.offsets));
+        pool.give(std::mem::take(&mut self.valid));
+        pool.give(std::mem::take(&mut self.data));
     }
 
     pub fn len(&self) -> usize {
@@ -86,17 +106,48 @@ pub struct RecordColumns {
     pub header_offsets: Vec<i32>,
     pub header_keys: BinaryBuf,
     pub header_values: BinaryBuf,
+    /// Where the buffers go back when the columns are dropped (and where
+    /// they came from); `None`: freed as usual.
+    pub pool: Option<Arc<ColumnPool>>,
 }
 
 impl RecordColumns {
     pub fn new() -> Self {
         RecordColumns {
+            offsets: Vec::new(),
+            timestamps: Vec::new(),
+            timestamp_types: Vec::new(),
+            leader_epochs: Vec::new(),
             keys: BinaryBuf::new(),
             values: BinaryBuf::new(),
             header_offsets: vec![0],
             header_keys: BinaryBuf::new(),
             header_values: BinaryBuf::new(),
-            ..Default::default()
+            pool: None,
+        }
+    }
+
+    /// Room for `rows` records with `bytes` of values, taken from `pool`
+    /// when there is one (and given back to it on drop).
+    pub fn with_capacity(pool: Option<&Arc<ColumnPool>>, rows: usize, bytes: usize) -> Self {
+        let Some(pool) = pool else {
+            let mut cols = RecordColumns::new();
+            cols.reserve(rows, bytes);
+            return cols;
+        };
+        let mut header_offsets = pool.take(rows + 1);
+        header_offsets.push(0);
+        RecordColumns {
+            offsets: pool.take(rows),
+            timestamps: pool.take(rows),
+            timestamp_types: pool.take(rows),
+            leader_epochs: pool.take(rows),
+            keys: BinaryBuf::pooled(pool, rows, 0),
+            values: BinaryBuf::pooled(pool, rows, bytes),
+            header_offsets,
+            header_keys: BinaryBuf::pooled(pool, 0, 0),
+            header_values: BinaryBuf::pooled(pool, 0, 0),
+            pool: Some(pool.clone()),
         }
     }
 
@@ -161,11 +212,6 @@ impl RecordColumns {
             .extend_range(&other.header_values, hf, ht);
     }
 
-    /// Room for `rows` more records and `bytes` of values.
-    pub fn reserve_rows(&mut self, rows: usize, bytes: usize) {
-        self.reserve(rows, bytes)
-    }
-
     fn reserve(&mut self, rows: usize, bytes: usize) {
         self.offsets.reserve(rows);
         self.timestamps.reserve(rows);
@@ -201,6 +247,25 @@ impl RecordColumns {
     #[inline]
     fn end_row(&mut self) {
         self.header_offsets.push(self.header_keys.len() as i32);
+    }
+}
+
+impl Drop for RecordColumns {
+    fn drop(&mut self) {
+        let Some(pool) = self.pool.take() else { return };
+        pool.give(std::mem::take(&mut self.offsets));
+        pool.give(std::mem::take(&mut self.timestamps));
+        pool.give(std::mem::take(&mut self.timestamp_types));
+        pool.give(std::mem::take(&mut self.leader_epochs));
+        pool.give(std::mem::take(&mut self.header_offsets));
+        for b in [
+            &mut self.keys,
+            &mut self.values,
+            &mut self.header_keys,
+            &mut self.header_values,
+        ] {
+            b.give_back(&pool);
+        }
     }
 }
 
@@ -274,8 +339,8 @@ pub fn decode_fetched(
     fetch_offset: i64,
     opts: DecodeOptions,
     filter: &mut AbortedTransactionFilter,
+    pool: Option<&Arc<ColumnPool>>,
 ) -> Result<DecodedFetch, Error> {
-    let mut cols = RecordColumns::new();
     let mut next_offset = fetch_offset;
     let mut last_epoch = -1;
     // The batches are parsed (and CRC-checked) before any record is decoded,
@@ -298,7 +363,7 @@ pub fn decode_fetched(
         }
         _ => (rows, bytes),
     });
-    cols.reserve(rows, bytes);
+    let mut cols = RecordColumns::with_capacity(pool, rows, bytes);
     for b in batches {
         match b {
             Batch::V2(batch) => {
@@ -399,7 +464,7 @@ mod tests {
         let mut blob = batch(0, 3, Compression::Lz4);
         blob.extend(batch(3, 2, Compression::None));
         let mut f = AbortedTransactionFilter::new(false, vec![]);
-        let d = decode_fetched(&blob, 1, DecodeOptions::default(), &mut f).unwrap();
+        let d = decode_fetched(&blob, 1, DecodeOptions::default(), &mut f, None).unwrap();
         assert_eq!(d.records.offsets, vec![1, 2, 3, 4]);
         assert_eq!(d.next_offset, 5);
         assert_eq!(d.records.values.get(0), Some(&b"v1"[..]));
@@ -426,7 +491,7 @@ mod tests {
         blob.extend(batch(5, 10, Compression::Lz4));
         blob.extend(batch(15, 10, Compression::None));
         let mut f = AbortedTransactionFilter::new(false, vec![]);
-        let d = decode_fetched(&blob, 3, DecodeOptions::default(), &mut f).unwrap();
+        let d = decode_fetched(&blob, 3, DecodeOptions::default(), &mut f, None).unwrap();
         assert_eq!(d.records.offsets, (3..25).collect::<Vec<i64>>());
         assert_eq!(d.next_offset, 25);
     }
@@ -437,10 +502,10 @@ mod tests {
         let mut blob = full.clone();
         blob.extend_from_slice(&full[..20]);
         let mut f = AbortedTransactionFilter::new(false, vec![]);
-        let d = decode_fetched(&blob, 0, DecodeOptions::default(), &mut f).unwrap();
+        let d = decode_fetched(&blob, 0, DecodeOptions::default(), &mut f, None).unwrap();
         assert_eq!(d.records.len(), 2);
         assert!(!d.record_too_large);
-        let d = decode_fetched(&full[..30], 0, DecodeOptions::default(), &mut f).unwrap();
+        let d = decode_fetched(&full[..30], 0, DecodeOptions::default(), &mut f, None).unwrap();
         assert!(d.record_too_large);
         assert_eq!(d.next_offset, 0);
     }
@@ -453,7 +518,7 @@ mod tests {
         let at = bad.len() - 30;
         bad[at] ^= 0x01;
         let mut f = AbortedTransactionFilter::new(false, vec![]);
-        let e = decode_fetched(&bad, 0, DecodeOptions::default(), &mut f).unwrap_err();
+        let e = decode_fetched(&bad, 0, DecodeOptions::default(), &mut f, None).unwrap_err();
         assert!(
             matches!(
                 e,
@@ -467,13 +532,16 @@ mod tests {
             ..DecodeOptions::default()
         };
         assert_eq!(
-            decode_fetched(&bad, 0, off, &mut f).unwrap().records.len(),
+            decode_fetched(&bad, 0, off, &mut f, None)
+                .unwrap()
+                .records
+                .len(),
             50
         );
         // A corrupt batch before the fetch offset still fails the answer.
         let mut blob = bad;
         blob.extend(batch(50, 5, Compression::None));
-        assert!(decode_fetched(&blob, 50, DecodeOptions::default(), &mut f).is_err());
+        assert!(decode_fetched(&blob, 50, DecodeOptions::default(), &mut f, None).is_err());
     }
 
     #[test]
@@ -482,6 +550,42 @@ mod tests {
         let n = blob.len();
         blob[n - 1] ^= 0xff;
         let mut f = AbortedTransactionFilter::new(false, vec![]);
-        assert!(decode_fetched(&blob, 0, DecodeOptions::default(), &mut f).is_err());
+        assert!(decode_fetched(&blob, 0, DecodeOptions::default(), &mut f, None).is_err());
+    }
+
+    #[test]
+    fn a_run_decoded_after_another_was_dropped_reuses_its_buffers() {
+        let pool = ColumnPool::new(1 << 20);
+        let blob = batch(0, 200, Compression::None);
+        let mut f = AbortedTransactionFilter::new(false, vec![]);
+        let first = decode_fetched(&blob, 0, DecodeOptions::default(), &mut f, Some(&pool))
+            .unwrap()
+            .records;
+        let (values, offsets) = (first.values.data.as_ptr(), first.offsets.as_ptr());
+        assert_eq!(pool.kept_bytes(), 0);
+        drop(first);
+        assert!(pool.kept_bytes() > 0, "given back on drop");
+        let again = decode_fetched(&blob, 0, DecodeOptions::default(), &mut f, Some(&pool))
+            .unwrap()
+            .records;
+        assert_eq!(again.values.data.as_ptr(), values);
+        assert_eq!(again.offsets.as_ptr(), offsets);
+        // Reused buffers hold only the new run's rows.
+        assert_eq!(again.len(), 200);
+        assert_eq!(again.values.get(199), Some(&b"v199"[..]));
+        assert_eq!(again.headers(0).count(), 1);
+        // Copies (poll_arrow gathering) come from the pool too and go back.
+        let mut g = RecordColumns::with_capacity(Some(&pool), 10, 40);
+        g.extend_range(&again, 5, 15);
+        assert_eq!(g.offsets, (5..15).collect::<Vec<i64>>());
+        drop((g, again));
+        let kept = pool.kept_bytes();
+        let plain = decode_fetched(&blob, 0, DecodeOptions::default(), &mut f, None).unwrap();
+        drop(plain);
+        assert_eq!(
+            pool.kept_bytes(),
+            kept,
+            "columns without a pool are freed as before"
+        );
     }
 }

@@ -15,6 +15,7 @@ use crate::cluster::{Node, TopicPartition};
 use crate::consumer::config::ConsumerConfig;
 use crate::consumer::coordinator::{Generation, Reaction};
 use crate::consumer::core::{prepare_answer, Action, ConsumerCore, Dest, Request, Tag};
+use crate::consumer::pool::ColumnPool;
 use crate::consumer::requests::OffsetAndMetadata;
 use crate::driver::{try_send, Body, Done, Pending, Reply, RequestOpts, Requester};
 use crate::error::Error;
@@ -53,6 +54,9 @@ pub(super) struct Inner {
     pub(super) net: Arc<BlockingClient>,
     pub(super) outbox: Mutex<Outbox>,
     pub(super) stop: AtomicBool,
+    /// Buffers of fetched runs the application let go of, for the next
+    /// ones (docs/semantics.md §8.7).
+    pub(super) pool: Arc<ColumnPool>,
 }
 
 impl Inner {
@@ -180,7 +184,7 @@ pub(super) fn run(inner: Arc<Inner>) {
         for (tag, result) in arrived {
             // Decode before taking the state lock: this is the heavy part,
             // and the application's poll waits on that lock.
-            let answer = prepare_answer(&inner.cfg, &tag, result);
+            let answer = prepare_answer(&inner.cfg, &tag, result, Some(&inner.pool));
             let actions = {
                 let mut st = inner.lock();
                 st.set_metadata(inner.metadata.update_version(), inner.metadata.fetch());

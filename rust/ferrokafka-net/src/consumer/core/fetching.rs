@@ -19,6 +19,7 @@ use crate::consumer::fetch::{
     PartitionFetchResult, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED,
 };
 use crate::consumer::fetcher::{fetch_reaction, plan_fetches, Buffered, FetchReaction};
+use crate::consumer::pool::ColumnPool;
 use crate::consumer::records::{decode_fetched, DecodedFetch, RecordColumns};
 use crate::consumer::requests as rq;
 use crate::consumer::subscription::{FetchState, OffsetResetStrategy};
@@ -56,10 +57,13 @@ pub enum Answer {
     Fetched(Result<Vec<FetchedPartition>, Error>),
 }
 
+/// `pool`: where the decoded columns take their buffers (the shell's; the
+/// sans-IO tests decode without one).
 pub fn prepare_answer(
     cfg: &ConsumerConfig,
     tag: &Tag,
     result: Result<(ResponseKind, i16), Error>,
+    pool: Option<&Arc<ColumnPool>>,
 ) -> Answer {
     let Tag::Fetch { offsets, names, .. } = tag else {
         return Answer::Response(Box::new(result));
@@ -91,7 +95,7 @@ pub fn prepare_answer(
                     cfg.read_committed,
                     p.aborted_transactions.clone(),
                 );
-                decode_fetched(&p.records, at, opts, &mut filter)
+                decode_fetched(&p.records, at, opts, &mut filter, pool)
             });
             Some(FetchedPartition {
                 part: p,

@@ -542,7 +542,7 @@ impl ConsumerCore {
         result: Result<(ResponseKind, i16), Error>,
         now: i64,
     ) -> Vec<Action> {
-        let answer = prepare_answer(&self.cfg, &tag, result);
+        let answer = prepare_answer(&self.cfg, &tag, result, None);
         self.on_prepared(tag, answer, now)
     }
 

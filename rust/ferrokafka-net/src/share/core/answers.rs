@@ -16,6 +16,7 @@ use super::{
 use crate::cluster::TopicPartition;
 use crate::consumer::core::coordinator_connection;
 use crate::consumer::fetch::AbortedTransactionFilter;
+use crate::consumer::pool::ColumnPool;
 use crate::consumer::records::{decode_fetched, RecordColumns};
 use crate::consumer::requests as rq;
 use crate::error::Error;
@@ -209,7 +210,7 @@ impl ShareCore {
                     .collect();
                 log::debug!(target: "ferrokafka::share", "node {node} {}-{}: acquired {ranges:?}", tp.topic, tp.partition);
                 let blob = p.records.unwrap_or_default();
-                match acquired_rows(&blob, &ranges, opts) {
+                match acquired_rows(&blob, &ranges, opts, Some(&self.pool)) {
                     Ok((cols, mut rows, mut counts, gaps)) => {
                         // A record we still hold (buffered or returned and not
                         // yet acknowledged) is not handed out twice, should a
@@ -384,10 +385,11 @@ pub fn acquired_rows(
     blob: &[u8],
     ranges: &[(i64, i64, i16)],
     opts: DecodeOptions,
+    pool: Option<&Arc<ColumnPool>>,
 ) -> Result<(RecordColumns, Vec<usize>, Vec<i16>, Vec<i64>), Error> {
     let first = ranges.iter().map(|r| r.0).min().unwrap_or(0);
     let mut filter = AbortedTransactionFilter::new(false, Vec::new());
-    let decoded = decode_fetched(blob, first, opts, &mut filter)?;
+    let decoded = decode_fetched(blob, first, opts, &mut filter, pool)?;
     let cols = decoded.records;
     let mut rows = Vec::new();
     let mut counts = Vec::new();

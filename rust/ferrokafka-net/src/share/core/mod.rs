@@ -16,6 +16,7 @@ use std::sync::Arc;
 use ferrokafka_protocol::kafka_protocol::messages::{ApiKey, RequestKind};
 
 use crate::cluster::{Cluster, Node, TopicPartition};
+use crate::consumer::pool::ColumnPool;
 use crate::consumer::records::RecordColumns;
 use crate::consumer::requests as rq;
 use crate::driver::Body;
@@ -124,6 +125,9 @@ pub struct ShareCore {
     /// When the metadata was last asked to name assigned topic ids.
     names_asked_ms: i64,
     out: Vec<Action>,
+    /// Buffers of acquired records the application let go of, for the
+    /// next ones (docs/semantics.md §8.7).
+    pool: Arc<ColumnPool>,
 }
 
 fn names_of(cluster: &Cluster) -> HashMap<[u8; 16], String> {
@@ -141,6 +145,7 @@ impl ShareCore {
             cfg.client_rack.clone(),
             cfg.retry_backoff_ms,
         );
+        let pool = ColumnPool::for_fetch_sizes(cfg.max_partition_fetch_bytes, cfg.fetch_max_bytes);
         ShareCore {
             cfg,
             cluster: Arc::new(Cluster::empty()),
@@ -158,6 +163,7 @@ impl ShareCore {
             metadata_topics: Vec::new(),
             names_asked_ms: i64::MIN / 2,
             out: Vec::new(),
+            pool,
         }
     }
 
