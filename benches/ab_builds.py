@@ -10,6 +10,12 @@ the working tree is not touched (each build runs from a copy of the package):
 
     cp python/ferrokafka/_core.abi3.so /tmp/before.so   # then change, rebuild
     python benches/ab_builds.py --rounds 6 /tmp/before.so python/ferrokafka/_core.abi3.so
+
+``--knobs`` runs each build once per option set instead (``thread_cpu.py
+--set``, comma-separated; an empty set is the defaults), to weigh a default
+against another value on one build:
+
+    python benches/ab_builds.py python/ferrokafka/_core.abi3.so --knobs "" --knobs send_buffer_bytes=131072
 """
 
 from __future__ import annotations
@@ -34,7 +40,10 @@ def main() -> None:
                     choices=["send_batch_list", "send_batch_arrow", "poll_arrow"])
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--records", type=int, default=3_000_000)
+    ap.add_argument("--knobs", action="append", default=None,
+                    help="comma-separated KEY=VALUE options; repeat for each set")
     args = ap.parse_args()
+    knob_sets = args.knobs if args.knobs is not None else [""]
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
         for i, so in enumerate(args.builds):
@@ -43,27 +52,31 @@ def main() -> None:
                             ignore=shutil.ignore_patterns("_core*.so", "__pycache__"))
             shutil.copy(so, os.path.join(root, "ferrokafka", "_core.abi3.so"))
             paths.append(root)
-        total = {so: [] for so in args.builds}
-        calling = {so: [] for so in args.builds}
+        # A variant: one build with one option set, named by both.
+        variants = [(so, root, knobs) for so, root in zip(args.builds, paths) for knobs in knob_sets]
+        name = {v: v[0] + (f" [{v[2] or 'defaults'}]" if len(knob_sets) > 1 else "") for v in variants}
+        total = {v: [] for v in variants}
+        calling = {v: [] for v in variants}
         for r in range(args.rounds):
-            for so, root in zip(args.builds, paths):
+            for v in variants:
+                so, root, knobs = v
+                sets = [a for kv in knobs.split(",") if kv for a in ("--set", kv)]
                 env = dict(os.environ, PYTHONPATH=root)
                 out = subprocess.run(
                     [sys.executable, os.path.join(HERE, "thread_cpu.py"), args.mode,
-                     "--records", str(args.records)],
+                     "--records", str(args.records), *sets],
                     env=env, capture_output=True, text=True, check=True).stdout
-                total[so].append(float(re.search(r"([0-9.]+) µs CPU a record", out).group(1)))
+                total[v].append(float(re.search(r"([0-9.]+) µs CPU a record", out).group(1)))
                 m = re.search(r"inside send_batch: ([0-9.]+) ns", out)
                 if m:
-                    calling[so].append(float(m.group(1)))
-                print(f"round {r + 1} {so}: {total[so][-1]:.3f} µs", flush=True)
-    for so in args.builds:
-        line = f"{so}: best {min(total[so]):.3f} median {statistics.median(total[so]):.3f} µs a record"
-        if calling[so]:
-            line += (f"; calling thread best {min(calling[so]):.1f}"
-                     f" median {statistics.median(calling[so]):.1f} ns")
+                    calling[v].append(float(m.group(1)))
+                print(f"round {r + 1} {name[v]}: {total[v][-1]:.3f} µs", flush=True)
+    for v in variants:
+        line = f"{name[v]}: best {min(total[v]):.3f} median {statistics.median(total[v]):.3f} µs a record"
+        if calling[v]:
+            line += (f"; calling thread best {min(calling[v]):.1f}"
+                     f" median {statistics.median(calling[v]):.1f} ns")
         print(line)
-
 
 if __name__ == "__main__":
     main()

@@ -10,6 +10,10 @@ thread's CPU inside the ``send_batch`` calls, to the nanosecond
 (issue 17); run after ``./scripts/build.sh``:
 
     python benches/thread_cpu.py [send_batch_list|send_batch_arrow|poll_arrow] [--records N]
+        [--set KEY=VALUE ...]
+
+``--set`` gives the client an option other than its default (an integer
+value is passed as one), to weigh a default against another value.
 """
 
 from __future__ import annotations
@@ -46,14 +50,14 @@ def cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run(mode: str, n: int, bootstrap: str) -> tuple:
+def run(mode: str, n: int, bootstrap: str, knobs: dict) -> tuple:
     import ferrokafka as fk
 
     if mode == "poll_arrow":
         import pyarrow.compute as pc
 
         time.sleep(0.5)  # numpy's thread pool settles (see compare.py)
-        c = fk.Consumer(bootstrap, auto_offset_reset="earliest")
+        c = fk.Consumer(bootstrap, auto_offset_reset="earliest", **knobs)
         c.partitions_for("t")
         before, c0, t0 = threads(), cpu(), time.perf_counter()
         c.assign([fk.TopicPartition("t", 0)])
@@ -67,7 +71,7 @@ def run(mode: str, n: int, bootstrap: str) -> tuple:
         c.close()
         return wall, used, before, after, None
     # As the ceiling run: acks=1, idempotence off, defaults otherwise.
-    p = fk.Producer(bootstrap, acks=1, enable_idempotence=False)
+    p = fk.Producer(bootstrap, acks=1, enable_idempotence=False, **knobs)
     p.send("t", b"w").result(30)
     chunks = [[b"x" * 100] * BATCH for _ in range(0, n, BATCH)]
     if mode == "send_batch_arrow":
@@ -91,11 +95,16 @@ def main() -> None:
     ap.add_argument("mode", nargs="?", default="send_batch_list",
                     choices=["send_batch_list", "send_batch_arrow", "poll_arrow"])
     ap.add_argument("--records", type=int, default=3_000_000)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
     from _sink import Sink
 
+    knobs = {}
+    for kv in args.set:
+        key, _, value = kv.partition("=")
+        knobs[key] = int(value) if value.lstrip("-").isdigit() else value
     with Sink(100) as sink:
-        wall, used, before, after, calling = run(args.mode, args.records, sink.bootstrap)
+        wall, used, before, after, calling = run(args.mode, args.records, sink.bootstrap, knobs)
     n = args.records
     print(f"{args.mode}: {n / wall:,.0f} records/s, {used / n * 1e6:.3f} µs CPU a record (getrusage)")
     if calling is not None:

@@ -65,7 +65,7 @@ impl Default for ClientConfig {
             reconnect_backoff_max_ms: 1000,
             connections_max_idle_ms: 540_000,
             socket_connection_setup_timeout_ms: 10_000,
-            send_buffer_bytes: 131_072,
+            send_buffer_bytes: -1,
             receive_buffer_bytes: -1,
             max_response_size: ferrokafka_protocol::DEFAULT_MAX_RESPONSE_SIZE,
             security: crate::security::Security::plaintext(),
