@@ -4,15 +4,16 @@
 //! megabyte of them at the default `max_partition_fetch_bytes`, and freed
 //! when the application lets go of what `poll`/`poll_arrow` returned. Left
 //! to malloc, that churn gives the pages back to the kernel (the heap is
-//! trimmed as the freed run sits at its top) and takes them again on the
-//! next run: the ceiling run's consumer thread took ~4 page faults per
-//! 1,000 records, and each one zeroes a page that is then written
-//! cold (issue 17: the faults were ~15% of `poll_arrow`'s CPU per record).
+//! trimmed as the freed run sits at its top, on the thread that frees it)
+//! and takes them again on the next run: the ceiling run's consumer thread
+//! took ~4 page faults per 1,000 records, ~0.3 with this pool, and
+//! `poll_arrow` took 5-20% less CPU per record in three A/B runs (issue 17,
+//! docs/benchmarks-components.md).
 //!
 //! So the columns of a run come from here and go back here when their last
 //! holder drops them: `RecordColumns`' `Drop`, or an exported Arrow buffer's
 //! release, on whatever thread that happens. In the steady state the same
-//! few megabytes go round, still in the cache.
+//! few megabytes go round.
 //!
 //! Bounded: the pool keeps at most `max_bytes` of idle capacity (the rest is
 //! freed as before), and a kept buffer is handed out only for a request it
