@@ -29,6 +29,75 @@ pub trait BatchBuilder {
     }
 }
 
+/// What the producer needs of a record handle: how many records it stands
+/// for. A handle may stand for a run of consecutive records (records of one
+/// `send_batch` call, appended one after the other into one batch): the
+/// batch then keeps one handle for the run, where one per record cost a
+/// cache-missing write per record on the calling thread and a read on the
+/// completing one (perf of the ceiling run, issue 17).
+pub trait RecordHandles: Sized {
+    /// Records this handle stands for.
+    fn records(&self) -> usize {
+        1
+    }
+    /// Take `next`, a handle for the record appended right after this
+    /// handle's last, into this handle; or give it back.
+    fn absorb(&mut self, next: Self) -> Result<(), Self> {
+        Err(next)
+    }
+    /// Keep this handle's first `k` records (`0 < k < records()`) and
+    /// return a handle for the rest (a batch split in two).
+    fn split_off(&mut self, k: usize) -> Self {
+        unreachable!("split_off({k}) of a one-record handle")
+    }
+}
+
+/// Test and plain handles: one record each.
+impl RecordHandles for u32 {}
+
+/// Records the handles stand for.
+pub fn count_records<T: RecordHandles>(handles: &[T]) -> usize {
+    handles.iter().map(RecordHandles::records).sum()
+}
+
+/// Append `h` to a batch's handles: into the last one if that takes it.
+#[inline(always)]
+fn push_handle<T: RecordHandles>(handles: &mut Vec<T>, h: T) {
+    let h = match handles.last_mut() {
+        Some(last) => match last.absorb(h) {
+            Ok(()) => return,
+            Err(h) => h,
+        },
+        None => h,
+    };
+    handles.push(h);
+}
+
+/// The handles of a batch's first `n` records, taken off the front of
+/// `handles` (a handle straddling the cut is split).
+pub fn take_records<T: RecordHandles>(
+    handles: &mut std::collections::VecDeque<T>,
+    n: usize,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    let mut left = n;
+    while left > 0 {
+        let Some(mut h) = handles.pop_front() else {
+            break;
+        };
+        let r = h.records();
+        if r > left {
+            let rest = h.split_off(left);
+            handles.push_front(rest);
+            out.push(h);
+            break;
+        }
+        left -= r;
+        out.push(h);
+    }
+    out
+}
+
 /// One record as `send` hands it over.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordRef<'a> {
@@ -69,7 +138,7 @@ pub struct ProducerBatch<B, T> {
     pub reserved_bytes: usize,
 }
 
-impl<B: BatchBuilder, T> ProducerBatch<B, T> {
+impl<B: BatchBuilder, T: RecordHandles> ProducerBatch<B, T> {
     fn is_full(&self, batch_size: usize) -> bool {
         self.builder.size_bytes() >= batch_size
     }
@@ -184,7 +253,7 @@ pub struct RecordAccumulator<B, T> {
     closed: bool,
 }
 
-impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
+impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
     pub fn new(cfg: AccumulatorConfig) -> Self {
         RecordAccumulator {
             cfg,
@@ -239,7 +308,7 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
                         if let Some(bytes) = last.builder.try_append(record) {
                             last.reserved_bytes += grow;
                             self.used_memory += grow;
-                            last.handles.push(handle);
+                            push_handle(&mut last.handles, handle);
                             let full = last.is_full(batch_size);
                             return Ok(Appended {
                                 new_batch: false,
@@ -354,7 +423,7 @@ impl<B: BatchBuilder, T> RecordAccumulator<B, T> {
             };
             last.reserved_bytes += grow;
             *used += grow;
-            last.handles.push(handle(i, &r));
+            push_handle(&mut last.handles, handle(i, &r));
             out.appended += 1;
             out.bytes += bytes;
             if last.is_full(batch_size) {
@@ -696,6 +765,55 @@ mod tests {
             size: 0,
             n: 0,
         })
+    }
+
+    /// Records `.0..(.0 + .1)` of one call: joins the next record's span.
+    #[derive(Debug, PartialEq)]
+    struct Span(u32, u32);
+
+    impl RecordHandles for Span {
+        fn records(&self) -> usize {
+            self.1 as usize
+        }
+        fn absorb(&mut self, next: Self) -> Result<(), Self> {
+            if next.0 == self.0 + self.1 {
+                self.1 += next.1;
+                Ok(())
+            } else {
+                Err(next)
+            }
+        }
+        fn split_off(&mut self, k: usize) -> Self {
+            let rest = Span(self.0 + k as u32, self.1 - k as u32);
+            self.1 = k as u32;
+            rest
+        }
+    }
+
+    #[test]
+    fn consecutive_records_share_a_handle_that_splits_where_the_batch_does() {
+        let mut acc: RecordAccumulator<FakeBuilder, Span> = RecordAccumulator::new(cfg());
+        let tp = TopicPartition::new("t", 0);
+        let new = |cap| FakeBuilder { cap, size: 0, n: 0 };
+        acc.append(&tp, &rec(b"a"), 9, Span(0, 1), 0, new).unwrap();
+        // The run path: records 1..5 of the same call.
+        let ext = acc.extend_open(
+            &tp,
+            1..5,
+            |_| Some((rec(b"a"), 9)),
+            |i, _| Span(i as u32, 1),
+            usize::MAX,
+        );
+        assert_eq!(ext.appended, 4);
+        // A record of another call (not next): a handle of its own.
+        acc.append(&tp, &rec(b"a"), 9, Span(40, 1), 0, new).unwrap();
+        let q = &acc.queues[&tp];
+        assert_eq!(q[0].handles, vec![Span(0, 5), Span(40, 1)]);
+        assert_eq!(count_records(&q[0].handles), 6);
+        let mut handles: std::collections::VecDeque<Span> = vec![Span(0, 5), Span(40, 1)].into();
+        assert_eq!(take_records(&mut handles, 2), vec![Span(0, 2)]);
+        assert_eq!(take_records(&mut handles, 4), vec![Span(2, 3), Span(40, 1)]);
+        assert!(handles.is_empty());
     }
 
     /// A batch reserves a first chunk and doubles its reservation as it

@@ -23,7 +23,7 @@ use rand::rngs::StdRng;
 use crate::cluster::{Node, TopicPartition};
 use crate::error::Error;
 use crate::producer::accumulator::{
-    AccumulatorConfig, AppendError, Extended, RecordAccumulator, RecordRef,
+    AccumulatorConfig, AppendError, Extended, RecordAccumulator, RecordHandles, RecordRef,
 };
 use crate::producer::config::ProducerConfig;
 use crate::producer::idempotence::codes;
@@ -176,7 +176,7 @@ pub struct ProducerCore<B, T> {
     txn_flushing: bool,
 }
 
-impl<B: EncodableBatch, T> ProducerCore<B, T> {
+impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
     /// `rng` drives the sticky partitioner (seeded in tests);
     /// `new_builder(capacity)` opens a batch.
     pub fn new(

@@ -65,11 +65,12 @@ pub trait Completion: Send + 'static {
     /// outcome reports; called as its handle is made (again if a record is
     /// appended later, by the deferral thread). The completion keeps them,
     /// not the handle: handles are written on the calling thread and read
-    /// on the completing one, one per record, so each byte of a handle is
-    /// paid for on both threads (issue 17).
+    /// on the completing one, so each byte of a handle is paid for on both
+    /// threads (issue 17).
     /// An implementation keeps them where they cost least (ferrokafka-py:
-    /// a `send_batch` record's sizes fill its completion's padding, and
-    /// the call keeps one timestamp for all its records).
+    /// a `send_batch` call keeps its records' sizes in one array and one
+    /// timestamp for all of them, so that its consecutive records can share
+    /// one handle, `absorb`).
     ///
     /// By value, not `&mut self`: the completion then stays in registers
     /// until it is stored in the batch's list, where through a reference it
@@ -82,6 +83,30 @@ pub trait Completion: Send + 'static {
 
     fn complete(self, result: Result<DeliveredRecord, Error>);
 
+    /// Records this completion stands for (`RecordHandles`: one unless it
+    /// absorbed the completions of the records appended after it).
+    fn records(&self) -> usize {
+        1
+    }
+
+    /// Take `next`, the completion of the record appended right after this
+    /// one's last, into this one; or give it back (`RecordHandles::absorb`).
+    fn absorb(&mut self, next: Self) -> Result<(), Self>
+    where
+        Self: Sized,
+    {
+        Err(next)
+    }
+
+    /// Keep the first `k` records, return a completion for the rest
+    /// (`RecordHandles::split_off`).
+    fn split_off(&mut self, k: usize) -> Self
+    where
+        Self: Sized,
+    {
+        unreachable!("split_off({k}) of a one-record completion")
+    }
+
     /// Complete the records of one finished batch, in order: record i is
     /// `handles[i]`, its result `finished.record(i, &handles[i])`. One call
     /// per batch lets an implementation share work between a batch's
@@ -92,9 +117,14 @@ pub trait Completion: Send + 'static {
     where
         Self: Sized,
     {
-        for (i, h) in handles.into_iter().enumerate() {
+        // Positions advance by each handle's records; a completion that
+        // absorbs others implements its own `complete_all`.
+        let mut i = 0;
+        for h in handles {
+            let n = h.completion.records();
             let r = finished.record(i, h.meta());
             h.completion.complete(r);
+            i += n;
         }
     }
 }
@@ -148,6 +178,24 @@ impl DeliveredRecord {
 /// also keeps what the outcome reports (`Completion::stamped`).
 pub struct RecordHandle<C> {
     pub completion: C,
+}
+
+impl<C: Completion> crate::producer::accumulator::RecordHandles for RecordHandle<C> {
+    #[inline(always)]
+    fn records(&self) -> usize {
+        self.completion.records()
+    }
+    #[inline(always)]
+    fn absorb(&mut self, next: Self) -> Result<(), Self> {
+        self.completion
+            .absorb(next.completion)
+            .map_err(|completion| RecordHandle { completion })
+    }
+    fn split_off(&mut self, k: usize) -> Self {
+        RecordHandle {
+            completion: self.completion.split_off(k),
+        }
+    }
 }
 
 impl<C: Completion> RecordHandle<C> {
@@ -535,11 +583,12 @@ fn complete_deliveries<B, C: Completion>(
         } else {
             &shared.stats.records_errored
         };
-        counter.fetch_add(d.handles.len() as u64, Ordering::Relaxed);
+        let records = crate::producer::accumulator::count_records(&d.handles);
+        counter.fetch_add(records as u64, Ordering::Relaxed);
         shared
             .stats
-            .topic_records(&d.tp.topic, d.handles.len() as u64, d.result.is_ok());
-        n += d.handles.len();
+            .topic_records(&d.tp.topic, records as u64, d.result.is_ok());
+        n += records;
         let finished = Finished {
             tp: &d.tp,
             result: &d.result,

@@ -17,7 +17,9 @@ use ferrokafka_protocol::kafka_protocol::messages::ProduceRequest;
 
 use crate::cluster::TopicPartition;
 use crate::error::Error;
-use crate::producer::accumulator::{BatchBuilder, ProducerBatch, RecordAccumulator};
+use crate::producer::accumulator::{
+    take_records, BatchBuilder, ProducerBatch, RecordAccumulator, RecordHandles,
+};
 use crate::producer::idempotence::{codes, BatchOutcome, IdempotenceState};
 use crate::producer::request::{build_produce_request, BatchToSend, PartitionResult};
 
@@ -183,7 +185,7 @@ pub struct Sender<B, T> {
     pub transactional_id: Option<String>,
 }
 
-impl<B: EncodableBatch, T> Sender<B, T> {
+impl<B: EncodableBatch, T: RecordHandles> Sender<B, T> {
     pub fn new(accumulator: RecordAccumulator<B, T>, idempotent: bool, cfg: SenderConfig) -> Self {
         Sender {
             accumulator,
@@ -605,7 +607,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             }
             Err(e) => return Err((batch, e)),
         };
-        let mut handles = std::mem::take(&mut batch.handles).into_iter();
+        let mut handles: std::collections::VecDeque<T> = std::mem::take(&mut batch.handles).into();
         let mut seq = batch.base_sequence;
         let mut reserved_left = batch.reserved_bytes;
         let n = parts.len();
@@ -623,7 +625,7 @@ impl<B: EncodableBatch, T> Sender<B, T> {
             reserved_left -= reserved;
             pieces.push(ProducerBatch {
                 tp: batch.tp.clone(),
-                handles: handles.by_ref().take(count).collect(),
+                handles: take_records(&mut handles, count),
                 builder: part,
                 created_ms: batch.created_ms,
                 last_attempt_ms: batch.last_attempt_ms,

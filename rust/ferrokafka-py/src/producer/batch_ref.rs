@@ -13,12 +13,15 @@
 //!    records' reference. `BatchState::remaining` starts at `len`.
 //! 2. `RecordRefs::make` hands out at most `len` `BatchRef`s (checked, a
 //!    panic otherwise), each for one record of the call.
-//! 3. A `BatchRef` is consumed exactly once (Rust's moves): completed,
-//!    absorbed into a run another `BatchRef` of the call stores, or dropped
-//!    (which fails the record, so the countdown still moves). Each stored
+//! 3. A `BatchRef` stands for `count` consecutive records of the call (1
+//!    as made; more once it absorbed the next records' `BatchRef`s, which
+//!    are then consumed; a split divides its records between two). It is
+//!    consumed exactly once (Rust's moves): completed, absorbed into a run
+//!    another `BatchRef` of the call stores or stands for, or dropped
+//!    (which fails its records, so the countdown still moves). Each stored
 //!    run counts down by the records in it, so `remaining` reaches zero
-//!    only once every `BatchRef` ever made is consumed, and then the
-//!    records' reference is released.
+//!    only once every record of every `BatchRef` ever made is consumed,
+//!    and then the records' reference is released.
 //! 4. Hence while any `BatchRef` exists, `remaining > 0` and the pointer
 //!    is live. References never made (a call that stopped early, which
 //!    only a panic does) are counted down when `RecordRefs` goes.
@@ -30,8 +33,6 @@ use std::sync::Arc;
 use super::completion::{BatchState, Indices, Run};
 use ferrokafka_net::producer::client::DeliveredRecord;
 use ferrokafka_net::Error;
-
-use crate::future::pack_sizes;
 
 /// Makes the `BatchRef`s of one call (step 2 above).
 pub(crate) struct RecordRefs {
@@ -75,8 +76,7 @@ impl RecordRefs {
         BatchRef {
             state: self.state,
             index: index as u32,
-            key_size: -1,
-            value_size: -1,
+            count: 1,
         }
     }
 }
@@ -99,14 +99,12 @@ impl Drop for RecordRefs {
     }
 }
 
-/// One record of a `send_batch` call: its index and the call's state.
+/// Records `index..index + count` of a `send_batch` call, and the call's
+/// state. Their key and value sizes are in the state (`BatchState::sizes`).
 pub(crate) struct BatchRef {
     state: NonNull<BatchState>,
     index: u32,
-    /// Stamped as the record's handle is made (-1: none). With them a
-    /// `PyCompletion` is still 24 bytes: they fill what would be padding.
-    key_size: i32,
-    value_size: i32,
+    count: u32,
 }
 
 // SAFETY: as `RecordRefs`: a shared reference to a `Sync` state kept alive
@@ -116,6 +114,41 @@ unsafe impl Send for BatchRef {}
 impl BatchRef {
     pub(crate) fn index(&self) -> usize {
         self.index as usize
+    }
+
+    /// Records it stands for.
+    #[inline(always)]
+    pub(crate) fn count(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Take `next` in if its records follow this one's in the same call
+    /// (step 3): its records are then this one's.
+    #[inline(always)]
+    pub(crate) fn absorb_next(&mut self, next: BatchRef) -> Result<(), BatchRef> {
+        if next.state == self.state
+            && next.index == self.index.wrapping_add(self.count)
+            && self.count.checked_add(next.count).is_some()
+        {
+            self.count += next.count;
+            std::mem::forget(next);
+            Ok(())
+        } else {
+            Err(next)
+        }
+    }
+
+    /// Keep the first `k` records (`0 < k < count`), return the rest.
+    pub(crate) fn split_off(&mut self, k: usize) -> BatchRef {
+        let k = k as u32;
+        assert!(k > 0 && k < self.count, "split of a BatchRef out of range");
+        let rest = BatchRef {
+            state: self.state,
+            index: self.index + k,
+            count: self.count - k,
+        };
+        self.count = k;
+        rest
     }
 
     /// Both records belong to the same call.
@@ -132,8 +165,8 @@ impl BatchRef {
         std::mem::forget(self);
     }
 
-    /// Keep what this record reports: its sizes here (in what would be
-    /// padding), its timestamp in the call's state (`BatchState::stamp`).
+    /// Keep what this (one-record) ref's record reports, in the call's
+    /// state: its timestamp (`BatchState::stamp`) and sizes.
     #[inline(always)]
     pub(crate) fn stamped(self, timestamp_ms: i64, key_size: i32, value_size: i32) -> Self {
         // Not dropped if the stamp unwinds (it does not: its lock is
@@ -145,26 +178,23 @@ impl BatchRef {
         // the run path).
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: an unconsumed `BatchRef`: the state is live (step 4).
-        unsafe { this.state.as_ref() }.stamp(this.index, timestamp_ms);
+        let state = unsafe { this.state.as_ref() };
+        state.stamp(this.index, timestamp_ms);
+        state.set_sizes(this.index as usize, key_size, value_size);
         BatchRef {
             state: this.state,
             index: this.index,
-            key_size,
-            value_size,
+            count: this.count,
         }
     }
 
-    /// What `stamped` kept.
+    /// What `stamped` kept, of its first record.
     pub(crate) fn meta(&self) -> (i64, i32, i32) {
         // SAFETY: as `stamped`.
-        let ts = unsafe { self.state.as_ref() }.timestamp(self.index as usize);
-        (ts, self.key_size, self.value_size)
-    }
-
-    /// The record's key and value sizes (`pack_sizes`).
-    #[inline]
-    pub(crate) fn sizes(&self) -> u64 {
-        pack_sizes(self.key_size, self.value_size)
+        let state = unsafe { self.state.as_ref() };
+        let i = self.index as usize;
+        let (k, v) = state.sizes_of(i);
+        (state.timestamp(i), k, v)
     }
 
     /// Store `run`, which holds this record and the records absorbed into
@@ -178,10 +208,11 @@ impl BatchRef {
         release(state, last);
     }
 
-    /// This record alone (a record that failed before it was appended, or
-    /// the single-record path).
+    /// Its records, all with `result` (the first's; the k-th's offset is
+    /// the first's plus k): a record that failed before it was appended,
+    /// or the one-by-one completion path.
     pub(crate) fn complete(self, result: Result<DeliveredRecord, Error>) {
-        let indices = Indices::one(self.index);
+        let indices = Indices::range(self.index, self.count);
         self.store(Run::single(indices, result));
     }
 }
@@ -191,7 +222,7 @@ impl Drop for BatchRef {
     /// it) fails, so the call's future still resolves.
     fn drop(&mut self) {
         let run = Run::single(
-            Indices::one(self.index),
+            Indices::range(self.index, self.count),
             Err(Error::Closed { what: "producer" }),
         );
         // SAFETY: as `store`.

@@ -3,7 +3,7 @@
 //! thread without the GIL.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use super::batch_ref::BatchRef;
 use super::*;
@@ -60,6 +60,34 @@ impl Completion for PyCompletion {
         }
     }
 
+    #[inline(always)]
+    fn records(&self) -> usize {
+        match self {
+            PyCompletion::One { .. } => 1,
+            PyCompletion::Batch(r) => r.count(),
+        }
+    }
+
+    /// A `send_batch` record right after the records of the same call this
+    /// completion stands for joins them (`BatchRef::absorb_next`): per
+    /// record then, the batch keeps no completion of its own.
+    #[inline(always)]
+    fn absorb(&mut self, next: Self) -> Result<(), Self> {
+        match (self, next) {
+            (PyCompletion::Batch(a), PyCompletion::Batch(b)) => {
+                a.absorb_next(b).map_err(PyCompletion::Batch)
+            }
+            (_, next) => Err(next),
+        }
+    }
+
+    fn split_off(&mut self, k: usize) -> Self {
+        match self {
+            PyCompletion::Batch(r) => PyCompletion::Batch(r.split_off(k)),
+            PyCompletion::One { .. } => unreachable!("split_off({k}) of a send() completion"),
+        }
+    }
+
     /// A `send_batch` call's records usually fill whole wire batches: the
     /// records of one call that follow each other in a wire batch (all of
     /// it, typically; keyed records of a call spread over partitions are
@@ -72,9 +100,9 @@ impl Completion for PyCompletion {
     /// there (`FutureOwner`, future.rs, says why).
     fn complete_all(handles: Vec<RecordHandle<Self>>, finished: &Finished<'_>) {
         let mut unclaimed = Vec::new();
-        let mut it = handles.into_iter();
-        // The offset delta (position in the wire batch) of the handle `it`
-        // yields next.
+        let mut it = handles.into_iter().peekable();
+        // The offset delta (position in the wire batch) of the first record
+        // of the handle `it` yields next.
         let mut i = 0;
         while let Some(h) = it.next() {
             let first = match h.completion {
@@ -88,32 +116,25 @@ impl Completion for PyCompletion {
                     continue;
                 }
             };
-            // The run: this record and the call's records right after it.
-            // Their handles are read in place (call, index, sizes): moved
-            // out one by one, each went through the stack and its fields
-            // were read back from there, this thread's main stall (perf
-            // annotate). Their timestamp is the call's (`BatchState`).
-            let n = 1 + it
-                .as_slice()
-                .iter()
-                .take_while(
-                    |h| matches!(&h.completion, PyCompletion::Batch(r) if r.same_call(&first)),
-                )
-                .count();
-            let mut indices = Indices::one(first.index() as u32);
-            // Sized once: the runs live as long as the call's future.
-            let mut sizes = Vec::with_capacity(n);
-            sizes.push(first.sizes());
-            for h in &it.as_slice()[..n - 1] {
-                if let PyCompletion::Batch(r) = &h.completion {
-                    indices.push(r.index() as u32);
-                    sizes.push(r.sizes());
+            // The run: this handle's records and those of the call's
+            // handles right after it (records of a keyed call spread over
+            // partitions: consecutive in the batch, not in the call). Each
+            // handle stands for its records already (`absorb`), so this is
+            // per handle, not per record.
+            let mut indices = Indices::range(first.index() as u32, first.count() as u32);
+            let mut n = first.count();
+            while let Some(PyCompletion::Batch(r)) = it.peek().map(|h| &h.completion) {
+                if !r.same_call(&first) {
+                    break;
                 }
-            }
-            // Their outcome is now the run's: each gives up its own share
-            // (its drop would fail the record).
-            for h in it.by_ref().take(n - 1) {
-                if let PyCompletion::Batch(r) = h.completion {
+                indices.push_range(r.index() as u32, r.count() as u32);
+                n += r.count();
+                if let Some(RecordHandle {
+                    completion: PyCompletion::Batch(r),
+                }) = it.next()
+                {
+                    // Its outcome is now the run's: it gives up its own
+                    // share (its drop would fail its records).
                     r.absorb();
                 }
             }
@@ -129,7 +150,6 @@ impl Completion for PyCompletion {
                 topic: finished.tp.topic.clone(),
                 partition: finished.tp.partition,
                 outcome,
-                sizes,
             });
         }
         FutureCell::bury(unclaimed);
@@ -146,19 +166,26 @@ pub(crate) enum Indices {
 }
 
 impl Indices {
-    pub(crate) fn one(i: u32) -> Self {
-        Indices::Range(i, i + 1)
+    /// `start..start + count`.
+    pub(crate) fn range(start: u32, count: u32) -> Self {
+        Indices::Range(start, start + count)
     }
 
+    #[cfg(test)]
     fn push(&mut self, i: u32) {
+        self.push_range(i, 1)
+    }
+
+    /// Append call indices `start..start + count`.
+    fn push_range(&mut self, start: u32, count: u32) {
         match self {
-            Indices::Range(_, b) if i == *b => *b += 1,
+            Indices::Range(_, b) if start == *b => *b += count,
             Indices::Range(a, b) => {
                 let mut v: Vec<u32> = (*a..*b).collect();
-                v.push(i);
+                v.extend(start..start + count);
                 *self = Indices::List(v);
             }
-            Indices::List(v) => v.push(i),
+            Indices::List(v) => v.extend(start..start + count),
         }
     }
 
@@ -202,8 +229,6 @@ pub(crate) struct Run {
     /// record of the run reports, the log append time, or -1: each its
     /// own create timestamp, kept in the call's `BatchState`)).
     outcome: Result<(i64, i64), Error>,
-    /// Per record: its key and value sizes (`pack_sizes`).
-    sizes: Vec<u64>,
 }
 
 impl Run {
@@ -212,28 +237,25 @@ impl Run {
         match result {
             // Its timestamp is the one the record reports (create or log
             // append time).
+            // (Its sizes are the call's, `BatchState::sizes`.)
             Ok(d) => Run {
                 indices,
                 topic: d.topic,
                 partition: d.partition,
                 outcome: Ok((d.offset, d.timestamp_ms)),
-                sizes: vec![pack_sizes(d.key_size, d.value_size)],
             },
             Err(e) => Run {
                 indices,
                 topic: Arc::from(""),
                 partition: -1,
                 outcome: Err(e),
-                sizes: vec![pack_sizes(-1, -1)],
             },
         }
     }
 
-    /// The run's k-th record's outcome; `timestamp_ms` its create
-    /// timestamp (`BatchState::timestamp`).
-    fn record(&self, k: usize, timestamp_ms: i64) -> Result<DeliveredRecord, Error> {
-        let (key_size, value_size) = self.sizes.get(k).map_or((-1, -1), |s| unpack_sizes(*s));
-        let meta = (timestamp_ms, key_size, value_size);
+    /// The run's k-th record's outcome; `meta` its (create timestamp, key
+    /// size, value size) from the call's `BatchState`.
+    fn record(&self, k: usize, meta: (i64, i32, i32)) -> Result<DeliveredRecord, Error> {
         DeliveredRecord::nth(&self.topic, self.partition, &self.outcome, k, meta)
     }
 }
@@ -257,6 +279,12 @@ pub struct BatchState {
     /// Records stamped with another timestamp (appended later by the
     /// deferral thread).
     other_ts: Mutex<HashMap<u32, i64>>,
+    /// Per record, in call order: its key and value sizes (`pack_sizes`),
+    /// written as its handle is made (on the calling or the deferral
+    /// thread) and read once it is complete, ordered as the timestamps
+    /// are. Here, not in the record's handle, so that the handles of
+    /// consecutive records can be one (`BatchRef::absorb_next`).
+    sizes: Box<[AtomicU64]>,
 }
 
 impl BatchState {
@@ -268,7 +296,25 @@ impl BatchState {
             done: Mutex::new(Some(done)),
             ts: AtomicI64::new(i64::MIN),
             other_ts: Mutex::new(HashMap::new()),
+            sizes: (0..len)
+                .map(|_| AtomicU64::new(pack_sizes(-1, -1)))
+                .collect(),
         }
+    }
+
+    /// Keep record `index`'s key and value sizes.
+    #[inline(always)]
+    pub(super) fn set_sizes(&self, index: usize, key_size: i32, value_size: i32) {
+        if let Some(s) = self.sizes.get(index) {
+            s.store(pack_sizes(key_size, value_size), Ordering::Relaxed);
+        }
+    }
+
+    /// Record `index`'s key and value sizes (-1, -1 if never kept).
+    pub(super) fn sizes_of(&self, index: usize) -> (i32, i32) {
+        self.sizes
+            .get(index)
+            .map_or((-1, -1), |s| unpack_sizes(s.load(Ordering::Relaxed)))
     }
 
     /// Keep record `index`'s create timestamp.
@@ -342,7 +388,8 @@ impl BatchState {
             for k in 0..run.indices.len() {
                 let i = run.indices.get(k);
                 let ts = self.timestamp_with(other.get(&(i as u32)).copied());
-                out[i] = Some(run.record(k, ts));
+                let (key_size, value_size) = self.sizes_of(i);
+                out[i] = Some(run.record(k, (ts, key_size, value_size)));
             }
         }
         out
@@ -435,7 +482,7 @@ mod tests {
 
     #[test]
     fn indices_stay_a_range_while_consecutive_and_keep_order_after() {
-        let mut ix = Indices::one(4);
+        let mut ix = Indices::range(4, 1);
         ix.push(5);
         ix.push(6);
         assert!(matches!(ix, Indices::Range(4, 7)));
@@ -447,12 +494,87 @@ mod tests {
         assert!(matches!(ix, Indices::List(_)));
         assert_eq!(all(&ix), vec![4, 5, 6, 9, 2]);
         assert_eq!((ix.min(), ix.max()), (Some(2), Some(9)));
-        let mut one = Indices::one(3);
+        let mut one = Indices::range(3, 1);
         one.push(1);
         assert_eq!(all(&one), vec![3, 1]);
         assert_eq!(
-            (Indices::one(7).min(), Indices::one(7).max()),
+            (Indices::range(7, 1).min(), Indices::range(7, 1).max()),
             (Some(7), Some(7))
+        );
+    }
+
+    #[test]
+    fn a_calls_consecutive_records_share_one_handle_and_complete_as_before() {
+        use super::super::batch_ref::RecordRefs;
+        use super::{Completion, PyCompletion};
+        use ferrokafka_net::cluster::TopicPartition;
+        use ferrokafka_net::producer::accumulator::{take_records, RecordHandles};
+        use ferrokafka_net::producer::runner::{Finished, RecordHandle};
+        use std::sync::Arc;
+
+        let state = Arc::new(BatchState::new(
+            6,
+            (FutureCell::new(None), KeepToken::none()),
+        ));
+        let refs = RecordRefs::new(&state);
+        let handle = |i: usize| RecordHandle {
+            completion: PyCompletion::Batch(refs.make(i)).stamped(500, 1, 10 + i as i32),
+        };
+        // Records 0..5 appended one after the other: one handle.
+        let mut first = handle(0);
+        for i in 1..5 {
+            assert!(first.absorb(handle(i)).is_ok(), "record {i} joins");
+        }
+        assert_eq!(first.records(), 5);
+        // Records that do not come right after: refused, given back whole.
+        let mut five = handle(5);
+        let first = match five.absorb(first) {
+            Ok(()) => panic!("records 0..5 do not follow record 5"),
+            Err(h) => h,
+        };
+        assert_eq!((first.records(), five.records()), (5, 1));
+        // A batch split after three records splits the handle.
+        let mut queue: std::collections::VecDeque<_> = vec![first].into();
+        let front = take_records(&mut queue, 3);
+        assert_eq!((front.len(), front[0].records()), (1, 3));
+        assert_eq!(queue[0].records(), 2);
+        let tp = TopicPartition::new(Arc::from("t"), 0);
+        PyCompletion::complete_all(
+            front,
+            &Finished {
+                tp: &tp,
+                result: &Ok((100, -1)),
+            },
+        );
+        let back: Vec<_> = queue.into_iter().collect();
+        PyCompletion::complete_all(
+            back,
+            &Finished {
+                tp: &tp,
+                result: &Ok((200, -1)),
+            },
+        );
+        drop(five);
+        let out = state.outcomes();
+        let got: Vec<_> = out
+            .iter()
+            .map(|o| match o {
+                Some(Ok(d)) => (d.offset, d.timestamp_ms, d.key_size, d.value_size),
+                Some(Err(_)) => (-2, 0, 0, 0),
+                None => (-3, 0, 0, 0),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (100, 500, 1, 10),
+                (101, 500, 1, 11),
+                (102, 500, 1, 12),
+                (200, 500, 1, 13),
+                (201, 500, 1, 14),
+                // Dropped without an outcome: failed, not pending.
+                (-2, 0, 0, 0),
+            ]
         );
     }
 }
