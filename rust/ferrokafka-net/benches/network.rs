@@ -5,7 +5,6 @@ use std::hint::black_box;
 use bytes::{BufMut, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferrokafka_net::inflight::{InFlight, InFlightRequests};
-use ferrokafka_net::producer::accumulator::RecordHandles;
 use ferrokafka_net::protocol::frame::{self, FrameDecoder, RequestHeader};
 use ferrokafka_net::protocol::kafka_protocol::messages::{MetadataRequest, RequestKind};
 
@@ -130,26 +129,11 @@ fn fetched(c: &mut Criterion) {
 /// the sender would; the allocator hands the same memory back to the next,
 /// so this times the loop with its memory in cache, not the ceiling run's
 /// writes to memory other threads touched last.
-/// A run of consecutive records' handle (see `accumulate`).
-struct Span(u32, u32);
-
-impl RecordHandles for Span {
-    fn records(&self) -> usize {
-        self.1 as usize
-    }
-    fn absorb(&mut self, next: Self) -> Result<(), Self> {
-        if next.0 == self.0 + self.1 {
-            self.1 += next.1;
-            Ok(())
-        } else {
-            Err(next)
-        }
-    }
-}
-
 fn accumulate(c: &mut Criterion) {
     use ferrokafka_net::cluster::TopicPartition;
-    use ferrokafka_net::producer::accumulator::{AccumulatorConfig, RecordAccumulator, RecordRef};
+    use ferrokafka_net::producer::accumulator::{
+        AccumulatorConfig, IndexRun, RecordAccumulator, RecordRef,
+    };
     use ferrokafka_net::producer::batch::ProducerRecordBatch;
     use ferrokafka_net::protocol::compression::Compression;
     const N: usize = 8_000; // one 1 MB batch holds them
@@ -176,9 +160,9 @@ fn accumulate(c: &mut Criterion) {
     let sizes = std::cell::RefCell::new(vec![0u64; N]);
     let handle = |i: usize| {
         sizes.borrow_mut()[i] = 100;
-        Span(i as u32, 1)
+        IndexRun(i as u32, 1)
     };
-    type Acc = RecordAccumulator<ProducerRecordBatch, Span>;
+    type Acc = RecordAccumulator<ProducerRecordBatch, IndexRun>;
     // One iteration: the records appended as the run path does, then the
     // batch drained and its memory given back, as the sender would.
     let fill = |acc: &mut Acc| {

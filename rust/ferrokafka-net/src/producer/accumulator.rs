@@ -55,6 +55,32 @@ pub trait RecordHandles: Sized {
 /// Test and plain handles: one record each.
 impl RecordHandles for u32 {}
 
+/// Records `.0 .. .0 + .1` by index: the simplest handle that stands for
+/// runs, for tests and the accumulator's bench (the real one is
+/// ferrokafka-py's `send_batch` completion).
+#[doc(hidden)]
+#[derive(Debug, PartialEq, Eq)]
+pub struct IndexRun(pub u32, pub u32);
+
+impl RecordHandles for IndexRun {
+    fn records(&self) -> usize {
+        self.1 as usize
+    }
+    fn absorb(&mut self, next: Self) -> Result<(), Self> {
+        if next.0 == self.0 + self.1 {
+            self.1 += next.1;
+            Ok(())
+        } else {
+            Err(next)
+        }
+    }
+    fn split_off(&mut self, k: usize) -> Self {
+        let rest = IndexRun(self.0 + k as u32, self.1 - k as u32);
+        self.1 = k as u32;
+        rest
+    }
+}
+
 /// Records the handles stand for.
 pub fn count_records<T: RecordHandles>(handles: &[T]) -> usize {
     handles.iter().map(RecordHandles::records).sum()
@@ -767,52 +793,35 @@ mod tests {
         })
     }
 
-    /// Records `.0..(.0 + .1)` of one call: joins the next record's span.
-    #[derive(Debug, PartialEq)]
-    struct Span(u32, u32);
-
-    impl RecordHandles for Span {
-        fn records(&self) -> usize {
-            self.1 as usize
-        }
-        fn absorb(&mut self, next: Self) -> Result<(), Self> {
-            if next.0 == self.0 + self.1 {
-                self.1 += next.1;
-                Ok(())
-            } else {
-                Err(next)
-            }
-        }
-        fn split_off(&mut self, k: usize) -> Self {
-            let rest = Span(self.0 + k as u32, self.1 - k as u32);
-            self.1 = k as u32;
-            rest
-        }
-    }
-
     #[test]
     fn consecutive_records_share_a_handle_that_splits_where_the_batch_does() {
-        let mut acc: RecordAccumulator<FakeBuilder, Span> = RecordAccumulator::new(cfg());
+        let mut acc: RecordAccumulator<FakeBuilder, IndexRun> = RecordAccumulator::new(cfg());
         let tp = TopicPartition::new("t", 0);
         let new = |cap| FakeBuilder { cap, size: 0, n: 0 };
-        acc.append(&tp, &rec(b"a"), 9, Span(0, 1), 0, new).unwrap();
+        acc.append(&tp, &rec(b"a"), 9, IndexRun(0, 1), 0, new)
+            .unwrap();
         // The run path: records 1..5 of the same call.
         let ext = acc.extend_open(
             &tp,
             1..5,
             |_| Some((rec(b"a"), 9)),
-            |i, _| Span(i as u32, 1),
+            |i, _| IndexRun(i as u32, 1),
             usize::MAX,
         );
         assert_eq!(ext.appended, 4);
         // A record of another call (not next): a handle of its own.
-        acc.append(&tp, &rec(b"a"), 9, Span(40, 1), 0, new).unwrap();
+        acc.append(&tp, &rec(b"a"), 9, IndexRun(40, 1), 0, new)
+            .unwrap();
         let q = &acc.queues[&tp];
-        assert_eq!(q[0].handles, vec![Span(0, 5), Span(40, 1)]);
+        assert_eq!(q[0].handles, vec![IndexRun(0, 5), IndexRun(40, 1)]);
         assert_eq!(count_records(&q[0].handles), 6);
-        let mut handles: std::collections::VecDeque<Span> = vec![Span(0, 5), Span(40, 1)].into();
-        assert_eq!(take_records(&mut handles, 2), vec![Span(0, 2)]);
-        assert_eq!(take_records(&mut handles, 4), vec![Span(2, 3), Span(40, 1)]);
+        let mut handles: std::collections::VecDeque<IndexRun> =
+            vec![IndexRun(0, 5), IndexRun(40, 1)].into();
+        assert_eq!(take_records(&mut handles, 2), vec![IndexRun(0, 2)]);
+        assert_eq!(
+            take_records(&mut handles, 4),
+            vec![IndexRun(2, 3), IndexRun(40, 1)]
+        );
         assert!(handles.is_empty());
     }
 
