@@ -39,6 +39,7 @@ use crate::cluster::{Cluster, Node, TopicPartition};
 use crate::error::Error;
 use crate::metadata::Metadata;
 use crate::network_client::ClientResponse;
+use crate::producer::accumulator::{count_records, RecordHandles};
 use crate::producer::config::ProducerConfig;
 use crate::producer::core::{Action, Answer, ClusterView, ProducerCore};
 use crate::producer::request::parse_produce_response;
@@ -59,8 +60,9 @@ pub struct DeliveredRecord {
 }
 
 /// Completes one record's future. Called on the runner or the network
-/// driver thread, with no producer lock held.
-pub trait Completion: Send + 'static {
+/// driver thread, with no producer lock held. A completion may stand for
+/// a run of records (`RecordHandles`, one record by default).
+pub trait Completion: RecordHandles + Send + 'static {
     /// Keep the record's (create timestamp, key size, value size), what its
     /// outcome reports; called as its handle is made (again if a record is
     /// appended later, by the deferral thread). The completion keeps them,
@@ -82,30 +84,6 @@ pub trait Completion: Send + 'static {
     fn meta(&self) -> (i64, i32, i32);
 
     fn complete(self, result: Result<DeliveredRecord, Error>);
-
-    /// Records this completion stands for (`RecordHandles`: one unless it
-    /// absorbed the completions of the records appended after it).
-    fn records(&self) -> usize {
-        1
-    }
-
-    /// Take `next`, the completion of the record appended right after this
-    /// one's last, into this one; or give it back (`RecordHandles::absorb`).
-    fn absorb(&mut self, next: Self) -> Result<(), Self>
-    where
-        Self: Sized,
-    {
-        Err(next)
-    }
-
-    /// Keep the first `k` records, return a completion for the rest
-    /// (`RecordHandles::split_off`).
-    fn split_off(&mut self, k: usize) -> Self
-    where
-        Self: Sized,
-    {
-        unreachable!("split_off({k}) of a one-record completion")
-    }
 
     /// Complete the records of one finished batch, in order: record i is
     /// `handles[i]`, its result `finished.record(i, &handles[i])`. One call
@@ -180,7 +158,8 @@ pub struct RecordHandle<C> {
     pub completion: C,
 }
 
-impl<C: Completion> crate::producer::accumulator::RecordHandles for RecordHandle<C> {
+/// A handle stands for what its completion stands for.
+impl<C: Completion> RecordHandles for RecordHandle<C> {
     #[inline(always)]
     fn records(&self) -> usize {
         self.completion.records()
@@ -583,7 +562,7 @@ fn complete_deliveries<B, C: Completion>(
         } else {
             &shared.stats.records_errored
         };
-        let records = crate::producer::accumulator::count_records(&d.handles);
+        let records = count_records(&d.handles);
         counter.fetch_add(records as u64, Ordering::Relaxed);
         shared
             .stats

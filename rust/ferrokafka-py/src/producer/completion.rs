@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64};
 use super::batch_ref::BatchRef;
 use super::*;
 use crate::future::{pack_sizes, unpack_sizes};
+use ferrokafka_net::producer::accumulator::RecordHandles;
 
 /// Completes a Python `DeliveryFuture` from the sender thread, or one
 /// record's slot of a `send_batch` call. Holds no Python object: the
@@ -30,6 +31,36 @@ fn complete_one(cell: &FutureCell, keep: KeepToken, result: Result<DeliveredReco
     // time `result()` returns.
     keep.release();
     DeliveryFuture::resolve(cell, result)
+}
+
+impl RecordHandles for PyCompletion {
+    #[inline(always)]
+    fn records(&self) -> usize {
+        match self {
+            PyCompletion::One { .. } => 1,
+            PyCompletion::Batch(r) => r.count(),
+        }
+    }
+
+    /// A `send_batch` record right after the records of the same call this
+    /// completion stands for joins them (`BatchRef::absorb_next`): per
+    /// record then, the batch keeps no completion of its own.
+    #[inline(always)]
+    fn absorb(&mut self, next: Self) -> Result<(), Self> {
+        match (self, next) {
+            (PyCompletion::Batch(a), PyCompletion::Batch(b)) => {
+                a.absorb_next(b).map_err(PyCompletion::Batch)
+            }
+            (_, next) => Err(next),
+        }
+    }
+
+    fn split_off(&mut self, k: usize) -> Self {
+        match self {
+            PyCompletion::Batch(r) => PyCompletion::Batch(r.split_off(k)),
+            PyCompletion::One { .. } => unreachable!("split_off({k}) of a send() completion"),
+        }
+    }
 }
 
 impl Completion for PyCompletion {
@@ -57,34 +88,6 @@ impl Completion for PyCompletion {
         match self {
             PyCompletion::One { cell, keep } => complete_one(&cell, keep, result),
             PyCompletion::Batch(r) => r.complete(result),
-        }
-    }
-
-    #[inline(always)]
-    fn records(&self) -> usize {
-        match self {
-            PyCompletion::One { .. } => 1,
-            PyCompletion::Batch(r) => r.count(),
-        }
-    }
-
-    /// A `send_batch` record right after the records of the same call this
-    /// completion stands for joins them (`BatchRef::absorb_next`): per
-    /// record then, the batch keeps no completion of its own.
-    #[inline(always)]
-    fn absorb(&mut self, next: Self) -> Result<(), Self> {
-        match (self, next) {
-            (PyCompletion::Batch(a), PyCompletion::Batch(b)) => {
-                a.absorb_next(b).map_err(PyCompletion::Batch)
-            }
-            (_, next) => Err(next),
-        }
-    }
-
-    fn split_off(&mut self, k: usize) -> Self {
-        match self {
-            PyCompletion::Batch(r) => PyCompletion::Batch(r.split_off(k)),
-            PyCompletion::One { .. } => unreachable!("split_off({k}) of a send() completion"),
         }
     }
 
@@ -169,11 +172,6 @@ impl Indices {
     /// `start..start + count`.
     pub(crate) fn range(start: u32, count: u32) -> Self {
         Indices::Range(start, start + count)
-    }
-
-    #[cfg(test)]
-    fn push(&mut self, i: u32) {
-        self.push_range(i, 1)
     }
 
     /// Append call indices `start..start + count`.
@@ -483,19 +481,19 @@ mod tests {
     #[test]
     fn indices_stay_a_range_while_consecutive_and_keep_order_after() {
         let mut ix = Indices::range(4, 1);
-        ix.push(5);
-        ix.push(6);
+        ix.push_range(5, 1);
+        ix.push_range(6, 1);
         assert!(matches!(ix, Indices::Range(4, 7)));
         assert_eq!(all(&ix), vec![4, 5, 6]);
         // A gap (keyed records of a call spread over partitions) turns it
         // into a list, in run order.
-        ix.push(9);
-        ix.push(2);
+        ix.push_range(9, 1);
+        ix.push_range(2, 1);
         assert!(matches!(ix, Indices::List(_)));
         assert_eq!(all(&ix), vec![4, 5, 6, 9, 2]);
         assert_eq!((ix.min(), ix.max()), (Some(2), Some(9)));
         let mut one = Indices::range(3, 1);
-        one.push(1);
+        one.push_range(1, 1);
         assert_eq!(all(&one), vec![3, 1]);
         assert_eq!(
             (Indices::range(7, 1).min(), Indices::range(7, 1).max()),
