@@ -131,10 +131,9 @@ fn fetched(c: &mut Criterion) {
 /// writes to memory other threads touched last.
 fn accumulate(c: &mut Criterion) {
     use ferrokafka_net::cluster::TopicPartition;
-    use ferrokafka_net::producer::accumulator::{
-        AccumulatorConfig, IndexRun, RecordAccumulator, RecordRef,
-    };
+    use ferrokafka_net::producer::accumulator::{AccumulatorConfig, RecordAccumulator, RecordRef};
     use ferrokafka_net::producer::batch::ProducerRecordBatch;
+    use ferrokafka_net::producer::handles::IndexRun;
     use ferrokafka_net::protocol::compression::Compression;
     const N: usize = 8_000; // one 1 MB batch holds them
     let cfg = AccumulatorConfig {

@@ -23,9 +23,10 @@ use rand::rngs::StdRng;
 use crate::cluster::{Node, TopicPartition};
 use crate::error::Error;
 use crate::producer::accumulator::{
-    AccumulatorConfig, AppendError, Extended, RecordAccumulator, RecordHandles, RecordRef,
+    AccumulatorConfig, AppendError, Extended, RecordAccumulator, RecordRef,
 };
 use crate::producer::config::ProducerConfig;
+use crate::producer::handles::RecordHandles;
 use crate::producer::idempotence::codes;
 use crate::producer::partitioner::{PartitionChoice, Partitioners};
 use crate::producer::request::{init_producer_id, PartitionResult};

@@ -7,6 +7,7 @@ pub mod batch;
 pub mod client;
 pub mod config;
 pub mod core;
+pub mod handles;
 pub mod idempotence;
 pub mod partitioner;
 pub mod request;

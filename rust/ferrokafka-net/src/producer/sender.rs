@@ -17,9 +17,8 @@ use ferrokafka_protocol::kafka_protocol::messages::ProduceRequest;
 
 use crate::cluster::TopicPartition;
 use crate::error::Error;
-use crate::producer::accumulator::{
-    take_records, BatchBuilder, ProducerBatch, RecordAccumulator, RecordHandles,
-};
+use crate::producer::accumulator::{BatchBuilder, ProducerBatch, RecordAccumulator};
+use crate::producer::handles::{take_records, RecordHandles};
 use crate::producer::idempotence::{codes, BatchOutcome, IdempotenceState};
 use crate::producer::request::{build_produce_request, BatchToSend, PartitionResult};
 
