@@ -33,7 +33,7 @@ mod completion;
 mod deferral;
 mod txn;
 use byte_list::ByteList;
-use completion::{BatchState, PyBatchResult, PyCompletion};
+use completion::{call_sizes, BatchState, PyBatchResult, PyCompletion};
 use deferral::{flush_step, DeferState, Deferral, Deferred};
 
 /// A record's key or value: `bytes` or `bytearray`. A `str` is refused
@@ -597,7 +597,10 @@ impl PyProducer {
         let core = this.core()?;
         let (fut, cell) = DeliveryFuture::new(Some(&this.callbacks));
         let fut = Py::new(py, fut)?;
-        let state = Arc::new(BatchState::new(n, (cell, this.keep.acquire(slf.as_any()))));
+        let state = Arc::new(BatchState::new(
+            (cell, this.keep.acquire(slf.as_any())),
+            call_sizes(n, &record),
+        ));
         if n == 0 {
             state.resolve_done();
         }

@@ -166,9 +166,10 @@ impl BatchRef {
     }
 
     /// Keep what this (one-record) ref's record reports, in the call's
-    /// state: its timestamp (`BatchState::stamp`) and sizes.
+    /// state: its timestamp (`BatchState::stamp`). Its sizes the state
+    /// took from the call's input (`call_sizes`).
     #[inline(always)]
-    pub(crate) fn stamped(self, timestamp_ms: i64, key_size: i32, value_size: i32) -> Self {
+    pub(crate) fn stamped(self, timestamp_ms: i64) -> Self {
         // Not dropped if the stamp unwinds (it does not: its lock is
         // poison-tolerant; were it to, the record's share would leak and
         // its call never resolve, never be freed twice): with no drop to
@@ -180,7 +181,6 @@ impl BatchRef {
         // SAFETY: an unconsumed `BatchRef`: the state is live (step 4).
         let state = unsafe { this.state.as_ref() };
         state.stamp(this.index, timestamp_ms);
-        state.set_sizes(this.index as usize, key_size, value_size);
         BatchRef {
             state: this.state,
             index: this.index,

@@ -3,12 +3,12 @@
 //! thread without the GIL.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::atomic::AtomicI64;
 
 use super::batch_ref::BatchRef;
 use super::*;
 use crate::future::{pack_sizes, unpack_sizes};
-use ferrokafka_net::producer::accumulator::RecordHandles;
+use ferrokafka_net::producer::handles::RecordHandles;
 
 /// Completes a Python `DeliveryFuture` from the sender thread, or one
 /// record's slot of a `send_batch` call. Holds no Python object: the
@@ -71,9 +71,8 @@ impl Completion for PyCompletion {
                 cell.stamp(timestamp_ms, key_size, value_size);
                 PyCompletion::One { cell, keep }
             }
-            PyCompletion::Batch(r) => {
-                PyCompletion::Batch(r.stamped(timestamp_ms, key_size, value_size))
-            }
+            // Its sizes are the call's, taken from its input.
+            PyCompletion::Batch(r) => PyCompletion::Batch(r.stamped(timestamp_ms)),
         }
     }
 
@@ -258,6 +257,21 @@ impl Run {
     }
 }
 
+/// The key and value sizes (`pack_sizes`, -1 for none) of a call's `n`
+/// records, record `i` being `record(i)`: `BatchState::new`'s `sizes`.
+pub(crate) fn call_sizes<'a>(
+    n: usize,
+    record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
+) -> Box<[u64]> {
+    let len = |b: Option<&[u8]>| b.map_or(-1, |b| b.len() as i32);
+    (0..n)
+        .map(|i| {
+            let (k, v) = record(i);
+            pack_sizes(len(k), len(v))
+        })
+        .collect()
+}
+
 /// The shared state of one `send_batch` call: the runs completed so far, a
 /// countdown, and the call's future, resolved when the last record is done.
 pub struct BatchState {
@@ -267,8 +281,7 @@ pub struct BatchState {
     pub(super) done: Mutex<Option<(Arc<FutureCell>, KeepToken)>>,
     /// The records' create timestamp, stamped as each record's handle is
     /// made (`Completion::stamped`), on the calling thread (or the deferral
-    /// thread, `block=False`); their key and value sizes go in their
-    /// handles. Relaxed: a record's is read only after its completion,
+    /// thread, `block=False`). Relaxed: a record's is read only after its completion,
     /// which the producer's lock and the runs' lock order after its stamp.
     ///
     /// One timestamp for the call (`i64::MIN` until stamped): a call's
@@ -278,15 +291,19 @@ pub struct BatchState {
     /// deferral thread).
     other_ts: Mutex<HashMap<u32, i64>>,
     /// Per record, in call order: its key and value sizes (`pack_sizes`),
-    /// written as its handle is made (on the calling or the deferral
-    /// thread) and read once it is complete, ordered as the timestamps
-    /// are. Here, not in the record's handle, so that the handles of
-    /// consecutive records can be one (`BatchRef::absorb_next`).
-    sizes: Box<[AtomicU64]>,
+    /// taken from the call's input before any record is appended
+    /// (`call_sizes`) and never changed. Here, not in the record's handle,
+    /// so that the handles of consecutive records can be one
+    /// (`BatchRef::absorb_next`); taken in one pass over the input, not
+    /// written per record as it is appended, where it was a store per
+    /// record in the append loop (issue 17).
+    sizes: Box<[u64]>,
 }
 
 impl BatchState {
-    pub(crate) fn new(len: usize, done: (Arc<FutureCell>, KeepToken)) -> Self {
+    /// `sizes`: one per record of the call (`call_sizes`).
+    pub(crate) fn new(done: (Arc<FutureCell>, KeepToken), sizes: Box<[u64]>) -> Self {
+        let len = sizes.len();
         BatchState {
             len,
             runs: Mutex::new(Vec::new()),
@@ -294,25 +311,13 @@ impl BatchState {
             done: Mutex::new(Some(done)),
             ts: AtomicI64::new(i64::MIN),
             other_ts: Mutex::new(HashMap::new()),
-            sizes: (0..len)
-                .map(|_| AtomicU64::new(pack_sizes(-1, -1)))
-                .collect(),
+            sizes,
         }
     }
 
-    /// Keep record `index`'s key and value sizes.
-    #[inline(always)]
-    pub(super) fn set_sizes(&self, index: usize, key_size: i32, value_size: i32) {
-        if let Some(s) = self.sizes.get(index) {
-            s.store(pack_sizes(key_size, value_size), Ordering::Relaxed);
-        }
-    }
-
-    /// Record `index`'s key and value sizes (-1, -1 if never kept).
+    /// Record `index`'s key and value sizes (-1 for none).
     pub(super) fn sizes_of(&self, index: usize) -> (i32, i32) {
-        self.sizes
-            .get(index)
-            .map_or((-1, -1), |s| unpack_sizes(s.load(Ordering::Relaxed)))
+        self.sizes.get(index).map_or((-1, -1), |&s| unpack_sizes(s))
     }
 
     /// Keep record `index`'s create timestamp.
@@ -456,11 +461,15 @@ impl PyBatchResult {
 #[cfg(test)]
 mod tests {
     use super::{BatchState, Indices};
+    use crate::future::pack_sizes;
     use crate::future::{FutureCell, KeepToken};
 
     #[test]
     fn a_calls_records_keep_its_timestamp_and_a_later_one_their_own() {
-        let state = BatchState::new(4, (FutureCell::new(None), KeepToken::none()));
+        let state = BatchState::new(
+            (FutureCell::new(None), KeepToken::none()),
+            vec![pack_sizes(-1, -1); 4].into(),
+        );
         assert_eq!(state.timestamp(0), -1, "never stamped");
         state.stamp(0, 100);
         state.stamp(1, 100);
@@ -506,13 +515,15 @@ mod tests {
         use super::super::batch_ref::RecordRefs;
         use super::{Completion, PyCompletion};
         use ferrokafka_net::cluster::TopicPartition;
-        use ferrokafka_net::producer::accumulator::{take_records, RecordHandles};
+        use ferrokafka_net::producer::handles::{take_records, RecordHandles};
         use ferrokafka_net::producer::runner::{Finished, RecordHandle};
         use std::sync::Arc;
 
+        // Record i: a 1-byte key and a (10 + i)-byte value.
+        let sizes = (0..6).map(|i| pack_sizes(1, 10 + i)).collect();
         let state = Arc::new(BatchState::new(
-            6,
             (FutureCell::new(None), KeepToken::none()),
+            sizes,
         ));
         let refs = RecordRefs::new(&state);
         let handle = |i: usize| RecordHandle {
