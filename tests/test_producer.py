@@ -419,7 +419,7 @@ def test_keyed_send_batch_past_a_full_buffer_keeps_each_partitions_call_order(bs
 
 def test_send_batch_reports_each_records_sizes_and_timestamp(bs):
     """Each record of a call reports its own key and value sizes (-1 for
-    None) and its create timestamp, including records a full buffer left to
+    None; from a list or from Arrow columns) and its create timestamp, including records a full buffer left to
     the deferral thread (block=False), which are stamped when appended."""
     topic = _topic(bs, 3)
     n = 4000
@@ -429,8 +429,11 @@ def test_send_batch_reports_each_records_sizes_and_timestamp(bs):
         before = int(time.time() * 1000)
         unkeyed = p.send_batch(topic, values, partition=1).result(60)
         keyed = p.send_batch(topic, values, keys=keys, block=False).result(60)
+        # Arrow columns, nulls in both: sizes read off their offsets.
+        pa = pytest.importorskip("pyarrow")
+        arrow = p.send_batch(topic, pa.array(values, pa.binary()), keys=pa.array(keys, pa.binary())).result(60)
         after = int(time.time() * 1000)
-    for out, ks in ((unkeyed, [None] * n), (keyed, keys)):
+    for out, ks in ((unkeyed, [None] * n), (keyed, keys), (arrow, keys)):
         assert [m.serialized_key_size for m in out] == [-1 if k is None else len(k) for k in ks]
         assert [m.serialized_value_size for m in out] == [-1 if v is None else len(v) for v in values]
         assert all(before <= m.timestamp_ms <= after for m in out), (before, after)

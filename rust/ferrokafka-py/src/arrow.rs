@@ -58,6 +58,13 @@ pub struct BinaryColumn {
 unsafe impl Send for BinaryColumn {}
 unsafe impl Sync for BinaryColumn {}
 
+impl crate::producer::ItemSizes for BinaryColumn {
+    #[inline]
+    fn size_of(&self, i: usize) -> i32 {
+        self.get(i).map_or(-1, |b| b.len() as i32)
+    }
+}
+
 impl BinaryColumn {
     pub fn from_pycapsule(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Self> {
         let pair = obj.call_method0("__arrow_c_array__")?;
@@ -127,6 +134,7 @@ impl BinaryColumn {
     }
 
     /// Element `i` (0-based, before the array's own offset), None if null.
+    #[inline]
     pub fn get(&self, i: usize) -> Option<&[u8]> {
         assert!(i < self.len, "index checked by callers");
         let j = i + self.offset;

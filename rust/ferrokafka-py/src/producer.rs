@@ -33,6 +33,7 @@ mod completion;
 mod deferral;
 mod txn;
 use byte_list::ByteList;
+pub(crate) use completion::ItemSizes;
 use completion::{call_sizes, BatchState, PyBatchResult, PyCompletion};
 use deferral::{flush_step, DeferState, Deferral, Deferred};
 
@@ -397,7 +398,8 @@ impl PyProducer {
         block: bool,
     ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
         check_key_count(keys.as_ref().map(ByteList::len), values.len())?;
-        Self::send_each(slf, &topic, partition, values.len(), block, |i| {
+        let sizes = call_sizes(values.len(), keys.as_ref(), &values);
+        Self::send_each(slf, &topic, partition, sizes, block, |i| {
             (keys.as_ref().and_then(|k| k.get(i)), values.get(i))
         })
     }
@@ -418,7 +420,8 @@ impl PyProducer {
             .map(|k| crate::arrow::BinaryColumn::from_pycapsule(k, "keys"))
             .transpose()?;
         check_key_count(keys.as_ref().map(|k| k.len()), values.len())?;
-        Self::send_each(slf, &topic, partition, values.len(), block, |i| {
+        let sizes = call_sizes(values.len(), keys.as_ref(), &values);
+        Self::send_each(slf, &topic, partition, sizes, block, |i| {
             (keys.as_ref().and_then(|k| k.get(i)), values.get(i))
         })
     }
@@ -579,7 +582,8 @@ impl PyProducer {
 }
 
 impl PyProducer {
-    /// Send `n` records whose key and value come from `record(i)`, with one
+    /// Send the records whose key and value come from `record(i)` (one per
+    /// entry of `sizes`, their sizes, `call_sizes`), with one
     /// GIL release, one metadata lookup and a few lock holds for all of them
     /// (`Producer::send_many`), and one completion future for the call.
     /// `block=False`: records that cannot be enqueued at once (and all after
@@ -588,10 +592,11 @@ impl PyProducer {
         slf: &Bound<'_, Self>,
         topic: &str,
         partition: Option<i32>,
-        n: usize,
+        sizes: Box<[u64]>,
         block: bool,
         record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>) + Sync,
     ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
+        let n = sizes.len();
         let py = slf.py();
         let this = slf.borrow();
         let core = this.core()?;
@@ -599,7 +604,7 @@ impl PyProducer {
         let fut = Py::new(py, fut)?;
         let state = Arc::new(BatchState::new(
             (cell, this.keep.acquire(slf.as_any())),
-            call_sizes(n, &record),
+            sizes,
         ));
         if n == 0 {
             state.resolve_done();

@@ -56,6 +56,18 @@ impl ByteList {
     }
 }
 
+impl super::ItemSizes for ByteList {
+    #[inline]
+    fn size_of(&self, i: usize) -> i32 {
+        let (p, len) = self.spans[i];
+        if p.is_null() {
+            -1
+        } else {
+            len as i32
+        }
+    }
+}
+
 impl<'a, 'py> FromPyObject<'a, 'py> for ByteList {
     type Error = PyErr;
 
