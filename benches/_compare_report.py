@@ -234,8 +234,8 @@ def goals_table(summary: dict, floor_us) -> list:
 
 
 def make_plots(summary: dict, img_dir: str, smoke: bool) -> list:
-    """PNG bar charts and the latency CDF. matplotlib is optional: without it,
-    say so and return no images (the tables are the record; plots only help reading)."""
+    """PNG bar charts and the latency CDF. `compare.py --write-docs` checks for
+    matplotlib before it runs; called without it, say so and return no images."""
     try:
         import matplotlib
 
@@ -408,7 +408,9 @@ def render_docs(data: dict, images: list) -> str:
                 f"{a.get('ceiling_records', a['records']):,} records per run: a steady stream's cost, "
                 "one-time start-up (a few ms) amortized as in a stream. The floor is "
                 f"what copying a {a['size']} B record and CRC32C over it costs on this machine "
-                f"(`fake_broker --floor`): {floor:.3f} µs per record.", ""]
+                f"(`fake_broker --floor`): {floor:.4f} µs per record, the least of "
+                f"{len(env.get('floor_samples_us') or [floor])} samples (at the start and before each "
+                "ceiling round, each the best of 20 runs).", ""]
         out += ceiling_table(summary, floor) + [""]
     if "aio" in secs:
         out += ["## asyncio: ferrokafka.aio vs aiokafka vs confluent-kafka's AIO classes", "",
