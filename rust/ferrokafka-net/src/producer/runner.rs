@@ -69,10 +69,11 @@ pub trait Completion: RecordHandles + Send + 'static {
     /// not the handle: handles are written on the calling thread and read
     /// on the completing one, so each byte of a handle is paid for on both
     /// threads (issue 17).
-    /// An implementation keeps them where they cost least (ferrokafka-py:
-    /// a `send_batch` call keeps its records' sizes in one array and one
-    /// timestamp for all of them, so that its consecutive records can share
-    /// one handle, `absorb`).
+    /// An implementation keeps them where they cost least, or already has
+    /// them (ferrokafka-py: a `send_batch` call took its records' sizes
+    /// from its input before appending, and keeps one timestamp for all of
+    /// them, so that its consecutive records can share one handle,
+    /// `absorb`).
     ///
     /// By value, not `&mut self`: the completion then stays in registers
     /// until it is stored in the batch's list, where through a reference it

@@ -179,8 +179,7 @@ impl BatchRef {
         // the run path).
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: an unconsumed `BatchRef`: the state is live (step 4).
-        let state = unsafe { this.state.as_ref() };
-        state.stamp(this.index, timestamp_ms);
+        unsafe { this.state.as_ref() }.stamp(this.index, timestamp_ms);
         BatchRef {
             state: this.state,
             index: this.index,

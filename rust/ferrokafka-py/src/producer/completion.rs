@@ -285,8 +285,9 @@ pub struct BatchState {
     pub(super) done: Mutex<Option<(Arc<FutureCell>, KeepToken)>>,
     /// The records' create timestamp, stamped as each record's handle is
     /// made (`Completion::stamped`), on the calling thread (or the deferral
-    /// thread, `block=False`). Relaxed: a record's is read only after its completion,
-    /// which the producer's lock and the runs' lock order after its stamp.
+    /// thread, `block=False`). Relaxed: a record's is read only after its
+    /// completion, which the producer's lock and the runs' lock order after
+    /// its stamp.
     ///
     /// One timestamp for the call (`i64::MIN` until stamped): a call's
     /// records are stamped with its one clock read.
@@ -530,8 +531,10 @@ mod tests {
             sizes,
         ));
         let refs = RecordRefs::new(&state);
+        // Stamped without sizes: a call's records report the sizes its
+        // state took from the input.
         let handle = |i: usize| RecordHandle {
-            completion: PyCompletion::Batch(refs.make(i)).stamped(500, 1, 10 + i as i32),
+            completion: PyCompletion::Batch(refs.make(i)).stamped(500, -1, -1),
         };
         // Records 0..5 appended one after the other: one handle.
         let mut first = handle(0);
