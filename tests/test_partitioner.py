@@ -117,19 +117,35 @@ def test_unknown_partitioner_names_are_refused_with_the_accepted_list():
 def _grow_topic(bs: str, topic: str, partitions: int) -> None:
     """Tansu has no CreatePartitions (nor has librdkafka's mock cluster): the
     topic is deleted and created again with more partitions, which the
-    producer's metadata sees the same way, as a larger partition count."""
+    producer's metadata sees the same way, as a larger partition count.
+
+    The running producer refreshes its metadata every 300 ms and, like
+    Java's, asks the broker to auto-create a topic it does not find: when a
+    refresh falls between the deletion and the creation, the broker makes
+    the topic again with its default partition count and the creation
+    answers TOPIC_ALREADY_EXISTS. Then the topic is deleted once more."""
+    from confluent_kafka import KafkaError as CkError
+
     admin = AdminClient({"bootstrap.servers": bs})
-    for f in admin.delete_topics([topic]).values():
-        f.result(10)
-    deadline = time.time() + 20
+    deadline = time.time() + 30
     while True:
         try:
-            _topic(bs, partitions, topic)
-            return
-        except Exception:  # the deletion may still be under way
-            if time.time() > deadline:
+            for f in admin.delete_topics([topic]).values():
+                f.result(10)
+        except Exception as e:  # already gone (an earlier round's deletion)
+            if e.args[0].code() != CkError.UNKNOWN_TOPIC_OR_PART or time.time() > deadline:
                 raise
-            time.sleep(0.2)
+        while True:
+            try:
+                _topic(bs, partitions, topic)
+                return
+            except Exception as e:
+                if time.time() > deadline:
+                    raise
+                if e.args[0].code() == CkError.TOPIC_ALREADY_EXISTS:
+                    break  # auto-created again, or the deletion is still under way
+                time.sleep(0.2)
+        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("partitioner", ["consistent", "round_robin", "callable"])
