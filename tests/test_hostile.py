@@ -21,7 +21,9 @@ from _hostile import (
     api_versions_answer,
     api_versions_v0_answer,
     frame,
+    metadata_v4_answer,
     read_request,
+    read_request_body,
 )
 
 import ferrokafka as fk
@@ -572,3 +574,49 @@ def test_consumer_against_garbage(garbage_server):
     t0 = time.monotonic()
     c.close()
     assert time.monotonic() - t0 < 1
+
+
+def _list_offsets_broker(latest_answers):
+    """A broker answering ApiVersions, Metadata v4 (topic "t", one partition)
+    and ListOffsets v1 for partition 0 with the offsets of `latest_answers`
+    in turn (the last one repeated); returns (server, number answered)."""
+    answered = [0]
+
+    def serve(c):
+        while True:
+            key, _ver, cid, body = read_request_body(c)
+            if key == 18:
+                c.sendall(api_versions_answer(cid, [(18, 0, 3), (3, 4, 4), (2, 1, 1)]))
+            elif key == 3:
+                c.sendall(metadata_v4_answer(cid, server.port, ["t"]))
+            elif key == 2:
+                offset = latest_answers[min(answered[0], len(latest_answers) - 1)]
+                answered[0] += 1
+                # v1: [topic name, [partition, error code, timestamp, offset]]
+                c.sendall(frame(struct.pack(">ii", cid, 1) + struct.pack(">h", 1) + b"t"
+                                + struct.pack(">iihqq", 1, 0, 0, -1, offset)))
+
+    server = Hostile(serve)
+    return server, answered
+
+
+def test_an_end_offset_answered_without_an_offset_is_asked_again():
+    """Latest and earliest always have an offset; an answer of -1 with no
+    error is asked again, never read as 0 (a silent empty Spark range)."""
+    server, answered = _list_offsets_broker([-1, -1, 42])
+    try:
+        with fk.Consumer(f"127.0.0.1:{server.port}") as c:
+            assert c.end_offsets([fk.TopicPartition("t", 0)], timeout_ms=10_000) == {fk.TopicPartition("t", 0): 42}
+        assert answered[0] == 3
+    finally:
+        server.close()
+
+
+def test_an_end_offset_never_answered_is_a_timeout_naming_why():
+    server, _ = _list_offsets_broker([-1])
+    try:
+        with fk.Consumer(f"127.0.0.1:{server.port}") as c:
+            with pytest.raises(fk.KafkaError, match="t-0 answered no earliest offset"):
+                c.beginning_offsets([fk.TopicPartition("t", 0)], timeout_ms=1_000)
+    finally:
+        server.close()

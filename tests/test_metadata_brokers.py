@@ -103,3 +103,19 @@ def test_unknown_topic_makes_no_refresh_storm(mock_cluster):
         assert "does-not-exist" not in md.fetch().topics
         assert updates <= elapsed / 0.1 + 2, f"{updates} updates in {elapsed:.2f}s"
         assert updates >= 2, "the producer kept asking while it waited"
+
+
+def test_list_topics_waits_for_an_answer_covering_all_topics(mock_cluster):
+    """A consumer's first Metadata request asks for no topics; list_topics
+    called while it is in flight must not take its answer for the list
+    (docs/semantics.md §3.13; a Spark read once planned no partitions so).
+    Every broker answers after 800 ms, so the first request is still in
+    flight when list_topics asks for all topics."""
+    METADATA = 3
+    mock_cluster.create_topic("lt-visible", 2, 1)
+    for b in mock_cluster.broker_ids:
+        mock_cluster.set_rtt(b, 800)
+    mock_cluster.start_request_tracking()
+    with fk.Consumer(mock_cluster.bootstrap_servers) as c:
+        assert _until(lambda: METADATA in mock_cluster.requests(), 10)
+        assert c.list_topics(timeout_ms=20_000) == {"lt-visible": 2}

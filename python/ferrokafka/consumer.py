@@ -346,12 +346,14 @@ class Consumer:
         return dict(self._core.list_offsets(query, t))
 
     def beginning_offsets(self, tps: Iterable[Any], timeout_ms: Optional[int] = None) -> Dict[TopicPartition, int]:
-        return {tp: (o[0] if o else 0) for tp, o in self._list([(tp, EARLIEST) for tp in _tps(tps)], timeout_ms).items()}
+        # The core asks again until earliest and latest have an offset
+        # (docs/semantics.md §8.8), so every answer here is one.
+        return {tp: o[0] for tp, o in self._list([(tp, EARLIEST) for tp in _tps(tps)], timeout_ms).items()}
 
     def end_offsets(self, tps: Iterable[Any], timeout_ms: Optional[int] = None) -> Dict[TopicPartition, int]:
         """The log end offset (the high watermark; the last stable offset
         under read_committed) of each partition."""
-        return {tp: (o[0] if o else 0) for tp, o in self._list([(tp, LATEST) for tp in _tps(tps)], timeout_ms).items()}
+        return {tp: o[0] for tp, o in self._list([(tp, LATEST) for tp in _tps(tps)], timeout_ms).items()}
 
     def offsets_for_times(self, timestamps: Mapping[Any, int], timeout_ms: Optional[int] = None) -> Dict[TopicPartition, Optional[Tuple[int, int]]]:
         """{tp: (offset, timestamp)} of the first record with a timestamp at

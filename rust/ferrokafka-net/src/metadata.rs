@@ -120,6 +120,10 @@ enum TopicMode {
 struct State {
     update_version: i32,
     request_version: i32,
+    /// The request version of the last applied answer: an answer to a
+    /// request built before `set_subscription` changed the topic set moves
+    /// `update_version` without covering the new set (§3.13).
+    answered_request_version: i32,
     last_refresh_ms: i64,
     last_successful_refresh_ms: i64,
     need_full_update: bool,
@@ -201,6 +205,7 @@ impl Metadata {
             state: Mutex::new(State {
                 update_version: 0,
                 request_version: 0,
+                answered_request_version: 0,
                 last_refresh_ms: 0,
                 last_successful_refresh_ms: 0,
                 need_full_update: false,
@@ -379,6 +384,7 @@ impl Metadata {
             });
         }
         st.need_partial_update = request_version < st.request_version;
+        st.answered_request_version = st.answered_request_version.max(request_version);
         st.last_refresh_ms = now_ms;
         st.attempts = 0;
         st.failure_backoff_ms = 0;
@@ -766,6 +772,31 @@ impl Metadata {
             .unwrap_or_else(|p| p.into_inner())
             .0;
         st.check_wait(last_version, topic)
+    }
+
+    /// `await_update_step` for an answer that also covers the topic set as
+    /// it is now (docs/semantics.md §3.13): an answer to an older request
+    /// (built before a `set_subscription`) moves `last_version` on and the
+    /// wait goes on for the next one, which that change already asked for.
+    pub fn await_covering_update_step(
+        &self,
+        last_version: &mut i32,
+        want_request_version: i32,
+        slice: Duration,
+    ) -> Option<Result<()>> {
+        let mut st = self.lock();
+        if let Some(r) = st.check_wait_covering(last_version, want_request_version) {
+            return Some(r);
+        }
+        if slice.is_zero() {
+            return None;
+        }
+        st = self
+            .changed
+            .wait_timeout(st, slice)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+        st.check_wait_covering(last_version, want_request_version)
     }
 
     /// Wake every waiter; they raise `Closed`. Updates after close fail.

@@ -588,9 +588,14 @@ impl PyConsumer {
         let md = core.metadata().clone();
         if refresh {
             let md2 = md.clone();
-            let v = md.request_update();
+            // The answer must cover the topic set as it is now: right after
+            // construction the first request (for no topics) may still be in
+            // flight when `watch_all_topics` widened it (docs/semantics.md
+            // §3.13); its answer once made a Spark read plan no partitions.
+            let want = md.request_version();
+            let mut v = md.request_update();
             let r = wait_detached(py, Some(ms(timeout_ms)), move |slice| {
-                md2.await_update_step(v, None, slice)
+                md2.await_covering_update_step(&mut v, want, slice)
             })?;
             match r {
                 Some(Ok(())) => {}

@@ -42,7 +42,8 @@ use crate::cluster::{Node, TopicPartition};
 use crate::consumer::coordinator::{offset_fetch_reaction, Reaction};
 use crate::consumer::core::{commit_body, coordinator_connection, ConsumerCore, Dest, Request};
 use crate::consumer::fetch::{
-    build_list_offsets_request, parse_list_offsets_response, LATEST_TIMESTAMP, READ_COMMITTED,
+    build_list_offsets_request, parse_list_offsets_response, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP,
+    READ_COMMITTED,
 };
 use crate::consumer::pool::ColumnPool;
 use crate::consumer::requests::{self as rq, OffsetAndMetadata};

@@ -189,6 +189,23 @@ impl State {
         }
         None
     }
+
+    /// `check_wait` that also wants the applied answer to come from a
+    /// request built at `want_request` or later (§3.13); an older one moves
+    /// `last_version` on so the next answer is waited for.
+    pub(super) fn check_wait_covering(
+        &mut self,
+        last_version: &mut i32,
+        want_request: i32,
+    ) -> Option<Result<()>> {
+        match self.check_wait(*last_version, None) {
+            Some(Ok(())) if self.answered_request_version < want_request => {
+                *last_version = self.update_version;
+                None
+            }
+            r => r,
+        }
+    }
 }
 
 /// docs/semantics.md §3.9 over the topic set alone (so callers can hold other State

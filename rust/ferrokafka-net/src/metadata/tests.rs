@@ -296,6 +296,48 @@ fn base_subscription_limits_requests_and_cache() {
 }
 
 #[test]
+fn a_covering_wait_skips_the_answer_to_a_request_built_before_the_topic_set_changed() {
+    // A consumer starts subscribed to no topics; its first request is in
+    // flight when listing topics widens the set to all (§3.13).
+    let md = Metadata::new(cfg()).unwrap();
+    md.set_subscription(Some(vec![])).unwrap();
+    let (spec, old_request, _) = md.new_metadata_request(0);
+    assert_eq!(spec.topics, Some(vec![]));
+    md.set_subscription(None).unwrap();
+    let want = md.request_version();
+    let mut v = md.request_update();
+    assert!(md
+        .await_covering_update_step(&mut v, want, Duration::ZERO)
+        .is_none());
+    // The old answer moves the update version (a plain wait would end here,
+    // with no topics) but not the covering wait.
+    md.update(old_request, &response(vec![]), false, 1).unwrap();
+    assert!(md
+        .await_update_step(md.update_version() - 1, None, Duration::ZERO)
+        .is_some());
+    assert!(md
+        .await_covering_update_step(&mut v, want, Duration::ZERO)
+        .is_none());
+    assert_eq!(v, md.update_version());
+    // The change keeps an update wanted; its answer ends the wait.
+    assert!(md.update_requested());
+    let (spec, new_request, _) = md.new_metadata_request(2);
+    assert_eq!(spec.topics, None);
+    md.update(
+        new_request,
+        &response(vec![topic("t", vec![pm(0, 0, 0)])]),
+        false,
+        3,
+    )
+    .unwrap();
+    assert!(matches!(
+        md.await_covering_update_step(&mut v, want, Duration::ZERO),
+        Some(Ok(()))
+    ));
+    assert_eq!(md.fetch().topics(), ["t"].into_iter().collect());
+}
+
+#[test]
 fn concurrent_adds_updates_and_reads() {
     // Producer threads add topics and wait, a "selector" thread answers,
     // readers fetch: no deadlock, versions only grow, every waiter wakes.

@@ -7,7 +7,8 @@ use super::*;
 impl Consumer {
     /// ListOffsets for each partition at `timestamp` (-2 earliest, -1
     /// latest, else the first offset with a timestamp >= it). Returns
-    /// (offset, timestamp) or None when no such record exists.
+    /// (offset, timestamp) or None when no such record exists (never for
+    /// earliest and latest: an answer without an offset is asked again).
     pub fn list_offsets(
         &self,
         query: &[(TopicPartition, i64)],
@@ -104,6 +105,30 @@ impl Consumer {
                                 .map(|p| p.1)
                                 .unwrap_or(LATEST_TIMESTAMP);
                             match r.error_code {
+                                // docs/semantics.md §8.8: earliest and latest
+                                // always have an offset (an empty log's is its
+                                // end), so an answer without one is asked
+                                // again until the deadline, whose error names
+                                // it. Read as 0, it would make a Spark range empty
+                                // with no error.
+                                codes::NONE
+                                    if r.offset < 0
+                                        && (ts == EARLIEST_TIMESTAMP || ts == LATEST_TIMESTAMP) =>
+                                {
+                                    last_err = Some(Error::State {
+                                        detail: format!(
+                                            "the leader of {}-{} answered no {} offset",
+                                            r.tp.topic,
+                                            r.tp.partition,
+                                            if ts == LATEST_TIMESTAMP {
+                                                "latest"
+                                            } else {
+                                                "earliest"
+                                            }
+                                        ),
+                                    });
+                                    retry.push((r.tp, ts));
+                                }
                                 codes::NONE => {
                                     out.insert(
                                         r.tp,
