@@ -6,7 +6,9 @@ time (``/proc/self/task/*/stat``, 10 ms ticks) and minor page faults it spent
 in the timed section, per record. For the producer modes also the calling
 thread's CPU inside the ``send_batch`` calls, to the nanosecond
 (``time.thread_time_ns``), the figure to compare builds by
-(``benches/ab_builds.py``). Used to decide where the ceiling run's cost sits
+(``benches/ab_builds.py``); for ``poll_arrow`` the calling thread's CPU inside
+``poll_arrow`` and in reading the value column, and that read timed again
+alone after the run. Used to decide where the ceiling run's cost sits
 (issue 17); run after ``./scripts/build.sh``:
 
     python benches/thread_cpu.py [send_batch_list|send_batch_arrow|poll_arrow] [--records N]
@@ -61,14 +63,29 @@ def run(mode: str, n: int, bootstrap: str, knobs: dict) -> tuple:
         c.partitions_for("t")
         before, c0, t0 = threads(), cpu(), time.perf_counter()
         c.assign([fk.TopicPartition("t", 0)])
-        got = 0
+        got = calls = polling = reading = 0
+        tt = time.thread_time_ns
         while got < n:
+            a = tt()
             b = c.poll_arrow(1000, max_records=min(100_000, n - got))
+            m = tt()
             if b.num_rows:
                 pc.sum(pc.binary_length(b.column("value")))
                 got += b.num_rows
+                calls += 1
+            polling, reading = polling + m - a, reading + tt() - m
         wall, used, after = time.perf_counter() - t0, cpu() - c0, threads()
         c.close()
+        # The same read of the last batch again, now that nothing else runs:
+        # what the step costs without the client's and the sink's threads
+        # competing for the two cores and their caches.
+        rounds, a = 200, tt()
+        for _ in range(rounds):
+            pc.sum(pc.binary_length(b.column("value")))
+        alone = (tt() - a) / rounds / max(b.num_rows, 1)
+        print(f"calling thread: {got / max(calls, 1):,.0f} records a batch; inside poll_arrow {polling / n:.1f} ns "
+              f"a record, reading the values {reading / n:.1f} ns ({alone:.1f} ns for the same read alone, "
+              "after the run)")
         return wall, used, before, after, None
     # As the ceiling run: acks=1, idempotence off, defaults otherwise.
     p = fk.Producer(bootstrap, acks=1, enable_idempotence=False, **knobs)
