@@ -192,6 +192,18 @@ def test_round_trip_100k_with_keys_nulls_and_headers(spark, mock_cluster):
     assert "headers" not in without.columns and without.count() == n + 2000
 
 
+def test_subscribing_to_a_missing_topic_fails_the_read_instead_of_reading_nothing(spark, mock_cluster):
+    """As Spark's connector (its admin's describeTopics fails): a plan with no
+    partitions would count 0 with no error (docs/semantics.md §9.3)."""
+    bs = mock_cluster.bootstrap_servers
+    mock_cluster.create_topic("present", 1, 1)
+    df = _read(spark, bs, subscribe="present,absent", startingOffsets="earliest",
+               **{"fetchOffset.numRetries": "1", "fetchOffset.retryIntervalMs": "10"})
+    with pytest.raises(Exception, match="not in the cluster: absent"):
+        df.count()
+    assert _read(spark, bs, subscribe="present", startingOffsets="earliest").count() == 0
+
+
 def test_min_partitions_split_without_gap_or_overlap(spark, mock_cluster):
     bs = mock_cluster.bootstrap_servers
     mock_cluster.create_topic("mp", 2, 1)

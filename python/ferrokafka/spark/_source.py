@@ -109,6 +109,21 @@ def _topics(cfg: Dict[str, str]) -> Dict[str, int]:
         c.close()
 
 
+def _planned_partitions(cfg: Dict[str, str], strategy: Tuple[str, object]) -> List[Tuple[str, int]]:
+    """The partitions a query reads. A subscribed topic the cluster does
+    not have is an error, as in Spark (its admin's describeTopics fails),
+    never a plan with no partitions (docs/semantics.md §9.3); raised as a
+    KafkaError so the driver's lookup retries cover a topic being made."""
+    topics = _topics(cfg)
+    kind, spec = strategy
+    if kind == "subscribe":
+        missing = sorted(t for t in spec if t not in topics)  # type: ignore[union-attr]
+        if missing:
+            raise fk.KafkaError(f"subscribed topic(s) not in the cluster: {', '.join(missing)} "
+                                "(UNKNOWN_TOPIC_OR_PARTITION)")
+    return _plan.topic_partitions(strategy, topics)
+
+
 def _bounds(cfg: Dict[str, str], tps: List[Tuple[str, int]]) -> Tuple[Dict, Dict]:
     c = _consumer(cfg)
     try:
@@ -398,7 +413,7 @@ class _ReaderBase:
         _plan.parse_offsets(o.get("startingoffsets"), "startingOffsets", LATEST, [])
 
     def _tps(self) -> List[Tuple[str, int]]:
-        return _plan.topic_partitions(self.strategy, self.retry.call(_topics, self.cfg))
+        return self.retry.call(_planned_partitions, self.cfg, self.strategy)
 
     def _bounds(self, tps: List[Tuple[str, int]]) -> Tuple[Dict, Dict]:
         return self.retry.call(_bounds, self.cfg, tps)
