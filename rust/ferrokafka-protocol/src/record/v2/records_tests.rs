@@ -2,6 +2,9 @@
 //! decode fast path must read exactly what the checked path reads).
 
 use super::*;
+use crate::compression::Compression;
+use crate::record::v2::{RecordBatch, RecordBatchBuilder};
+use crate::record::DecodeOptions;
 
 /// Every record the short path takes reads as the checked reader reads
 /// it, and the sizes at the one-/two-/three-byte varint boundaries go
