@@ -74,12 +74,14 @@ def strategy(options: Mapping[str, str]) -> Tuple[str, object]:
 
 
 def topic_partitions(strat: Tuple[str, object], topics: Mapping[str, int]) -> List[Tuple[str, int]]:
-    """The partitions to read, given {topic: partition count} from metadata."""
+    """The partitions to read, given {topic: partition count} from metadata.
+    Every subscribed topic must be in `topics` (the source checks first and
+    raises a KafkaError naming those missing, docs/semantics.md §9.3)."""
     kind, spec = strat
     if kind == "assign":
         return sorted((t, p) for t, ps in spec.items() for p in ps)  # type: ignore[union-attr]
     if kind == "subscribe":
-        names = [t for t in spec if t in topics]  # type: ignore[union-attr]
+        names = list(spec)  # type: ignore[call-overload]
     else:
         names = [t for t in topics if spec.match(t)]  # type: ignore[union-attr]
     return sorted((t, p) for t in names for p in range(topics[t]))

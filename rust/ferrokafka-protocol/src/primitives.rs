@@ -126,18 +126,7 @@ impl<'a> Reader<'a> {
 
     #[inline(always)]
     fn short_uvarint(&mut self) -> Option<u64> {
-        let rest = &self.buf[self.pos..];
-        let b0 = *rest.first()?;
-        if b0 < 0x80 {
-            self.pos += 1;
-            return Some(b0 as u64);
-        }
-        let b1 = *rest.get(1)?;
-        if b1 < 0x80 {
-            self.pos += 2;
-            return Some((b0 & 0x7f) as u64 | (b1 as u64) << 7);
-        }
-        None
+        short_uvarint_at(self.buf, &mut self.pos)
     }
 
     #[inline(never)]
@@ -176,8 +165,7 @@ impl<'a> Reader<'a> {
     /// Zigzag varlong (`i64`), as in record timestamp deltas.
     #[inline]
     pub fn varlong(&mut self) -> Result<i64> {
-        let u = self.uvarlong()?;
-        Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
+        Ok(unzigzag64(self.uvarlong()?))
     }
 
     fn utf8(what: &'static str, b: &'a [u8]) -> Result<&'a str> {
@@ -362,6 +350,31 @@ fn overflow32() -> ProtocolError {
 }
 
 // ---------------------------------------------------------------- writers
+
+/// A one- or two-byte unsigned varint at `b[*p..]`, moving `p` past it;
+/// `None` (and `p` unmoved) when it is longer or the bytes end first. The
+/// fast path of `Reader`'s varints and of the record decoder's short head
+/// (`record::v2::records`), which reads a record's fields by index.
+#[inline(always)]
+pub(crate) fn short_uvarint_at(b: &[u8], p: &mut usize) -> Option<u64> {
+    let b0 = *b.get(*p)?;
+    if b0 < 0x80 {
+        *p += 1;
+        return Some(b0 as u64);
+    }
+    let b1 = *b.get(*p + 1)?;
+    if b1 < 0x80 {
+        *p += 2;
+        return Some((b0 & 0x7f) as u64 | (b1 as u64) << 7);
+    }
+    None
+}
+
+/// Zigzag decoding of a 64-bit value (the inverse of `zigzag64`).
+#[inline(always)]
+pub fn unzigzag64(u: u64) -> i64 {
+    ((u >> 1) as i64) ^ -((u & 1) as i64)
+}
 
 #[inline]
 pub fn zigzag32(v: i32) -> u32 {

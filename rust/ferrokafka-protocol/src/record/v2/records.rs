@@ -4,7 +4,7 @@
 
 use super::{Header, Record};
 use crate::error::{ProtocolError, Result};
-use crate::primitives::{invalid_len, Reader};
+use crate::primitives::{invalid_len, short_uvarint_at, unzigzag64, Reader};
 
 /// Records of one batch payload. Yields an error (then stops) on malformed
 /// bytes, and checks at the end that the payload held exactly `recordsCount`
@@ -112,26 +112,12 @@ impl<'b> RecordIter<'b> {
     #[inline(always)]
     fn read_short_head(&self, body: &'b [u8]) -> Option<RecordHead<'b>> {
         #[inline(always)]
-        fn uvarint(b: &[u8], p: &mut usize) -> Option<u64> {
-            let b0 = *b.get(*p)?;
-            if b0 < 0x80 {
-                *p += 1;
-                return Some(b0 as u64);
-            }
-            let b1 = *b.get(*p + 1)?;
-            if b1 < 0x80 {
-                *p += 2;
-                return Some((b0 & 0x7f) as u64 | (b1 as u64) << 7);
-            }
-            None
-        }
-        #[inline(always)]
-        fn zigzag(u: u64) -> i64 {
-            ((u >> 1) as i64) ^ -((u & 1) as i64)
+        fn varint(b: &[u8], p: &mut usize) -> Option<i64> {
+            short_uvarint_at(b, p).map(unzigzag64)
         }
         #[inline(always)]
         fn bytes<'a>(b: &'a [u8], p: &mut usize) -> Option<Option<&'a [u8]>> {
-            match zigzag(uvarint(b, p)?) {
+            match varint(b, p)? {
                 -1 => Some(None),
                 n if n < 0 => None,
                 n => {
@@ -143,13 +129,14 @@ impl<'b> RecordIter<'b> {
         }
         let attributes = *body.first()? as i8;
         let mut p = 1;
-        let ts_delta = zigzag(uvarint(body, &mut p)?);
-        let offset_delta = zigzag(uvarint(body, &mut p)?);
+        let ts_delta = varint(body, &mut p)?;
+        let offset_delta = varint(body, &mut p)?;
         let key = bytes(body, &mut p)?;
         let value = bytes(body, &mut p)?;
-        let n_headers = zigzag(uvarint(body, &mut p)?);
+        let n_headers = varint(body, &mut p)?;
         let rest = body.get(p..)?;
-        // As `read_head`: no negative count, two bytes at least a header.
+        // As `read_checked_head`: no negative count, two bytes at least a
+        // header.
         if n_headers < 0 || n_headers as usize > rest.len() / 2 {
             return None;
         }
