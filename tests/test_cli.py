@@ -221,6 +221,29 @@ def test_perf_produce_prints_a_final_table(bs):
     assert res[0]["records"] == 500 and res[0]["avg_latency_ms"] > 0 and res[0]["max_latency_ms"] >= res[0]["p50_ms"]
 
 
+def test_perf_says_why_records_failed(capsys):
+    """A failed count alone leaves the user guessing: the report names the
+    first error, or says no delivery report came."""
+    import argparse
+
+    from ferrokafka.cli import perf
+    from ferrokafka.errors import KafkaError
+
+    args = argparse.Namespace(json=True, num_records=3)
+    stats = perf._Stats("ferrokafka", 3, 10)
+    stats.ack(time.monotonic(), None)
+    stats.ack(time.monotonic(), KafkaError("broker said no"))
+    res = stats.result("ferrokafka", 3)  # the third: no report at all
+    assert perf._report(args, [res], "produce") == 1
+    err = capsys.readouterr().err
+    assert "2 of 3 records failed, the first with: broker said no (KafkaError)" in err, err
+    args.num_records = 2
+    stats = perf._Stats("ferrokafka", 2, 10)
+    stats.ack(time.monotonic(), None)
+    assert perf._report(args, [stats.result("ferrokafka", 2)], "produce") == 1
+    assert "1 of 2 records failed, the first with: no delivery report by the end of the run" in capsys.readouterr().err
+
+
 def test_perf_consume(bs, topic):
     ok(cli("produce", topic, stdin=b"r\n" * 1000, bootstrap=bs))
     res = json.loads(ok(cli("perf", "consume", "--topic", topic, "--num-records", "1000", "--json",

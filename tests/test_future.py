@@ -66,6 +66,24 @@ def test_callbacks_run_on_poll_not_on_the_rust_thread():
     assert seen[-1] == "late"
 
 
+def test_a_callback_run_by_poll_finds_its_future_done():
+    """concurrent.futures' contract: a done callback sees a done future. The
+    completing thread once queued the callbacks and set the outcome under two
+    holds of the future's lock; a poll in between ran a callback whose
+    ``f.exception(0)`` raised a timeout (a `ferrokafka perf produce` run
+    counted a delivered record as failed). About 4 in 8,000 did, here."""
+    seen = []
+    for round_ in range(40):
+        # 400 Rust threads complete at once while this thread polls
+        for f in [_core._test_future(30) for _ in range(400)]:
+            f.add_done_callback(lambda f: seen.append(f.done()))
+        deadline = time.monotonic() + 30
+        while len(seen) < (round_ + 1) * 400 and time.monotonic() < deadline:
+            _core._test_run_callbacks()
+    assert len(seen) == 40 * 400
+    assert seen.count(False) == 0
+
+
 def test_a_failing_callback_does_not_stop_the_others(caplog):
     # Long enough that both callbacks are added before completion (a callback
     # added to a done future runs at once, in add_done_callback itself).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import sys
 import time
 import uuid
 from typing import Any, Callable
@@ -112,6 +113,10 @@ class _Stats:
                "max_latency_ms": round(lat[-1], 2) if ok else None}
         for p in _PCTS:
             out[f"p{p:g}_ms"] = round(lat[min(ok - 1, int(ok * p / 100))], 2) if ok else None
+        if n - ok:
+            e = self.first_error
+            out["first_error"] = ("no delivery report by the end of the run" if e is None
+                                  else f"{e} ({type(e).__name__})" if isinstance(e, BaseException) else str(e))
         return out
 
 
@@ -258,7 +263,14 @@ def _report(args: argparse.Namespace, results: list[dict], what: str) -> int:
         if what == "produce":
             cols += ["avg_latency_ms", "max_latency_ms"] + [f"p{p:g}_ms" for p in _PCTS]
         print(table([[r.get(c) for c in cols] for r in results], [c.upper().replace("_", "-") for c in cols]))
-    failed = any(r["failed"] or r["records"] < args.num_records for r in results)
+    failed = False
+    for r in results:
+        if r["failed"] or r["records"] < args.num_records:
+            failed = True
+            # why, on stderr: a failed count alone leaves the user guessing
+            why = (f"{r['failed']:,} of {args.num_records:,} records failed, the first with: {r['first_error']}"
+                   if r.get("first_error") else f"only {r['records']:,} of {args.num_records:,} records")
+            print(f"{r['client']}: {why}", file=sys.stderr)
     return EXIT_FAILURE if failed else EXIT_OK
 
 

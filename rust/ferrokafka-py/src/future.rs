@@ -252,7 +252,7 @@ impl Drop for KeepToken {
 /// Callbacks that became runnable, with the future they are called with, to
 /// be run by the owner's poll/flush. Entries are moved in without the GIL
 /// (no Python reference count is touched on the completing thread).
-type Runnable = Vec<(Vec<Py<PyAny>>, Arc<Py<DeliveryFuture>>)>;
+type Runnable = Vec<(Vec<Py<PyAny>>, Py<DeliveryFuture>)>;
 
 /// What a producer's futures hand back to the producer's own thread: the
 /// callbacks to run, and the cells of completed futures nobody holds any
@@ -377,12 +377,20 @@ impl FutureCell {
         (self.meta_ts.load(Ordering::Relaxed), k, v)
     }
 
-    fn queue_callbacks(&self, this: &Arc<Py<DeliveryFuture>>, cbs: Vec<Py<PyAny>>) {
-        if cbs.is_empty() {
-            return;
-        }
-        if let Some(q) = self.queue.as_ref().and_then(Weak::upgrade) {
-            q.lock().push((cbs, this.clone()));
+    /// Called by `resolve` with the state lock held (lock order: state,
+    /// then queue). Hands back what it could not queue (the owner is gone),
+    /// for the caller to free once the lock is released.
+    fn queue_callbacks(
+        &self,
+        this: Py<DeliveryFuture>,
+        cbs: Vec<Py<PyAny>>,
+    ) -> Option<(Vec<Py<PyAny>>, Py<DeliveryFuture>)> {
+        match self.queue.as_ref().and_then(Weak::upgrade) {
+            Some(q) if !cbs.is_empty() => {
+                q.lock().push((cbs, this));
+                None
+            }
+            _ => Some((cbs, this)),
         }
     }
 
@@ -520,9 +528,13 @@ impl DeliveryFuture {
     /// callbacks are moved into the owner's queue without it, so a Python
     /// thread busy holding the GIL can never stall the sender.
     ///
-    /// Callbacks are queued *before* the outcome becomes visible, so a thread
-    /// that sees `result()` return and then calls the producer's `poll` always
-    /// finds them queued.
+    /// The outcome is set and the callbacks are queued under one hold of
+    /// the state lock (docs/semantics.md §12.3; the queue's lock nests
+    /// inside it, nothing takes them in the other order): a thread that sees `result()` return and then
+    /// calls the producer's `poll` always finds the callbacks queued, and a
+    /// callback run by `poll` always finds its future done. (Queuing first
+    /// and setting the outcome after, under a second hold, let a `poll` in
+    /// between run a callback whose `f.exception(0)` raised a timeout.)
     pub fn resolve(cell: &FutureCell, result: Result<DeliveredRecord, Error>) {
         let outcome = match result {
             Ok(d) => Outcome::Done(d),
@@ -532,39 +544,20 @@ impl DeliveryFuture {
         if !matches!(st.outcome, Outcome::Pending) {
             return;
         }
-        // The future's object, kept for callbacks; the Arc lets the early
-        // and the late callbacks share it.
-        let mut this: Option<Arc<Py<DeliveryFuture>>> = None;
-        if !st.callbacks.is_empty() {
-            // Queue the callbacks first, outside the state lock (the queue
-            // has a lock of its own and `poll` takes them in the other
-            // order), then set the outcome.
-            let early = std::mem::take(&mut st.callbacks);
-            this = st.this.take().map(Arc::new);
-            drop(st);
-            if let Some(t) = &this {
-                cell.queue_callbacks(t, early);
-            }
-            st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
-            if !matches!(st.outcome, Outcome::Pending) {
-                return;
-            }
-        }
         st.outcome = outcome;
-        // Callbacks added while the first ones were being queued.
-        let late = std::mem::take(&mut st.callbacks);
-        let late_this = st.this.take();
+        let callbacks = std::mem::take(&mut st.callbacks);
+        let unqueued = st
+            .this
+            .take()
+            .and_then(|this| cell.queue_callbacks(this, callbacks));
         let aws = std::mem::take(&mut st.awaiters);
         let notify = st.waiters > 0;
         drop(st);
+        // Only now: freeing the future's object may run Python code that
+        // takes the state lock (`report_if_unread`).
+        drop(unqueued);
         if notify {
             cell.done.notify_all();
-        }
-        if !late.is_empty() {
-            let t = this.or_else(|| late_this.map(Arc::new));
-            if let Some(t) = &t {
-                cell.queue_callbacks(t, late);
-            }
         }
         if !aws.is_empty() {
             Python::attach(|py| {
