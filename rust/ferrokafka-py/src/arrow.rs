@@ -352,13 +352,18 @@ fn bitmap(out: &Out, valid: &[bool]) -> (Option<Buf>, usize) {
     if nulls == 0 {
         return (None, 0);
     }
-    // Eight rows a byte, without a branch per row.
     let mut bits = out.vec(valid.len().div_ceil(8));
-    bits.extend(valid.chunks(8).map(|rows| {
-        rows.iter()
-            .enumerate()
-            .fold(0u8, |b, (i, v)| b | (u8::from(*v) << i))
-    }));
+    if nulls == valid.len() {
+        // Every row null (the keys of unkeyed records): zeros, one memset.
+        bits.resize(valid.len().div_ceil(8), 0);
+    } else {
+        // Eight rows a byte, without a branch per row.
+        bits.extend(valid.chunks(8).map(|rows| {
+            rows.iter()
+                .enumerate()
+                .fold(0u8, |b, (i, v)| b | (u8::from(*v) << i))
+        }));
+    }
     (out.buf(Data::U8(bits)), nulls)
 }
 
@@ -376,12 +381,23 @@ fn topic_partition_columns(
     let mut partitions = out.vec(n);
     offsets.push(0i32);
     for (t, p, count) in runs {
-        let t = t.as_bytes();
-        for _ in 0..*count {
+        let (t, count) = (t.as_bytes(), *count);
+        // The run's offsets are an arithmetic progression, and its data the
+        // name `count` times, written by doubling copies: a few large
+        // memcpys instead of a small one per row (on the calling thread,
+        // which holds the GIL).
+        let (base, len) = (data.len() as i32, t.len() as i32);
+        offsets.extend((1..=count as i32).map(|i| base + i * len));
+        let start = data.len();
+        let end = start + t.len() * count;
+        if count > 0 {
             data.extend_from_slice(t);
-            offsets.push(data.len() as i32);
         }
-        partitions.extend(std::iter::repeat_n(*p, *count));
+        while data.len() < end {
+            let have = data.len() - start;
+            data.extend_from_within(start..start + have.min(end - data.len()));
+        }
+        partitions.extend(std::iter::repeat_n(*p, count));
     }
     let topic = ArrayNode {
         length: n,
@@ -598,5 +614,57 @@ mod tests {
         let next = run(&pool, 500);
         assert_eq!(next.values.data.as_ptr(), values);
         assert_eq!(next.values.get(499), Some(&[7u8; 100][..]));
+    }
+
+    fn bytes(b: &Option<Buf>) -> Vec<u8> {
+        match b.as_ref().map(|b| &b.data) {
+            Some(Data::U8(v)) => v.clone(),
+            _ => panic!("not a byte buffer"),
+        }
+    }
+
+    fn ints(b: &Option<Buf>) -> Vec<i32> {
+        match b.as_ref().map(|b| &b.data) {
+            Some(Data::I32(v)) => v.clone(),
+            _ => panic!("not an i32 buffer"),
+        }
+    }
+
+    #[test]
+    fn topic_and_partition_columns_repeat_each_run_row_by_row() {
+        // Runs of 0, 1, 2, 3 and 1,000 rows (the doubling copy's edges),
+        // an empty name, and names of different lengths in one batch.
+        let runs: Vec<(Arc<str>, i32, usize)> = vec![
+            (Arc::from("orders"), 0, 3),
+            (Arc::from("x"), 5, 0),
+            (Arc::from(""), 1, 2),
+            (Arc::from("payments-eu"), 2, 1000),
+            (Arc::from("x"), 7, 1),
+        ];
+        let n = runs.iter().map(|r| r.2).sum();
+        let (topic, partition) = topic_partition_columns(&Out(None), &runs, n);
+        let (mut offsets, mut data, mut parts) = (vec![0i32], Vec::new(), Vec::new());
+        for (t, p, c) in &runs {
+            for _ in 0..*c {
+                data.extend_from_slice(t.as_bytes());
+                offsets.push(data.len() as i32);
+                parts.push(*p);
+            }
+        }
+        assert_eq!(topic.length, n);
+        assert_eq!(ints(&topic.buffers[1]), offsets);
+        assert_eq!(bytes(&topic.buffers[2]), data);
+        assert_eq!(ints(&partition.buffers[1]), parts);
+    }
+
+    #[test]
+    fn validity_bitmaps_for_no_some_and_all_nulls() {
+        let out = Out(None);
+        assert!(bitmap(&out, &[true; 9]).0.is_none());
+        let (all, nulls) = bitmap(&out, &[false; 9]);
+        assert_eq!((bytes(&all), nulls), (vec![0, 0], 9));
+        let some: Vec<bool> = (0..11).map(|i| i % 3 != 0).collect();
+        let (b, nulls) = bitmap(&out, &some);
+        assert_eq!((bytes(&b), nulls), (vec![0b1011_0110, 0b0000_0101], 4));
     }
 }
