@@ -530,11 +530,12 @@ impl DeliveryFuture {
     ///
     /// The outcome is set and the callbacks are queued under one hold of
     /// the state lock (docs/semantics.md §12.3; the queue's lock nests
-    /// inside it, nothing takes them in the other order): a thread that sees `result()` return and then
-    /// calls the producer's `poll` always finds the callbacks queued, and a
-    /// callback run by `poll` always finds its future done. (Queuing first
-    /// and setting the outcome after, under a second hold, let a `poll` in
-    /// between run a callback whose `f.exception(0)` raised a timeout.)
+    /// inside it, nothing takes them in the other order): a thread that
+    /// sees `result()` return and then calls the producer's `poll` always
+    /// finds the callbacks queued, and a callback run by `poll` always
+    /// finds its future done. (Queuing first and setting the outcome after,
+    /// under a second hold, let a `poll` in between run a callback whose
+    /// `f.exception(0)` raised a timeout.)
     pub fn resolve(cell: &FutureCell, result: Result<DeliveredRecord, Error>) {
         let outcome = match result {
             Ok(d) => Outcome::Done(d),
