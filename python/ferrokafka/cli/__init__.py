@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Failure, UsageError, setup_logging
+from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Failure, UsageError, describe, setup_logging
 
 __all__ = ["main", "build_parser"]
 
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ap.prog} {args.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except (Failure, KafkaError) as e:
-        print(f"{ap.prog} {args.cmd}: error: {_describe(e)}", file=sys.stderr)
+        print(f"{ap.prog} {args.cmd}: error: {describe(e)}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"{ap.prog} {args.cmd}: interrupted", file=sys.stderr)
@@ -79,14 +79,6 @@ def main(argv: list[str] | None = None) -> int:
         # The reader went away (`| head`): stop quietly, as cat does.
         _quiet_stdout()
         return EXIT_OK
-
-
-def _describe(e: BaseException) -> str:
-    from ..errors import KafkaError
-
-    if isinstance(e, KafkaError):
-        return f"{e} ({type(e).__name__})"
-    return str(e)
 
 
 def _quiet_stdout() -> None:

@@ -38,6 +38,16 @@ def note(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def describe(e: object) -> str:
+    """An error for that message: a KafkaError with its class name (which
+    says the kind: timeout, authorization...), anything else as it prints."""
+    from ..errors import KafkaError
+
+    if isinstance(e, KafkaError):
+        return f"{e} ({type(e).__name__})"
+    return str(e)
+
+
 def add_common(p: argparse.ArgumentParser, *, suppress: bool = False) -> None:
     """``--bootstrap``, ``-X`` and ``--timeout`` on a command parser. With
     ``suppress`` (a nested sub-command), an option not given leaves the value the

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 import time
 import uuid
 from typing import Any, Callable
@@ -21,6 +20,7 @@ from ._common import (
     UsageError,
     add_common,
     cluster,
+    describe,
     note,
     options_of,
     print_json,
@@ -114,9 +114,8 @@ class _Stats:
         for p in _PCTS:
             out[f"p{p:g}_ms"] = round(lat[min(ok - 1, int(ok * p / 100))], 2) if ok else None
         if n - ok:
-            e = self.first_error
-            out["first_error"] = ("no delivery report by the end of the run" if e is None
-                                  else f"{e} ({type(e).__name__})" if isinstance(e, BaseException) else str(e))
+            out["first_error"] = ("no delivery report by the end of the run" if self.first_error is None
+                                  else describe(self.first_error))
         return out
 
 
@@ -270,7 +269,7 @@ def _report(args: argparse.Namespace, results: list[dict], what: str) -> int:
             # why, on stderr: a failed count alone leaves the user guessing
             why = (f"{r['failed']:,} of {args.num_records:,} records failed, the first with: {r['first_error']}"
                    if r.get("first_error") else f"only {r['records']:,} of {args.num_records:,} records")
-            print(f"{r['client']}: {why}", file=sys.stderr)
+            note(f"{r['client']}: {why}")
     return EXIT_FAILURE if failed else EXIT_OK
 
 
