@@ -352,10 +352,11 @@ fn bitmap(out: &Out, valid: &[bool]) -> (Option<Buf>, usize) {
     if nulls == 0 {
         return (None, 0);
     }
-    let mut bits = out.vec(valid.len().div_ceil(8));
+    let len = valid.len().div_ceil(8);
+    let mut bits = out.vec(len);
     if nulls == valid.len() {
         // Every row null (the keys of unkeyed records): zeros, one memset.
-        bits.resize(valid.len().div_ceil(8), 0);
+        bits.resize(len, 0);
     } else {
         // Eight rows a byte, without a branch per row.
         bits.extend(valid.chunks(8).map(|rows| {

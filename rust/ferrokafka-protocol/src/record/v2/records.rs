@@ -45,9 +45,9 @@ impl<'b> RecordIter<'b> {
     }
 
     /// One record's fields up to its header count; the headers are left in
-    /// the returned reader, checked to be plausibly that many.
-    // Always inlined: the consumer's decode loop (`visit`) calls it once per
-    // record, and left out of line it was a third of that loop (perf).
+    /// the returned reader, checked to be plausibly that many. The
+    /// iterator's path (`read_one`); `visit` spells the same two reads out
+    /// itself, to keep the head out of a `Result` (see there).
     #[inline(always)]
     fn read_head(&mut self) -> Result<RecordHead<'b>> {
         let body = self.record_body()?;
