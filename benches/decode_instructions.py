@@ -23,6 +23,8 @@ import re
 import subprocess
 import tempfile
 
+from instructions import callgrind, total
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -33,20 +35,17 @@ def main() -> None:
                if os.access(p, os.X_OK) and not p.endswith(".d")]
     binary = max(benches, key=os.path.getmtime)
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        "--toggle-collect=ferrokafka_net::consumer::records::decode_fetched*",
-                        binary, "--bench", "fetched", "--profile-time", "2"],
-                       cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        text = open(out).read()
-    total = int(re.search(r"^summary: (\d+)", text, re.M).group(1))
+        text = callgrind([binary, "--bench", "fetched", "--profile-time", "2"],
+                         "ferrokafka_net::consumer::records::decode_fetched*", tmp,
+                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    instructions = total(text)
     # Every call made while counting is listed as "cfn=(id) name" (the name
     # only the first time), then "calls=N ...".
     names = dict(re.findall(r"^c?fn=\((\d+)\) (.+)$", text, re.M))
     parse = {i for i, name in names.items() if name.endswith("RecordBatch::parse_exact")}
     batches = sum(int(n) for i, n in re.findall(r"^cfn=\((\d+)\).*\ncalls=(\d+)", text, re.M) if i in parse)
     records = batches * 1000
-    print(f"{total:,} instructions over {records:,} records: {total / records:.1f} a record")
+    print(f"{instructions:,} instructions over {records:,} records: {instructions / records:.1f} a record")
 
 
 if __name__ == "__main__":

@@ -55,24 +55,37 @@ def child(mode: str, n: int) -> None:
         p.close()
 
 
+def callgrind(argv: list, toggle: str, tmp: str, **run) -> str:
+    """The text of callgrind's output for ``argv``, counting only inside
+    functions matching ``toggle``; ``run`` goes to ``subprocess.run``. Shared
+    with ``decode_instructions.py``."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
+    out = os.path.join(tmp, "callgrind.out")
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                    f"--toggle-collect={toggle}", *argv], check=True, **run)
+    with open(out) as f:
+        return f.read()
+
+
+def total(text: str) -> int:
+    """The instructions counted, from callgrind's output."""
+    totals = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+    if not totals:
+        raise RuntimeError("no totals in callgrind's output")
+    return int(totals.group(1))
+
+
 def count(so: str, mode: str, n: int) -> int:
     """Instructions callgrind counted inside the calls, for build `so`."""
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copytree(PACKAGE, os.path.join(tmp, "ferrokafka"),
                         ignore=shutil.ignore_patterns("_core*.so", "__pycache__"))
         shutil.copy(so, os.path.join(tmp, "ferrokafka", "_core.abi3.so"))
-        out = os.path.join(tmp, "callgrind.out")
         fn = "send_many_arrow" if mode == "arrow" else "send_many"
         env = dict(os.environ, PYTHONPATH=tmp)
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        f"--toggle-collect=*__pymethod_{fn}__*",
-                        sys.executable, os.path.abspath(__file__), "--child", mode, str(n)],
-                       env=env, check=True, capture_output=True, cwd=tmp)
-        with open(out) as f:
-            totals = re.search(r"^(?:summary|totals): (\d+)", f.read(), re.M)
-        if not totals:
-            raise RuntimeError("no totals in callgrind's output")
-        return int(totals.group(1))
+        return total(callgrind([sys.executable, os.path.abspath(__file__), "--child", mode, str(n)],
+                               f"*__pymethod_{fn}__*", tmp, env=env, capture_output=True, cwd=tmp))
 
 
 def main() -> None:
@@ -84,8 +97,6 @@ def main() -> None:
     ap.add_argument("--mode", default="list", choices=["list", "arrow"])
     ap.add_argument("--records", type=int, default=200_000)
     args = ap.parse_args()
-    if shutil.which("valgrind") is None:
-        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     for so in args.builds:
         ir = count(so, args.mode, args.records)
         print(f"{so} [{args.mode}]: {ir / args.records:.1f} instructions a record on the calling thread")
