@@ -5,7 +5,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 python -m pip install -q --upgrade pip >/dev/null
 python -m pip install -q "maturin>=1.5,<2" "confluent-kafka>=2.4" \
-    "pytest>=8" "pytest-timeout>=2" "pyarrow>=14" \
+    "pytest>=8" "pytest-timeout>=2" "pytest-xdist>=3.5" "pyarrow>=14" \
     "kafka-python==3.0.12" "aiokafka>=0.12" "uvloop>=0.19" "lz4>=4" "python-snappy>=0.7" "zstandard>=0.22" "xxhash>=3" "mypy>=1.10" "ruff==0.17.6" \
     "scramp>=1.4" "pyspark>=4.2" "pandas>=2.2,<3"
 # rustfmt and clippy are gates in scripts/test.sh: make sure the toolchain has them.

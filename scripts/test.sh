@@ -13,7 +13,9 @@ cargo clippy -p ferrokafka-protocol -p ferrokafka-net -p ferrokafka-py --all-tar
 echo "== ruff ($((SECONDS - start))s)"
 python -m ruff check .
 echo "== cargo test ($((SECONDS - start))s)"
-cargo test --workspace --quiet
+# No debug info in the test build: a cold build takes ~30 s less on 2 cores
+# (3:02 against 2:30), and a failing test still names its file and line.
+CARGO_PROFILE_DEV_DEBUG=0 cargo test --workspace --quiet
 echo "== stubs: mypy.stubtest ferrokafka._core ($((SECONDS - start))s)"
 # _core.pyi must match the compiled module exactly (names, signatures, defaults).
 python -m mypy.stubtest ferrokafka._core
@@ -21,7 +23,12 @@ echo "== pytest ($((SECONDS - start))s)"
 # Deps were just installed: a missing broker or confluent-kafka is a failure, not a skip.
 export FERROKAFKA_REQUIRE_BROKERS=1
 rc=0
-python -m pytest -q "$@" || rc=$?
+# One worker process per core (pytest-xdist), each test file kept on one worker
+# so its module fixtures (a Spark session, a broker) start once. Most tests
+# wait on brokers and timeouts rather than compute: on 2 cores the suite took
+# 460 s against 821 s in one process. `./scripts/test.sh -n 0 ...` runs it in
+# one process (e.g. for --pdb).
+python -m pytest -q -n auto --dist loadfile "$@" || rc=$?
 if [ "$rc" = 5 ]; then
     echo "pytest collected no tests: treating as failure (the suite must not pass by running nothing)" >&2
     exit 1
