@@ -119,6 +119,7 @@ def test_send_send_nowait_and_batch_round_trip_in_order(bs, topic_name):
     _run(main())
 
 
+@pytest.mark.serial
 def test_send_nowait_while_metadata_is_unknown_does_not_block_the_loop():
     async def main():
         unhandled = []
@@ -144,6 +145,7 @@ def test_send_nowait_while_metadata_is_unknown_does_not_block_the_loop():
     _run(main())
 
 
+@pytest.mark.serial
 def test_python_partitioner_waits_off_the_loop_and_keeps_order(bs, topic_name):
     def to_last(key, all_parts, available):
         return all_parts[-1]
@@ -652,6 +654,7 @@ def test_uvloop_if_installed(bs, topic_name):
 # ----- the loop's lag under load -----------------------------------------------------
 
 
+@pytest.mark.serial
 def test_event_loop_lag_while_flooding_and_consuming(bs, topic_name):
     n = 200_000
 
@@ -700,6 +703,7 @@ def test_event_loop_lag_while_flooding_and_consuming(bs, topic_name):
     assert max(tick.lags) <= 0.060, max(tick.lags)
 
 
+@pytest.mark.serial
 def test_admin_calls_are_awaited_off_the_loop(bs, topic_name):
     async def main():
         async with AIOAdmin(bs) as a:

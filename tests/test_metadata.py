@@ -222,6 +222,7 @@ def test_rule_3_5_stale_leader_epoch_keeps_cached_entry():
     assert md.last_seen_leader_epoch(("t", 0)) == 6
 
 
+@pytest.mark.serial
 def test_rule_3_6_fetch_returns_snapshot_without_blocking():
     md = producer()
     before = md.fetch()
