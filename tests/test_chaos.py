@@ -125,7 +125,8 @@ def check_exactly_once_in_order(seen, acked):
     values = [v for q in seen for _, v in seen[q]]
     counts = Counter(values)
     dups = sum(c - 1 for c in counts.values() if c > 1)
-    lost = len(set(acked) - set(counts))
+    missing = set(acked) - set(counts)
+    lost = len(missing)
     # Where each repeat sits tells a repeat in the log (other offsets: the
     # producer wrote it twice) from one read twice (the same offset: the
     # consumer handed it out twice).
@@ -133,7 +134,7 @@ def check_exactly_once_in_order(seen, acked):
     assert lost == 0 and dups == 0, (f"{lost} acknowledged records lost, {dups} duplicated: "
                                      f"(partition, offset) of each repeated value {dict(list(repeats.items())[:10])}, "
                                      f"acked as {[(v, acked[v].partition, acked[v].offset) for v in list(repeats)[:10] if v in acked]}; "
-                                     f"lost {sorted(set(acked) - set(counts))[:10]}")
+                                     f"lost {sorted(missing)[:10]}")
     assert set(counts) == set(acked), f"{len(set(counts) - set(acked))} records in the log that were never acknowledged"
     for q, recs in seen.items():
         sent_order = [i for i, md in sorted(acked.items()) if md.partition == q]
