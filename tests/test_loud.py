@@ -253,9 +253,8 @@ def _poll_until(poll, cond, seconds=10.0):
 
 
 def _dead_address() -> str:
-    """A loopback port nobody listens on, fresh for this test: identical log
-    lines are rate-limited per process, so an address earlier tests used
-    may not be logged again for a while."""
+    """A loopback port nobody listens on, fresh for this test (a line naming
+    it is this test's, whatever other tests logged)."""
     import socket
 
     with socket.socket() as s:

@@ -19,7 +19,10 @@
 //!   4.11 processing order per batch.
 //! * Callbacks run after both locks are released, so a callback may call
 //!   `send` / `ready` on the same client.
+//! * Whichever thread holds the core, or polls, logs as this client: the
+//!   client's log context is entered for as long (`log_context.rs`).
 
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,6 +33,7 @@ use tokio::runtime::Runtime;
 
 use crate::cluster::Node;
 use crate::error::Error;
+use crate::log_context::{self, LogContext, Scope};
 use crate::network_client::{
     Callback, ClientConfig, ClientRequest, ClientResponse, Event, NetworkClient,
 };
@@ -62,6 +66,28 @@ pub struct BlockingClient {
     /// spent blocked waiting for I/O events.
     created: Instant,
     waited_us: AtomicU64,
+    /// The client's identity in log lines (`ClientConfig::log`).
+    log: Option<Arc<LogContext>>,
+}
+
+/// The locked network client, with its log context entered while held.
+pub struct LockedCore<'a> {
+    // Declared first, dropped first: unlocked before the context goes.
+    guard: MutexGuard<'a, NetworkClient>,
+    _scope: Scope,
+}
+
+impl Deref for LockedCore<'_> {
+    type Target = NetworkClient;
+    fn deref(&self) -> &NetworkClient {
+        &self.guard
+    }
+}
+
+impl DerefMut for LockedCore<'_> {
+    fn deref_mut(&mut self) -> &mut NetworkClient {
+        &mut self.guard
+    }
 }
 
 impl BlockingClient {
@@ -70,6 +96,7 @@ impl BlockingClient {
         let (tx, rx) = mpsc::channel();
         let transport = Selector::new(rt.handle().clone(), tx.clone(), cfg.clone());
         let seed = rand::random::<u64>();
+        let log = cfg.log.clone();
         let core = NetworkClient::new(cfg, updater, Box::new(transport), seed)?;
         Ok(BlockingClient {
             core: Mutex::new(core),
@@ -78,12 +105,23 @@ impl BlockingClient {
             _runtime: rt,
             created: Instant::now(),
             waited_us: AtomicU64::new(0),
+            log,
         })
     }
 
     /// Short critical sections only (see the module comment).
-    pub fn core(&self) -> MutexGuard<'_, NetworkClient> {
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    pub fn core(&self) -> LockedCore<'_> {
+        let _scope = log_context::enter(self.log.as_ref());
+        LockedCore {
+            guard: self.core.lock().unwrap_or_else(|p| p.into_inner()),
+            _scope,
+        }
+    }
+
+    /// The client's log context, for the threads it starts
+    /// (`log_context::set_thread`).
+    pub fn log_context(&self) -> Option<Arc<LogContext>> {
+        self.log.clone()
     }
 
     pub fn ready(&self, node: &Node, now: i64) -> bool {
@@ -170,6 +208,9 @@ impl BlockingClient {
         timeout: Duration,
         now: &dyn Fn() -> i64,
     ) -> (Vec<ClientResponse>, bool) {
+        // The callbacks below run outside the core's lock: they log as this
+        // client too.
+        let _scope = log_context::enter(self.log.as_ref());
         let rx = self.events.lock().unwrap_or_else(|p| p.into_inner());
         let wait_ms = self.core().maybe_update(now());
         let wait = timeout.min(Duration::from_millis(wait_ms.clamp(0, i64::MAX) as u64));

@@ -221,6 +221,7 @@ impl AsyncClient {
         let thread = std::thread::Builder::new()
             .name("ferrokafka-driver".into())
             .spawn(move || {
+                crate::log_context::set_thread(c.log_context());
                 while !s.load(Ordering::Acquire) {
                     let now = now_ms();
                     // Take the queue out so the lock is not held while we

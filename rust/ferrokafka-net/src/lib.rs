@@ -11,6 +11,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod inflight;
+pub mod log_context;
 pub mod metadata;
 pub mod network_client;
 pub mod options;

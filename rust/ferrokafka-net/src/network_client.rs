@@ -30,9 +30,11 @@ use rand::Rng;
 use crate::cluster::Node;
 use crate::error::Error;
 use crate::inflight::{InFlight, InFlightRequests};
+use crate::log_context::LogContext;
 use crate::metadata::wire::metadata_response_from_wire;
 use crate::states::{ClusterConnectionStates, ConnectionState};
 use crate::updater::{MetadataRequestSpec, MetadataUpdater, UpdaterContext};
+use std::sync::Arc;
 
 /// Settings of the network client (names as the Java properties, snake_case).
 #[derive(Debug, Clone)]
@@ -53,6 +55,9 @@ pub struct ClientConfig {
     /// KIP-714: push client metrics to brokers that ask for them (Java's
     /// `enable.metrics.push`, on by default). See `telemetry/`.
     pub enable_metrics_push: bool,
+    /// The client's identity in its log lines (`log_context.rs`); set by
+    /// `Effective::client_config` for every client that has a network.
+    pub log: Option<Arc<LogContext>>,
 }
 
 impl Default for ClientConfig {
@@ -70,6 +75,7 @@ impl Default for ClientConfig {
             max_response_size: ferrokafka_protocol::DEFAULT_MAX_RESPONSE_SIZE,
             security: crate::security::Security::plaintext(),
             enable_metrics_push: true,
+            log: None,
         }
     }
 }

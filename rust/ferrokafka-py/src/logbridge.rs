@@ -10,6 +10,9 @@
 //! level), so a filtered record costs an atomic load and nothing is
 //! formatted. Identical records are rate-limited: one per `REPEAT` with a
 //! count of the ones dropped, since a dead broker is retried every few ms.
+//! A record logged for a client starts with that client's prefix
+//! (`[Producer clientId=app] `, Java's) and counts as identical only to the
+//! same client's (ferrokafka-net `log_context.rs`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,8 +22,8 @@ use std::time::{Duration, Instant};
 use log::{Level, LevelFilter, Log, Metadata, Record};
 use pyo3::prelude::*;
 
-/// An identical record (same target, level and text) is logged at most once
-/// per this.
+/// An identical record (same client, target and text) is logged at most
+/// once per this.
 const REPEAT: Duration = Duration::from_secs(10);
 /// Records kept while no Python thread drains them; the oldest go first.
 const QUEUE_MAX: usize = 1000;
@@ -36,8 +39,9 @@ struct Queued {
 #[derive(Default)]
 struct Bridge {
     queue: VecDeque<Queued>,
-    /// (target, message) -> (last time logged, records dropped since).
-    seen: HashMap<(String, String), (Instant, u32)>,
+    /// (target, client, message) -> (last time logged, records dropped
+    /// since). The client is its log context's id, 0 for none.
+    seen: HashMap<(String, u64, String), (Instant, u32)>,
     dropped_full: u64,
     level_checked: Option<Instant>,
 }
@@ -57,12 +61,17 @@ impl Log for PyLogger {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let message = record.args().to_string();
+        let ctx = ferrokafka_net::log_context::current();
+        let message = match &ctx {
+            Some(c) => format!("{}{}", c.prefix(), record.args()),
+            None => record.args().to_string(),
+        };
+        let client = ctx.as_ref().map_or(0, |c| c.id());
         let target = record.target().to_string();
         let now = Instant::now();
         let mut g = BRIDGE.lock().unwrap_or_else(|p| p.into_inner());
         let b = g.get_or_insert_with(Bridge::default);
-        let key = (target.clone(), message.clone());
+        let key = (target.clone(), client, message.clone());
         let suppressed = match b.seen.get_mut(&key) {
             Some((last, n)) if now.duration_since(*last) < REPEAT => {
                 *n += 1;

@@ -119,9 +119,13 @@ impl Consumer {
             None
         };
         let worker = inner.clone();
+        let log = inner.net.log_context();
         let thread = std::thread::Builder::new()
             .name("ferrokafka-consumer".into())
-            .spawn(move || run(worker))
+            .spawn(move || {
+                crate::log_context::set_thread(log);
+                run(worker)
+            })
             .map_err(|e| Error::State {
                 detail: format!("cannot start the consumer thread: {e}"),
             })?;

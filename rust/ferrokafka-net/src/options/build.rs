@@ -10,6 +10,7 @@ use crate::consumer::client::ConsumerConfig;
 use crate::consumer::config::GroupProtocol;
 use crate::consumer::subscription::OffsetResetStrategy;
 use crate::error::Error;
+use crate::log_context::LogContext;
 use crate::metadata::default_updater::UpdaterConfig;
 use crate::metadata::MetadataConfig;
 use crate::network_client::ClientConfig;
@@ -252,6 +253,7 @@ pub fn build(r: &Resolved, token_provider: Option<TokenProvider>) -> Result<Effe
             security: Security::plaintext(),
             // The raw NetworkClient has no telemetry agent: off there.
             enable_metrics_push: r.takes("enable_metrics_push") && r.flag("enable_metrics_push")?,
+            log: None,
         };
         net.validate()?;
         e.network = Some(net);
@@ -434,6 +436,34 @@ impl Effective {
         if let Some(s) = &self.security {
             net.security = s.build()?;
         }
+        // Java's names for the kinds (the raw NetworkClient: its own).
+        let (kind, extra) = match self.client {
+            Client::Producer => (
+                "Producer",
+                self.producer
+                    .as_ref()
+                    .and_then(|p| p.transactional_id.as_deref())
+                    .map(|t| ("transactionalId", t)),
+            ),
+            Client::Consumer => (
+                "Consumer",
+                self.consumer
+                    .as_ref()
+                    .and_then(|c| c.group_id.as_deref())
+                    .map(|g| ("groupId", g)),
+            ),
+            Client::ShareConsumer => (
+                "ShareConsumer",
+                self.share
+                    .as_ref()
+                    .map(|s| ("groupId", s.group_id.as_str())),
+            ),
+            Client::Admin => ("AdminClient", None),
+            Client::NetworkClient => ("NetworkClient", None),
+            Client::Metadata | Client::ProducerMetadata => return Ok(net),
+        };
+        let extra: Vec<(&str, &str)> = extra.into_iter().collect();
+        net.log = Some(LogContext::new(kind, &net.client_id, &extra));
         Ok(net)
     }
 

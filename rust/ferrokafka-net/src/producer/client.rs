@@ -151,11 +151,15 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         } else {
             None
         };
+        let log = net.log_context();
         let async_client = AsyncClient::start(net);
         let worker = shared.clone();
         let sender_thread = std::thread::Builder::new()
             .name("ferrokafka-producer".into())
-            .spawn(move || runner::run(worker, rx))
+            .spawn(move || {
+                crate::log_context::set_thread(log);
+                runner::run(worker, rx)
+            })
             .map_err(|e| Error::State {
                 detail: format!("cannot start the producer thread: {e}"),
             })?;

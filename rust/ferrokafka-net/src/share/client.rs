@@ -77,9 +77,13 @@ impl ShareConsumer {
             async_commits: Mutex::default(),
         });
         let worker = inner.clone();
+        let log = inner.net.log_context();
         let thread = std::thread::Builder::new()
             .name("ferrokafka-share".into())
-            .spawn(move || run(worker))
+            .spawn(move || {
+                crate::log_context::set_thread(log);
+                run(worker)
+            })
             .map_err(|e| Error::State {
                 detail: format!("cannot start the share consumer thread: {e}"),
             })?;

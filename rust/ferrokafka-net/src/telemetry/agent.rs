@@ -48,6 +48,7 @@ impl Agent {
         let thread = std::thread::Builder::new()
             .name("ferrokafka-telemetry".into())
             .spawn(move || {
+                crate::log_context::set_thread(net.log_context());
                 let jitter = rand::thread_rng().gen::<f64>();
                 let mut t = Telemetry::new(kind, &client_id, now_ms(), jitter);
                 run(&mut t, &net, &c, &*metrics);
