@@ -9,7 +9,10 @@ as reported for CI's bounded scenarios in docs/reliability.md).
 
 Prints one row per run: records sent / acknowledged / consumed / lost /
 duplicated (for the group: deliveries beyond the first, which at-least-once
-allows) and the faults: leader moves, brokers set down, errors queued per API.
+allows), re-appended (copies of a retried batch that the mock cluster appended
+twice, as it does not check an idempotent producer's sequences: see
+check_exactly_once_in_order) and the faults: leader moves, brokers set down,
+errors queued per API.
 The `order-*` runs (tests/test_chaos_order.py: the issue-14 reordering
 scenario) add `inversions`: records followed in their partition's log by an
 earlier record, for in-flight 1 and 5 and every codec.
@@ -82,7 +85,7 @@ def main():
         f.setdefault("seconds", round(time.time() - t0, 1))
         rows.append(f)
         print(f, flush=True)
-    cols = ["sent", "acked", "consumed", "lost", "duplicated", "inversions", "moves", "downs"]
+    cols = ["sent", "acked", "consumed", "lost", "duplicated", "reappended", "inversions", "moves", "downs"]
     print()
     print(f"{'run':46} " + " ".join(f"{c:>10}" for c in cols) + "  errors queued per API / result")
     for f in rows:
