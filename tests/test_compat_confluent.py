@@ -603,6 +603,46 @@ def test_logger_property_receives_client_logs(fck):
         log.removeHandler(handler)
 
 
+def test_each_clients_logger_gets_its_own_clients_lines(fck):
+    """Two clients open at once, each with its own `logger`: each logger gets
+    its client's lines and not the other's (before, both got both)."""
+    import logging
+
+    from ferrokafka.testing import free_port
+
+    kept = {"a": [], "b": []}
+
+    class Keep(logging.Handler):
+        def __init__(self, into):
+            super().__init__()
+            self.into = into
+
+        def emit(self, record):
+            self.into.append(record.getMessage())
+
+    loggers = {}
+    for name in kept:
+        log = logging.getLogger(f"test-compat-confluent-logger-{name}")
+        log.setLevel(logging.INFO)
+        log.addHandler(Keep(kept[name]))
+        loggers[name] = log
+    # Two dead addresses, one per client, so each line names its client.
+    addrs = {name: f"127.0.0.1:{free_port()}" for name in kept}
+    clients = {name: fck.Producer({"bootstrap.servers": addrs[name]}, logger=loggers[name]) for name in kept}
+    try:
+        for c in clients.values():
+            with pytest.raises(fck.KafkaException):
+                c.list_topics(timeout=0.5)
+        for name, other in (("a", "b"), ("b", "a")):
+            assert any(addrs[name] in m for m in kept[name]), kept[name]
+            assert not any(addrs[other] in m for m in kept[name]), kept[name]
+    finally:
+        for c in clients.values():
+            c.close(0)
+        for log in loggers.values():
+            log.handlers.clear()
+
+
 def test_purge_is_refused_clearly(fck):
     p = fck.Producer({"bootstrap.servers": "127.0.0.1:1"})
     with pytest.raises(NotImplementedError, match="purge"):

@@ -147,6 +147,12 @@ class Admin:
         connections and per-node request figures (``name{node-id=node-N}``)."""
         return dict(self._core.metrics())
 
+    @property
+    def _log_id(self) -> int:
+        """This client's id on its log records (their ``ferrokafka_client``
+        attribute), for routing them per client."""
+        return self._core._log_id
+
     def close(self) -> None:
         self._core.close()
 

@@ -431,6 +431,12 @@ class Consumer:
         return ConsumerGroupMetadata(self.config["group_id"], gen, member,
                                      self.config.get("group_instance_id"))
 
+    @property
+    def _log_id(self) -> int:
+        """This client's id on its log records (their ``ferrokafka_client``
+        attribute), for routing them per client."""
+        return self._core._log_id
+
     def close(self, timeout_ms: Optional[int] = None) -> None:
         """Commit (with auto-commit), leave the group, stop. Idempotent."""
         if self._closed:

@@ -218,6 +218,12 @@ class Producer:
         ``batch_size_avg``, ...) stay as aliases."""
         return dict(self._p.metrics())
 
+    @property
+    def _log_id(self) -> int:
+        """This client's id on its log records (their ``ferrokafka_client``
+        attribute), for routing them per client."""
+        return self._p._log_id
+
     def close(self, timeout: Optional[float] = None) -> None:
         """Flush up to ``timeout`` seconds, then fail what is left."""
         self._p.close(timeout)

@@ -21,6 +21,9 @@ type NewTopicSpec = (String, i32, i16, Vec<(String, String)>);
 #[pyclass(module = "ferrokafka._core", name = "_Admin")]
 pub struct PyAdmin {
     inner: Mutex<Option<Arc<AdminClient>>>,
+    /// This client's id in its log records (`logbridge.rs`).
+    #[pyo3(get, name = "_log_id")]
+    log_id: u64,
 }
 
 impl PyAdmin {
@@ -72,8 +75,10 @@ impl PyAdmin {
             .clone()
             .ok_or_else(|| PyValueError::new_err("not an admin configuration"))?;
         let (md, net) = crate::config::metadata_and_network(&e)?;
+        let log_id = crate::logbridge::client_log_id(&net);
         Ok(PyAdmin {
             inner: Mutex::new(Some(Arc::new(AdminClient::new(acfg, md, net)))),
+            log_id,
         })
     }
 

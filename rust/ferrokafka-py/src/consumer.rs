@@ -204,6 +204,9 @@ type EventList = Vec<(&'static str, Vec<PyTopicPartition>)>;
 #[pyclass(module = "ferrokafka._core", name = "_Consumer")]
 pub struct PyConsumer {
     inner: Mutex<Option<Arc<Consumer>>>,
+    /// This client's id in its log records (`logbridge.rs`).
+    #[pyo3(get, name = "_log_id")]
+    log_id: u64,
 }
 
 impl PyConsumer {
@@ -302,9 +305,11 @@ impl PyConsumer {
             .clone()
             .ok_or_else(|| PyValueError::new_err("not a consumer configuration"))?;
         let (md, net) = crate::config::metadata_and_network(&e)?;
+        let log_id = crate::logbridge::client_log_id(&net);
         let consumer = Consumer::new(ccfg, md, net).map_err(FkError)?;
         Ok(PyConsumer {
             inner: Mutex::new(Some(Arc::new(consumer))),
+            log_id,
         })
     }
 

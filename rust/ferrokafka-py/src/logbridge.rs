@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 /// An identical record (same client, target and text) is logged at most
 /// once per this.
@@ -34,6 +35,8 @@ struct Queued {
     level: Level,
     target: String,
     message: String,
+    /// The client's log context id, 0 for none.
+    client: u64,
 }
 
 #[derive(Default)]
@@ -105,6 +108,7 @@ impl Log for PyLogger {
             level: record.level(),
             target,
             message,
+            client,
         });
         PENDING.store(true, Ordering::Release);
     }
@@ -202,9 +206,26 @@ pub fn drain(py: Python<'_>) {
     for q in items {
         let name = q.target.replace("::", ".");
         if let Ok(l) = logging.call_method1("getLogger", (name,)) {
-            let _ = l.call_method1("log", (py_level(q.level), q.message));
+            // The client's id as the record's `ferrokafka_client` attribute:
+            // the confluent facade's `logger` takes its own client's records
+            // by it (the clients' `_log_id`).
+            let kwargs = (q.client != 0)
+                .then(|| {
+                    let extra = PyDict::new(py);
+                    extra.set_item("ferrokafka_client", q.client)?;
+                    let kw = PyDict::new(py);
+                    kw.set_item("extra", extra)?;
+                    Ok::<_, PyErr>(kw)
+                })
+                .and_then(Result::ok);
+            let _ = l.call_method("log", (py_level(q.level), q.message), kwargs.as_ref());
         }
     }
+}
+
+/// A client's id in its log records (0: it logs without a context).
+pub(crate) fn client_log_id(net: &ferrokafka_net::BlockingClient) -> u64 {
+    net.log_context().map_or(0, |c| c.id())
 }
 
 /// `_core._drain_logs()`: for the Python layer's own drain points.

@@ -87,6 +87,9 @@ pub struct PyProducer {
     /// Started on the first `block=False` call that has to wait.
     deferral: Mutex<Option<Deferral>>,
     defer_state: Arc<DeferState>,
+    /// This client's id in its log records (`logbridge.rs`).
+    #[pyo3(get, name = "_log_id")]
+    log_id: u64,
 }
 
 impl PyProducer {
@@ -278,6 +281,7 @@ impl PyProducer {
         // A transactional producer's batches carry the transactional bit.
         let transactional = pcfg.transactional_id.is_some();
         let (md, net) = crate::config::metadata_and_network(&e)?;
+        let log_id = crate::logbridge::client_log_id(&net);
         let producer = Producer::new(
             pcfg,
             md,
@@ -294,6 +298,7 @@ impl PyProducer {
             buffer_memory: pcfg_buffer_memory,
             deferral: Mutex::new(None),
             defer_state: Arc::new(DeferState::default()),
+            log_id,
         })
     }
 

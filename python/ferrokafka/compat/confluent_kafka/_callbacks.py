@@ -48,8 +48,14 @@ class _Forward(logging.Handler):
     def __init__(self, target: logging.Logger) -> None:
         super().__init__()
         self.target = target
+        # The client's log id once it exists (`bind`); until then, and for
+        # records of no client, everything is forwarded.
+        self.client = 0
 
     def emit(self, record: logging.LogRecord) -> None:
+        other = getattr(record, "ferrokafka_client", 0)
+        if self.client and other and other != self.client:
+            return  # another client's line
         if self.target.isEnabledFor(record.levelno):
             self.target.handle(record)
 
@@ -80,8 +86,10 @@ class _Level:
 class LoggerBridge:
     """confluent-kafka's ``logger`` property: the client's log lines go to the
     given ``logging.Logger``. ferrokafka logs to the ``ferrokafka`` logger
-    tree, so the bridge forwards that tree while the client is open (with
-    several clients open, each given logger sees all of their records)."""
+    tree, so the bridge forwards the records of that tree that are this
+    client's (each carries its client's id as ``ferrokafka_client``; lines
+    of no client, such as configuration warnings, go to every bridge) while
+    the client is open."""
 
     def __init__(self, target: Any) -> None:
         if not isinstance(target, logging.Logger):
@@ -92,6 +100,11 @@ class LoggerBridge:
             root.setLevel(target.getEffectiveLevel())
         root.addHandler(self._handler)
 
+    def bind(self, client: Any) -> None:
+        """Forward only `client`'s records from now on."""
+        if self._handler is not None:
+            self._handler.client = getattr(client, "_log_id", 0)
+
     def close(self) -> None:
         if self._handler is not None:
             logging.getLogger("ferrokafka").removeHandler(self._handler)
@@ -101,6 +114,11 @@ class LoggerBridge:
 class _Both:
     def __init__(self, *parts: Any) -> None:
         self._parts = [p for p in parts if p is not None]
+
+    def bind(self, client: Any) -> None:
+        for p in self._parts:
+            if isinstance(p, LoggerBridge):
+                p.bind(client)
 
     def close(self) -> None:
         for p in self._parts:
@@ -133,6 +151,7 @@ def native_client(cls: Callable[[dict], Any], native: dict, facade: dict) -> Tup
             logger.close()
         raise config_error(str(e)) from e
     if logger is not None:
+        logger.bind(client)
         # A client dropped without close() must not leave its handler (bound to
         # the stderr of that moment) or the DEBUG level on the ferrokafka tree:
         # undo them when the client is collected. close() running first makes

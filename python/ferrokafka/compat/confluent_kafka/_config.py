@@ -226,7 +226,9 @@ TABLE: Dict[str, Row] = {
     # --- callbacks and logging --------------------------------------------------------
     "error_cb": F("PCA", _callable, "called from poll()/flush() with a KafkaError for connection "
                   "errors (`_TRANSPORT`, `_RESOLVE`, `_ALL_BROKERS_DOWN`, `_AUTHENTICATION`)"),
-    "logger": F("PCA", None, "a `logging.Logger`: gets the `ferrokafka` log records while the client is open"),
+    "logger": F("PCA", None, "a `logging.Logger`: gets this client's `ferrokafka` log records while it is open "
+                "(each record carries its client's id as `ferrokafka_client`; lines of no client, such as "
+                "configuration warnings, go to every client's logger)"),
     "debug": F("PCA", _str, "any value: the `ferrokafka` loggers log at DEBUG while the client is open "
                "(to `logger`, else to stderr); librdkafka's contexts are not told apart"),
     "log_level": R("use logging.getLogger('ferrokafka').setLevel(...)"),
