@@ -198,6 +198,16 @@ impl IdempotenceState {
         self.bump_requested = false;
     }
 
+    /// Bump the epoch once nothing is in flight: a batch with a sequence
+    /// will never be acknowledged (it expired in the queue before its
+    /// retry), and a broker that did not write it would refuse every later
+    /// batch of its partition as out of order (docs/semantics.md §5.5).
+    pub fn request_bump(&mut self) {
+        if self.fatal.is_none() && self.pid.is_valid() {
+            self.bump_requested = true;
+        }
+    }
+
     /// Forget the id (its bump was refused): `needs_init` asks for a fresh
     /// one, without a current id to bump. Sequence state is kept until the
     /// new id arrives (`set_producer_id_and_epoch` resets it then).

@@ -165,6 +165,12 @@ pub struct PollOutcome<T> {
     /// (connecting, in-flight cap, ordering rule): poll again soon, since
     /// what unblocks it (a connection, an answer) may not wake the caller.
     pub held_back: bool,
+    /// A batch that had been sent (it had a sequence) expired in the queue
+    /// before its retry went out: it may or may not be written, so the
+    /// partition's sequences after it cannot be trusted. The producer bumps
+    /// its epoch (Java `markSequenceUnresolved`, then the bump for an
+    /// idempotent producer; an abortable error for a transactional one).
+    pub sequence_hole: bool,
 }
 
 struct InFlight<B, T> {
@@ -280,8 +286,10 @@ impl<B: EncodableBatch, T: RecordHandles> Sender<B, T> {
             unknown_leader_topics: HashSet::new(),
             next_poll_delay_ms: i64::MAX,
             held_back: false,
+            sequence_hole: false,
         };
         for b in self.accumulator.expire(now_ms) {
+            out.sequence_hole |= b.base_sequence.is_some();
             out.failed.push(Delivery {
                 tp: b.tp.clone(),
                 handles: b.handles,
