@@ -485,20 +485,6 @@ impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
             actions.push(Action::UpdateTopics(topics));
         }
         actions.extend(out.calls.into_iter().map(Action::Produce));
-        if out.sequence_hole {
-            // An expired retry: its sequence may be a hole (see
-            // `PollOutcome::sequence_hole`). The transaction manager owns a
-            // transactional producer's id and bumps it after the abort the
-            // failed records force (below).
-            match self.txn.as_mut() {
-                Some(txn) => txn.require_epoch_bump(),
-                None => {
-                    if let Some(idem) = self.sender.idempotence.as_mut() {
-                        idem.request_bump();
-                    }
-                }
-            }
-        }
         if !out.failed.is_empty() {
             if let Some(txn) = self.txn.as_mut() {
                 // Expired or unencodable batches of a transaction doom it.

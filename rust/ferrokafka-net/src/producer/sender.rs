@@ -165,12 +165,6 @@ pub struct PollOutcome<T> {
     /// (connecting, in-flight cap, ordering rule): poll again soon, since
     /// what unblocks it (a connection, an answer) may not wake the caller.
     pub held_back: bool,
-    /// A batch that had been sent (it had a sequence) expired in the queue
-    /// before its retry went out: it may or may not be written, so the
-    /// partition's sequences after it cannot be trusted. The producer bumps
-    /// its epoch (Java `markSequenceUnresolved`, then the bump for an
-    /// idempotent producer; an abortable error for a transactional one).
-    pub sequence_hole: bool,
 }
 
 struct InFlight<B, T> {
@@ -286,10 +280,9 @@ impl<B: EncodableBatch, T: RecordHandles> Sender<B, T> {
             unknown_leader_topics: HashSet::new(),
             next_poll_delay_ms: i64::MAX,
             held_back: false,
-            sequence_hole: false,
         };
         for b in self.accumulator.expire(now_ms) {
-            out.sequence_hole |= b.base_sequence.is_some();
+            self.unresolved(&b);
             out.failed.push(Delivery {
                 tp: b.tp.clone(),
                 handles: b.handles,
@@ -484,6 +477,7 @@ impl<B: EncodableBatch, T: RecordHandles> Sender<B, T> {
                     if can_retry {
                         self.retry(batch, now_ms);
                     } else {
+                        self.unresolved(&batch);
                         self.fail(batch, e.clone(), &mut deliveries);
                     }
                     continue;
@@ -645,6 +639,20 @@ impl<B: EncodableBatch, T: RecordHandles> Sender<B, T> {
         }
         self.accumulator.reenqueue_split(pieces, now_ms);
         Ok(())
+    }
+
+    /// A batch that was sent (it has a sequence) fails without an answer
+    /// saying whether it was written: it expired in the queue before its
+    /// retry, or its request got no answer and it may not retry. Its
+    /// sequence may be a hole, and a broker without the batch refuses every
+    /// later one of its partition as out of order, so the epoch is bumped
+    /// (Java's unresolved sequence; docs/semantics.md §5.5). A transactional
+    /// producer's sending then waits for the manager's bump after the abort
+    /// the failed records force, as after any failed batch.
+    fn unresolved(&mut self, batch: &ProducerBatch<B, T>) {
+        if let (Some(idem), Some(_)) = (self.idempotence.as_mut(), batch.base_sequence) {
+            idem.request_bump();
+        }
     }
 
     fn retry(&mut self, batch: ProducerBatch<B, T>, now_ms: i64) {

@@ -277,3 +277,23 @@ fn retry_expiring_in_the_queue_bumps_the_epoch() {
     let (o, _) = step(&mut c, 1005, &view);
     assert_eq!(o.sent(), vec!["7:1:0:1"], "sequence 0 of the new epoch");
 }
+
+/// The same hole when the batch's request got no answer and it may not
+/// retry (past delivery_timeout_ms): it fails, and the epoch is bumped
+/// before anything else of the producer is sent.
+#[test]
+fn unanswered_batch_that_may_not_retry_bumps_the_epoch() {
+    let view = FakeCluster::new(|_| 1);
+    let mut c = with_producer_id(config(true), &view);
+    send(&mut c, 0, 1, 0);
+    let (o, _) = step(&mut c, 0, &view);
+    assert_eq!(o.sent(), vec!["7:0:0:1"]);
+    let gone = Error::Disconnected { node_id: 1 };
+    let o = Out::of(c.on_answer(o.tag(), Err(gone.clone()), 1000));
+    assert_eq!(o.completed, vec![(vec![1], Err(gone.code()))]);
+    send(&mut c, 0, 2, 1001);
+    let (o, _) = step(&mut c, 1001, &view);
+    assert!(o.produce.is_empty());
+    assert_eq!(o.init.len(), 1);
+    assert_eq!(o.init[0].2, (7, 0));
+}
