@@ -29,6 +29,7 @@ pub mod local_code {
     pub const AUTHENTICATION: i16 = -169;
     pub const UNSUPPORTED_FEATURE: i16 = -165;
     pub const PURGE_QUEUE: i16 = -152;
+    pub const PURGE_INFLIGHT: i16 = -151;
 
     /// Every local code with librdkafka's name and whether a retry may
     /// clear it: the table the Python exception tree is built from.
@@ -52,6 +53,7 @@ pub mod local_code {
         (AUTHENTICATION, "_AUTHENTICATION", false),
         (UNSUPPORTED_FEATURE, "_UNSUPPORTED_FEATURE", false),
         (PURGE_QUEUE, "_PURGE_QUEUE", false),
+        (PURGE_INFLIGHT, "_PURGE_INFLIGHT", false),
     ];
 }
 
@@ -106,6 +108,12 @@ pub enum Error {
     /// `TransactionAbortedException`; librdkafka's `_PURGE_QUEUE`).
     #[error("transaction aborted: {detail}")]
     Aborted { detail: String },
+    /// The application purged the record (`Producer.purge`): from the queue
+    /// before it was sent (librdkafka's `_PURGE_QUEUE`), or while its
+    /// request was in flight, whose answer is then ignored: it may or may
+    /// not have been written (`_PURGE_INFLIGHT`).
+    #[error("{}", if *.in_flight { "purged while in flight: it may or may not have been written" } else { "purged from the queue before it was sent" })]
+    Purged { in_flight: bool },
 }
 
 fn fmt_msg(m: &Option<String>) -> String {
@@ -142,6 +150,8 @@ impl Error {
             Error::State { .. } => STATE,
             Error::Interrupted => FAIL,
             Error::Aborted { .. } => PURGE_QUEUE,
+            Error::Purged { in_flight: false } => PURGE_QUEUE,
+            Error::Purged { in_flight: true } => PURGE_INFLIGHT,
         }
     }
 
@@ -185,6 +195,8 @@ mod tests {
             Error::Authentication { detail: s() },
             Error::State { detail: s() },
             Error::Interrupted,
+            Error::Purged { in_flight: false },
+            Error::Purged { in_flight: true },
         ] {
             let entry = ALL.iter().find(|c| c.0 == e.code());
             let (_, name, retriable) =

@@ -2,7 +2,7 @@
 //! validates options and wraps `_Producer`; everything on the record path is
 //! here and in the net crate, with the GIL released while `send` may block.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -457,6 +457,31 @@ impl PyProducer {
     #[pyo3(signature = (report))]
     fn report_unretrieved(&self, report: Option<Py<PyAny>>) {
         self.callbacks.report_unretrieved(report);
+    }
+
+    /// librdkafka's `purge`: the records not yet sent (`in_queue`,
+    /// including `block=False` sends still waiting to be appended) fail
+    /// with `_PURGE_QUEUE`, those whose request is in flight (`in_flight`)
+    /// with `_PURGE_INFLIGHT` (they may or may not be written). Their
+    /// callbacks run at the next poll or flush. `blocking`: return once the
+    /// waiting `block=False` sends are failed too (at most a second).
+    #[pyo3(signature = (in_queue=true, in_flight=true, blocking=true))]
+    fn purge(
+        &self,
+        py: Python<'_>,
+        in_queue: bool,
+        in_flight: bool,
+        blocking: bool,
+    ) -> PyResult<()> {
+        let core = self.core()?;
+        let deferred = self.defer_state.clone();
+        py.detach(move || {
+            if in_queue {
+                deferred.purge(blocking, Duration::from_secs(1));
+            }
+            core.purge(in_queue, in_flight);
+        });
+        Ok(())
     }
 
     /// Send everything now and wait for it (up to `timeout` seconds); runs

@@ -216,10 +216,12 @@ class Producer:
         return True  # a producer is truthy even when its queue is empty
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """confluent-kafka's purge: records not yet sent (`in_queue`) fail with
+        `_PURGE_QUEUE`, records in flight (`in_flight`) with `_PURGE_INFLIGHT`
+        (they may or may not be written); their delivery callbacks run at the
+        next poll() or flush()."""
         self._check()
-        raise NotImplementedError(
-            "Producer.purge(): ferrokafka cannot take queued or in-flight records back out of its "
-            "Rust accumulator (needs core support); use flush(timeout) and then close()")
+        self._p._p.purge(bool(in_queue), bool(in_flight), bool(blocking))
 
     # -- metadata ------------------------------------------------------------------------
 

@@ -68,6 +68,9 @@ pub struct ProducerBatch<B, T> {
     pub base_sequence: Option<i32>,
     /// Bytes charged against `buffer_memory`.
     pub reserved_bytes: usize,
+    /// Purged while in flight (`Sender::purge_in_flight`): its records have
+    /// failed already; its answer completes nothing and it is not retried.
+    pub purged: bool,
 }
 
 impl<B: BatchBuilder, T: RecordHandles> ProducerBatch<B, T> {
@@ -302,6 +305,7 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
             sealed: false,
             base_sequence: None,
             reserved_bytes: reserve,
+            purged: false,
         };
         let full = batch.is_full(batch_size);
         let q = self.queues.entry(tp.clone()).or_default();

@@ -496,6 +496,17 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         }
     }
 
+    /// Fail the records not yet sent (`in_queue`) and those whose request
+    /// is in flight (`in_flight`, its answer then ignored: they may or may
+    /// not be written), as librdkafka's `rd_kafka_purge`; see
+    /// `ProducerCore::purge`. Done when it returns.
+    pub fn purge(&self, in_queue: bool, in_flight: bool) {
+        runner::purge(&self.shared, in_queue, in_flight);
+        // An epoch bump it asked for, and the memory it freed, are the
+        // runner's to act on.
+        self.wake();
+    }
+
     /// Wait until every record sent before this call is completed, or the
     /// timeout passes. Returns how many records were still pending.
     pub fn flush(&self, timeout: Option<Duration>) -> usize {

@@ -668,6 +668,37 @@ impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
         self.on_answer(tag, Err(err), now_ms)
     }
 
+    /// `Producer.purge` (librdkafka's `rd_kafka_purge`): the records queued
+    /// and not yet sent fail with `Purged { in_flight: false }`
+    /// (`in_queue`), and those whose request is in flight with `Purged {
+    /// in_flight: true }` (`in_flight`), their answers then ignored. A
+    /// queued retry had been sent: its sequence may now be a hole, so the
+    /// idempotent producer bumps its epoch (docs/semantics.md §5.5); a
+    /// transaction with purged records must be aborted.
+    pub fn purge(&mut self, in_queue: bool, in_flight: bool) -> Vec<Action<T>> {
+        let mut done = Vec::new();
+        if in_queue {
+            for b in self.sender.accumulator.abort_queued() {
+                self.sender.unresolved(&b);
+                done.push(Delivery {
+                    tp: b.tp.clone(),
+                    handles: b.handles,
+                    result: Err(Error::Purged { in_flight: false }),
+                });
+            }
+        }
+        if in_flight {
+            done.extend(self.sender.purge_in_flight());
+        }
+        if done.is_empty() {
+            return Vec::new();
+        }
+        if let Some(txn) = self.txn.as_mut() {
+            txn.on_batch_failed(&Error::Purged { in_flight });
+        }
+        vec![Action::MemoryFreed, Action::Complete(done)]
+    }
+
     /// Close: every queued and in-flight batch fails with `err`.
     pub fn abort_all(&mut self, err: Error) -> Vec<Action<T>> {
         let mut left: Vec<Delivery<T>> = self

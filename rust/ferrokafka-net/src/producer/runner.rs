@@ -324,6 +324,17 @@ pub(crate) fn run<B: EncodableBatch + Send + 'static, C: Completion>(
     }
 }
 
+/// `Producer::purge`, on the calling thread: the purged records complete
+/// here (their callbacks queued for the application's next poll).
+pub(crate) fn purge<B: EncodableBatch + Send + 'static, C: Completion>(
+    shared: &Arc<Shared<B, C>>,
+    in_queue: bool,
+    in_flight: bool,
+) {
+    let actions = shared.lock().purge(in_queue, in_flight);
+    execute(shared, actions, now_ms());
+}
+
 /// Carry out the core's actions, in order, with no producer lock held.
 fn execute<B: EncodableBatch + Send + 'static, C: Completion>(
     shared: &Arc<Shared<B, C>>,

@@ -453,6 +453,7 @@ impl<B: EncodableBatch, T: RecordHandles> Sender<B, T> {
         let acks0 = self.cfg.acks == 0;
         for batch in flight.batches {
             let can_retry = batch.attempts < self.cfg.retries
+                && !batch.purged
                 && !batch.has_reached_delivery_timeout(self.accumulator.config(), now_ms);
             let (code, base, append_time, message) = match &result {
                 Err(e) => {
@@ -501,6 +502,7 @@ impl<B: EncodableBatch, T: RecordHandles> Sender<B, T> {
             };
             if code == codes::MESSAGE_TOO_LARGE
                 && batch.builder.record_count() > 1
+                && !batch.purged
                 && !batch.has_reached_delivery_timeout(self.accumulator.config(), now_ms)
             {
                 // Java `splitAndReenqueue`: the broker's limit (message.max.bytes)
@@ -564,6 +566,26 @@ impl<B: EncodableBatch, T: RecordHandles> Sender<B, T> {
             }
         }
         (deliveries, refresh)
+    }
+
+    /// `purge(in_flight)`: the records of every batch waiting for an answer
+    /// fail now with `Purged { in_flight: true }`. The batches stay in
+    /// flight, so that their answers still settle the idempotent sequences
+    /// (one that comes back for a retry is not retried: it fails with no
+    /// records left, and its sequence is resolved like any failed batch's).
+    pub fn purge_in_flight(&mut self) -> Vec<Delivery<T>> {
+        let mut out = Vec::new();
+        for f in self.in_flight.values_mut() {
+            for b in f.batches.iter_mut().filter(|b| !b.purged) {
+                b.purged = true;
+                out.push(Delivery {
+                    tp: b.tp.clone(),
+                    handles: std::mem::take(&mut b.handles),
+                    result: Err(Error::Purged { in_flight: true }),
+                });
+            }
+        }
+        out
     }
 
     /// Close: fail every batch still waiting for an answer.
@@ -634,6 +656,7 @@ impl<B: EncodableBatch, T: RecordHandles> Sender<B, T> {
                 sealed: true,
                 base_sequence: seq,
                 reserved_bytes: reserved,
+                purged: false,
             });
             seq = seq.map(|s| s.wrapping_add(count as i32) & i32::MAX);
         }
@@ -649,7 +672,7 @@ impl<B: EncodableBatch, T: RecordHandles> Sender<B, T> {
     /// (Java's unresolved sequence; docs/semantics.md §5.5). A transactional
     /// producer's sending then waits for the manager's bump after the abort
     /// the failed records force, as after any failed batch.
-    fn unresolved(&mut self, batch: &ProducerBatch<B, T>) {
+    pub(crate) fn unresolved(&mut self, batch: &ProducerBatch<B, T>) {
         if let (Some(idem), Some(_)) = (self.idempotence.as_mut(), batch.base_sequence) {
             idem.request_bump();
         }

@@ -43,6 +43,28 @@ pub(super) struct DeferState {
     pub(super) bytes: AtomicUsize,
     /// Set on close/drop: waits end, what is left fails with "closed".
     pub(super) stop: AtomicBool,
+    /// Items handed to the thread so far, and items it finished: the
+    /// thread numbers its items in the order they come (the channel's).
+    pub(super) handed: AtomicU64,
+    pub(super) finished: AtomicU64,
+    /// `purge(in_queue)`: items numbered below this fail with
+    /// `Purged { in_flight: false }` (one waiting for metadata or memory
+    /// stops waiting).
+    pub(super) purge_below: AtomicU64,
+}
+
+impl DeferState {
+    /// Purge every item handed over so far; with `wait`, return once the
+    /// thread is past them (each fails at once, or stops its wait within
+    /// the wait's check interval), or after `limit`.
+    pub(super) fn purge(&self, wait: bool, limit: Duration) {
+        let upto = self.handed.load(Ordering::Acquire);
+        self.purge_below.fetch_max(upto, Ordering::AcqRel);
+        let until = Instant::now() + limit;
+        while wait && self.finished.load(Ordering::Acquire) < upto && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
 pub(super) struct Deferral {
@@ -52,11 +74,21 @@ pub(super) struct Deferral {
 }
 
 fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<DeferState>) {
-    let stopped = || st.stop.load(Ordering::Acquire);
+    let mut number: u64 = 0;
     // Drains what is left after the sender side is gone, failing it (stop
     // is set before the channel is dropped).
     while let Ok(item) = rx.recv() {
-        let closed = || Error::Closed { what: "producer" };
+        let mine = number;
+        number += 1;
+        let purged = || st.purge_below.load(Ordering::Acquire) > mine;
+        let stopped = || st.stop.load(Ordering::Acquire) || purged();
+        let closed = || {
+            if purged() {
+                Error::Purged { in_flight: false }
+            } else {
+                Error::Closed { what: "producer" }
+            }
+        };
         let fix = |e: Error| {
             if matches!(e, Error::Interrupted) {
                 closed()
@@ -139,6 +171,7 @@ fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<D
             }
         }
         st.queued.fetch_sub(1, Ordering::AcqRel);
+        st.finished.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -194,6 +227,8 @@ impl PyProducer {
         }
         let dd = d.as_ref().expect("started above");
         dd.state.queued.fetch_add(1, Ordering::AcqRel);
+        // Numbered under the `deferral` lock, in the channel's order.
+        dd.state.handed.fetch_add(1, Ordering::AcqRel);
         if let Err(mpsc::SendError(item)) = dd.tx.send(item) {
             dd.state.queued.fetch_sub(1, Ordering::AcqRel);
             st.bytes.fetch_sub(bytes, Ordering::AcqRel);

@@ -867,3 +867,4 @@ fn extend_run_stops_at_its_byte_bound() {
 }
 
 mod idempotence;
+mod purge;
