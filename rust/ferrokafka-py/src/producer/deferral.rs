@@ -231,6 +231,7 @@ impl PyProducer {
         dd.state.handed.fetch_add(1, Ordering::AcqRel);
         if let Err(mpsc::SendError(item)) = dd.tx.send(item) {
             dd.state.queued.fetch_sub(1, Ordering::AcqRel);
+            dd.state.handed.fetch_sub(1, Ordering::AcqRel);
             st.bytes.fetch_sub(bytes, Ordering::AcqRel);
             fail_deferred(item, Error::Closed { what: "producer" });
         }
