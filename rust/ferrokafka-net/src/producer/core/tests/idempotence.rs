@@ -4,6 +4,22 @@
 
 use super::*;
 
+/// The step's one InitProducerId, a bump of id 7 epoch 0, answered with
+/// epoch 1.
+fn answer_the_bump(c: &mut Core, o: &Out, now: i64) {
+    assert_eq!(o.init.len(), 1);
+    assert_eq!(o.init[0].2, (7, 0), "bumps the current id");
+    let a = c.on_answer(
+        o.init[0].1,
+        Ok(Answer::ProducerId {
+            producer_id: 7,
+            epoch: 1,
+        }),
+        now,
+    );
+    assert!(a.is_empty());
+}
+
 /// docs/semantics.md §5.3: with two batches of a partition in flight and the
 /// first coming back unwritten, nothing is sent until the second answered,
 /// then the retries go one at a time, lowest sequence first.
@@ -122,16 +138,7 @@ fn epoch_bump_waits_until_nothing_is_in_flight() {
         vec![(vec![2], Ok(10))]
     );
     let (o, _) = step(&mut c, 52, &view);
-    assert_eq!(o.init.len(), 1);
-    assert_eq!(o.init[0].2, (7, 0), "bumps the current id");
-    c.on_answer(
-        o.init[0].1,
-        Ok(Answer::ProducerId {
-            producer_id: 7,
-            epoch: 1,
-        }),
-        53,
-    );
+    answer_the_bump(&mut c, &o, 53);
     let (o, _) = step(&mut c, 60, &view);
     assert_eq!(
         o.sent(),
@@ -264,16 +271,7 @@ fn retry_expiring_in_the_queue_bumps_the_epoch() {
         o.produce.is_empty(),
         "nothing after the hole before the bump"
     );
-    assert_eq!(o.init.len(), 1);
-    assert_eq!(o.init[0].2, (7, 0), "bumps the current id");
-    c.on_answer(
-        o.init[0].1,
-        Ok(Answer::ProducerId {
-            producer_id: 7,
-            epoch: 1,
-        }),
-        1004,
-    );
+    answer_the_bump(&mut c, &o, 1004);
     let (o, _) = step(&mut c, 1005, &view);
     assert_eq!(o.sent(), vec!["7:1:0:1"], "sequence 0 of the new epoch");
 }
