@@ -147,6 +147,23 @@ def test_undeliverable_records_fail_only_their_own_futures(bs):
             p.send(topic, b"v", partition=5)
 
 
+def test_purge_fails_queued_records_and_the_producer_goes_on(bs):
+    topic = _topic(bs, 1)
+    with fk.Producer(bs, linger_ms=60_000) as p:
+        warm = p.send(topic, b"warm")  # the metadata, then the records linger
+        assert p.flush(30) == 0 and warm.result(0).offset == 0
+        lingering = [p.send(topic, b"v%d" % i) for i in range(5)]
+        waiting = p.send("t-" + uuid.uuid4().hex[:8], b"w", block=False)  # its metadata is unknown yet
+        p.purge(in_flight=False)
+        for f in lingering + [waiting]:
+            with pytest.raises(fk.KafkaError) as e:
+                f.result(5)
+            assert e.value.code == -152, e.value
+        after = p.send(topic, b"after")
+        assert p.flush(30) == 0
+        assert after.result(0).offset == 1, "only the warm-up record was written before"
+
+
 def test_invalid_options_name_the_option():
     with pytest.raises(ValueError, match="acks"):
         fk.Producer("127.0.0.1:1", acks=2)

@@ -140,6 +140,19 @@ class Producer:
             _events.dispatch(self._p, self._error_cb)
             self._stats.maybe_emit()
 
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Fail records without waiting for them, as librdkafka's purge:
+        those not yet sent (``in_queue``, including ``block=False`` sends
+        still waiting for metadata or memory) with code -152
+        (``_PURGE_QUEUE``), those whose request is in flight (``in_flight``)
+        with -151 (``_PURGE_INFLIGHT``; they may or may not be written, and
+        their answers are ignored). Their futures fail at once; callbacks run
+        at the next ``poll``/``flush``. An idempotent producer whose purged
+        records had been sent bumps its epoch (docs/semantics.md §5.5); a
+        transaction with purged records must be aborted. ``blocking``: wait
+        (at most a second) for the ``block=False`` sends to be failed too."""
+        self._p.purge(bool(in_queue), bool(in_flight), bool(blocking))
+
     # -- transactions (docs/semantics.md §7) ----------------------------------
     # Timeouts are seconds; None means max_block_ms, as in Java. A call that
     # times out keeps running: calling the same method again waits for it.

@@ -221,7 +221,7 @@ class Producer:
         (they may or may not be written); their delivery callbacks run at the
         next poll() or flush()."""
         self._check()
-        self._p._p.purge(bool(in_queue), bool(in_flight), bool(blocking))
+        self._p.purge(in_queue, in_flight, blocking)
 
     # -- metadata ------------------------------------------------------------------------
 
