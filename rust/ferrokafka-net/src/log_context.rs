@@ -34,14 +34,13 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl LogContext {
     /// `kind` as Java names it (`Producer`, `Consumer`, `AdminClient`,
-    /// `ShareConsumer`); `extra`: further `name=value` pairs shown after
-    /// the client id (`groupId`, `transactionalId`).
-    pub fn new(kind: &str, client_id: &str, extra: &[(&str, &str)]) -> Arc<Self> {
-        let mut prefix = format!("[{kind} clientId={client_id}");
-        for (k, v) in extra {
-            prefix.push_str(&format!(", {k}={v}"));
-        }
-        prefix.push_str("] ");
+    /// `ShareConsumer`); `extra`: a `name=value` pair shown after the
+    /// client id (`groupId`, `transactionalId`).
+    pub fn new(kind: &str, client_id: &str, extra: Option<(&str, &str)>) -> Arc<Self> {
+        let prefix = match extra {
+            Some((k, v)) => format!("[{kind} clientId={client_id}, {k}={v}] "),
+            None => format!("[{kind} clientId={client_id}] "),
+        };
         Arc::new(LogContext {
             prefix,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -111,11 +110,11 @@ mod tests {
 
     #[test]
     fn prefix_is_javas_and_ids_are_distinct() {
-        let a = LogContext::new("Consumer", "app", &[("groupId", "g")]);
-        let b = LogContext::new("Consumer", "app", &[("groupId", "g")]);
+        let a = LogContext::new("Consumer", "app", Some(("groupId", "g")));
+        let b = LogContext::new("Consumer", "app", Some(("groupId", "g")));
         assert_eq!(a.prefix(), "[Consumer clientId=app, groupId=g] ");
         assert_eq!(
-            LogContext::new("Producer", "p", &[]).prefix(),
+            LogContext::new("Producer", "p", None).prefix(),
             "[Producer clientId=p] "
         );
         assert_ne!(a.id(), b.id());
@@ -124,8 +123,8 @@ mod tests {
     #[test]
     fn scopes_nest_and_restore() {
         let (a, b) = (
-            LogContext::new("Producer", "a", &[]),
-            LogContext::new("Producer", "b", &[]),
+            LogContext::new("Producer", "a", None),
+            LogContext::new("Producer", "b", None),
         );
         std::thread::spawn(move || {
             assert_eq!(current(), None);

@@ -173,7 +173,7 @@ impl PyProducer {
             headers.iter().map(|(k, v)| (&**k, v.as_deref())).collect();
         // Keep the order of block=False records: while some wait in the
         // deferral thread, later ones queue behind them.
-        let behind = !block && this.defer_state.queued.load(Ordering::Acquire) > 0;
+        let behind = !block && this.defer_state.queued() > 0;
         // Borrowed from the call's arguments; `Copy`, so the attempt with the
         // GIL and the detached retry below take the same record.
         let record = Outgoing {
@@ -498,7 +498,7 @@ impl PyProducer {
         core.end_flush();
         waited?;
         run_callbacks(py, &self.callbacks);
-        Ok(core.pending() + self.defer_state.queued.load(Ordering::Acquire))
+        Ok(core.pending() + self.defer_state.queued() as usize)
     }
 
     /// The topic's partition ids; waits up to max_block_ms for metadata
@@ -640,7 +640,7 @@ impl PyProducer {
             state.resolve_done();
         }
         let start = core.block_deadline();
-        let behind = !block && this.defer_state.queued.load(Ordering::Acquire) > 0;
+        let behind = !block && this.defer_state.queued() > 0;
         let signals = SignalCheck::new();
         let refs = batch_ref::RecordRefs::new(&state);
         let completion = |index| PyCompletion::Batch(refs.make(index));

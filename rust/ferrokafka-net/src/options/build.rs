@@ -462,8 +462,7 @@ impl Effective {
             Client::NetworkClient => ("NetworkClient", None),
             Client::Metadata | Client::ProducerMetadata => return Ok(net),
         };
-        let extra: Vec<(&str, &str)> = extra.into_iter().collect();
-        net.log = Some(LogContext::new(kind, &net.client_id, &extra));
+        net.log = Some(LogContext::new(kind, &net.client_id, extra));
         Ok(net)
     }
 

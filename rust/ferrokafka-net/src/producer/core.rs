@@ -690,11 +690,11 @@ impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
         if in_flight {
             done.extend(self.sender.purge_in_flight());
         }
-        if done.is_empty() {
+        let Some(err) = done.first().and_then(|d| d.result.clone().err()) else {
             return Vec::new();
-        }
+        };
         if let Some(txn) = self.txn.as_mut() {
-            txn.on_batch_failed(&Error::Purged { in_flight });
+            txn.on_batch_failed(&err);
         }
         vec![Action::MemoryFreed, Action::Complete(done)]
     }

@@ -37,14 +37,13 @@ pub(super) enum Deferred {
 /// Shared between the producer binding and its deferral thread.
 #[derive(Default)]
 pub(super) struct DeferState {
-    /// Items handed over and not yet enqueued (or failed) by the thread.
-    pub(super) queued: AtomicUsize,
-    /// Their payload bytes, held outside `buffer_memory`; bounded by it.
+    /// The payload bytes of the items handed over and not yet finished, held outside `buffer_memory`; bounded by it.
     pub(super) bytes: AtomicUsize,
     /// Set on close/drop: waits end, what is left fails with "closed".
     pub(super) stop: AtomicBool,
-    /// Items handed to the thread so far, and items it finished: the
-    /// thread numbers its items in the order they come (the channel's).
+    /// Items handed to the thread so far, and items it finished (enqueued
+    /// or failed): the thread numbers its items in the order they come
+    /// (the channel's); the difference is what it still holds (`queued`).
     pub(super) handed: AtomicU64,
     pub(super) finished: AtomicU64,
     /// `purge(in_queue)`: items numbered below this fail with
@@ -54,6 +53,14 @@ pub(super) struct DeferState {
 }
 
 impl DeferState {
+    /// Items handed over and not yet finished by the thread.
+    pub(super) fn queued(&self) -> u64 {
+        // `finished` first: an item finished between the two reads then
+        // counts as still queued, never as less than none.
+        let finished = self.finished.load(Ordering::Acquire);
+        self.handed.load(Ordering::Acquire).saturating_sub(finished)
+    }
+
     /// Purge every item handed over so far; with `wait`, return once the
     /// thread is past them (each fails at once, or stops its wait within
     /// the wait's check interval), or after `limit`.
@@ -170,7 +177,6 @@ fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<D
                 st.bytes.fetch_sub(bytes, Ordering::AcqRel);
             }
         }
-        st.queued.fetch_sub(1, Ordering::AcqRel);
         st.finished.fetch_add(1, Ordering::AcqRel);
     }
 }
@@ -226,11 +232,9 @@ impl PyProducer {
             }
         }
         let dd = d.as_ref().expect("started above");
-        dd.state.queued.fetch_add(1, Ordering::AcqRel);
         // Numbered under the `deferral` lock, in the channel's order.
         dd.state.handed.fetch_add(1, Ordering::AcqRel);
         if let Err(mpsc::SendError(item)) = dd.tx.send(item) {
-            dd.state.queued.fetch_sub(1, Ordering::AcqRel);
             dd.state.handed.fetch_sub(1, Ordering::AcqRel);
             st.bytes.fetch_sub(bytes, Ordering::AcqRel);
             fail_deferred(item, Error::Closed { what: "producer" });
@@ -268,9 +272,9 @@ fn fail_deferred(item: Deferred, e: Error) {
 }
 
 pub(super) fn flush_step(core: &CoreProducer, deferred: &DeferState, slice: Duration) -> bool {
-    if deferred.queued.load(Ordering::Acquire) > 0 {
+    if deferred.queued() > 0 {
         std::thread::sleep(slice.min(Duration::from_millis(5)));
         return false;
     }
-    core.flush_step(slice) == 0 && deferred.queued.load(Ordering::Acquire) == 0
+    core.flush_step(slice) == 0 && deferred.queued() == 0
 }
