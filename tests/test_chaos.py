@@ -179,10 +179,9 @@ def test_read_back_check_excuses_only_what_a_lost_answer_leaves():
     acked = {v: md(0, o) for v, o in [(1, 4), (2, 5), (3, 6)]}
     # values 1-2 appended, answer lost, retried and appended again, then 3
     retried = {0: [(2, 1), (3, 2), (4, 1), (5, 2), (6, 3)]}
-    acked_r = {1: md(0, 4), 2: md(0, 5), 3: md(0, 6)}
-    assert check_exactly_once_in_order(retried, acked_r, mock_reappends=True) == (0, 0, 2)
+    assert check_exactly_once_in_order(retried, acked, mock_reappends=True) == (0, 0, 2)
     with pytest.raises(AssertionError, match="duplicated"):
-        check_exactly_once_in_order(retried, acked_r)
+        check_exactly_once_in_order(retried, acked)
     # a copy after the acknowledged one is the producer's doing
     later = {0: [(4, 1), (5, 2), (6, 3), (7, 1)]}
     with pytest.raises(AssertionError, match="duplicated"):

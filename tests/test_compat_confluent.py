@@ -559,14 +559,11 @@ def test_exception_in_error_cb_propagates_from_poll(ck):
     finally:
         # Let go of the record and the client: a librdkafka producer left to
         # the garbage collector kept dialing port 1, logging on stderr
-        # through later tests. The facade refuses purge: close(0) drops what
-        # is queued. Either may raise error_cb's exception once more.
+        # through later tests. Closing may raise error_cb's exception once
+        # more.
         with contextlib.suppress(ValueError):
-            if ck.__name__.startswith("ferrokafka"):
-                p.close(0)
-            else:
-                p.purge()
-                p.close()
+            p.purge()
+            p.close()
         del p
         gc.collect()
 
@@ -661,8 +658,7 @@ def test_purge_fails_records_waiting_for_a_broker_with_purge_queue(ck):
     assert [v for _, v in got] == [b"v0", b"v1", b"v2"]
     assert all(e is not None and e.code() == ck.KafkaError._PURGE_QUEUE for e, _ in got), got
     assert len(p) == 0 and p.flush(0) == 0
-    if hasattr(p, "close") and ck.__name__.startswith("ferrokafka"):
-        p.close(0)
+    p.close()  # nothing left to flush; a confluent-kafka producer would keep dialing
 
 
 def test_purge_fails_lingering_records_and_later_ones_are_delivered(embedded_broker, ck, topic_name):
@@ -684,7 +680,7 @@ def test_purge_fails_lingering_records_and_later_ones_are_delivered(embedded_bro
         after = []
         p.produce(topic_name, b"after", on_delivery=lambda err, msg: after.append(err))
         assert p.flush(30) == 0 and after == [None]
-        p.close(0)
+    p.close()
 
 
 def test_purge_in_flight_fails_records_whose_answer_is_late(mock_cluster, ck):

@@ -9,6 +9,7 @@ import time
 import uuid
 
 import ferrokafka as fk
+from ferrokafka.testing import free_port
 
 PREFIX = "[Producer clientId=ferrokafka] "
 
@@ -43,14 +44,6 @@ def test_nothing_below_the_level_is_logged(embedded_broker, caplog):
     assert not [r for r in caplog.records if r.name.startswith("ferrokafka") and r.levelno < logging.WARNING]
 
 
-def _dead_address() -> str:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
-
-
 def _lines(caplog, words):
     return [r.getMessage() for r in caplog.records if r.name.startswith("ferrokafka") and words in r.getMessage()]
 
@@ -62,7 +55,7 @@ def test_each_client_logs_its_own_failure_with_javas_prefix(caplog):
     client's: before, the second client's line counted as a repeat of the
     first's and nothing said that client was failing."""
     caplog.set_level(logging.WARNING, logger="ferrokafka")
-    dead = _dead_address()
+    dead = f"127.0.0.1:{free_port()}"
     clients = [fk.Producer(dead, client_id="app"), fk.Producer(dead, client_id="app"),
                fk.Consumer(dead, client_id="app", group_id="g")]
     try:

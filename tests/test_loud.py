@@ -255,11 +255,9 @@ def _poll_until(poll, cond, seconds=10.0):
 def _dead_address() -> str:
     """A loopback port nobody listens on, fresh for this test (a line naming
     it is this test's, whatever other tests logged)."""
-    import socket
+    from ferrokafka.testing import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+    return f"127.0.0.1:{free_port()}"
 
 
 def test_consumer_poll_reports_dead_broker_to_error_cb_and_logging(caplog):
