@@ -63,6 +63,12 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _sys() -> float:
+    """The part of ``_cpu`` spent in the kernel (system time): on loopback
+    mostly TCP's copies into and out of the socket, which any client pays."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
 def _confluent_producer_cfg(spec: dict, **extra) -> dict:
     cfg = {"bootstrap.servers": spec["bootstrap"], "compression.type": spec["codec"]}
     if spec["acks"] == "all":
@@ -111,7 +117,7 @@ def child_producer_confluent(spec: dict) -> dict:
     produce, poll = p.produce, p.poll
     state = {"ok": 0, "err": 0, "first_err": None}
     if spec["api"] == "produce":
-        c0, t0 = _cpu(), time.perf_counter()
+        c0, k0, t0 = _cpu(), _sys(), time.perf_counter()
         for i in range(n):
             try:
                 if keyed:
@@ -123,7 +129,7 @@ def child_producer_confluent(spec: dict) -> dict:
             if i % 50_000 == 0:
                 poll(0)
         left = p.flush(300)
-        wall, cpu = time.perf_counter() - t0, _cpu() - c0
+        wall, cpu, sys_cpu = time.perf_counter() - t0, _cpu() - c0, _sys() - k0
         # Fire-and-forget has no per-record outcome; flush()==0 is all it offers.
         delivered = n if left == 0 else None
     else:
@@ -134,7 +140,7 @@ def child_producer_confluent(spec: dict) -> dict:
                 state["err"] += 1
                 state["first_err"] = state["first_err"] or str(err)
 
-        c0, t0 = _cpu(), time.perf_counter()
+        c0, k0, t0 = _cpu(), _sys(), time.perf_counter()
         for i in range(n):
             try:
                 if keyed:
@@ -146,12 +152,12 @@ def child_producer_confluent(spec: dict) -> dict:
             if i % 1_000 == 0:
                 poll(0)
         left = p.flush(300)
-        wall, cpu = time.perf_counter() - t0, _cpu() - c0
+        wall, cpu, sys_cpu = time.perf_counter() - t0, _cpu() - c0, _sys() - k0
         delivered = state["ok"]
     if left or state["err"] or delivered != n:
         raise RuntimeError(f"not all delivered: left={left} ok={delivered} errors={state['err']} "
                            f"first={state['first_err']}")
-    return {"wall": wall, "cpu": cpu}
+    return {"wall": wall, "cpu": cpu, "sys": sys_cpu}
 
 
 def child_producer_ferrokafka(spec: dict) -> dict:
@@ -178,7 +184,7 @@ def child_producer_ferrokafka(spec: dict) -> dict:
     send = p.send
     futs: list = []
     keep = futs.append
-    c0, t0 = _cpu(), time.perf_counter()
+    c0, k0, t0 = _cpu(), _sys(), time.perf_counter()
     if api == "send":
         if keyed:
             for i in range(n):
@@ -198,14 +204,14 @@ def child_producer_ferrokafka(spec: dict) -> dict:
         for vals, ks in chunks:
             send_batch(topic, vals, keys=ks)
     left = p.flush(300)
-    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    wall, cpu, sys_cpu = time.perf_counter() - t0, _cpu() - c0, _sys() - k0
     m = p.metrics()
     bad = [f for f in futs if f.exception() is not None]
     p.close()
     # records_sent counts the warm-up record too.
     if left or m.get("records_errored") or bad or int(m.get("records_sent", -1)) != n + 1:
         raise RuntimeError(f"not all delivered: left={left} metrics={m} failed futures={len(bad)}")
-    return {"wall": wall, "cpu": cpu}
+    return {"wall": wall, "cpu": cpu, "sys": sys_cpu}
 
 
 def child_fill(spec: dict) -> dict:
@@ -238,7 +244,7 @@ def child_consumer(spec: dict) -> dict:
         c = Consumer({"bootstrap.servers": spec["bootstrap"], "group.id": "compare-" + uuid.uuid4().hex[:8]})
         c.list_topics(topic, timeout=30)  # connection + metadata outside the clock
         consume = c.consume
-        c0, t0 = _cpu(), time.perf_counter()
+        c0, k0, t0 = _cpu(), _sys(), time.perf_counter()
         c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(parts)])
         while got < n:
             for m in consume(min(10_000, n - got), 1.0):
@@ -250,7 +256,7 @@ def child_consumer(spec: dict) -> dict:
                 first = time.perf_counter() - t0
             if time.perf_counter() - t0 > deadline_s:
                 break
-        wall, cpu = time.perf_counter() - t0, _cpu() - c0
+        wall, cpu, sys_cpu = time.perf_counter() - t0, _cpu() - c0, _sys() - k0
         c.close()
     else:
         import ferrokafka as fk
@@ -267,7 +273,7 @@ def child_consumer(spec: dict) -> dict:
             time.sleep(0.5)
         c = fk.Consumer(spec["bootstrap"], auto_offset_reset="earliest", **knobs)
         c.partitions_for(topic)
-        c0, t0 = _cpu(), time.perf_counter()
+        c0, k0, t0 = _cpu(), _sys(), time.perf_counter()
         c.assign([fk.TopicPartition(topic, i) for i in range(parts)])
         if api == "poll":
             poll = c.poll
@@ -292,11 +298,11 @@ def child_consumer(spec: dict) -> dict:
                         first = time.perf_counter() - t0
                 if time.perf_counter() - t0 > deadline_s:
                     break
-        wall, cpu = time.perf_counter() - t0, _cpu() - c0
+        wall, cpu, sys_cpu = time.perf_counter() - t0, _cpu() - c0, _sys() - k0
         c.close()
     if got != n or total != n * spec["size"]:
         raise RuntimeError(f"read {got} records / {total} value bytes, expected {n} / {n * spec['size']}")
-    return {"wall": wall, "cpu": cpu, "first": first}
+    return {"wall": wall, "cpu": cpu, "sys": sys_cpu, "first": first}
 
 
 def child_latency(spec: dict) -> dict:
@@ -521,9 +527,11 @@ def rotated(cells: list, rnd: int, rounds: int) -> list:
     return cells[shift:] + cells[:shift]
 
 
-def run_all(args, bootstrap: str, sink: Optional[str] = None, floors: Optional[list] = None) -> dict:
-    """Every cell, round by round. With the ceiling section, the floor is
-    sampled again at each of its rounds into `floors` (see `main`)."""
+def run_all(args, bootstrap: str, sink: Optional[str] = None, floors: Optional[list] = None,
+            tcps: Optional[list] = None) -> dict:
+    """Every cell, round by round. With the ceiling section, the floor and
+    the kernel's TCP cost are sampled again at each of its rounds into
+    `floors` and `tcps` (see `main`)."""
     r = Runner(bootstrap)
     # The sink serves every fetch from memory: its consumer runs need no fill.
     r_sink = Runner(sink) if sink else None
@@ -539,6 +547,8 @@ def run_all(args, bootstrap: str, sink: Optional[str] = None, floors: Optional[l
                 import _sink
 
                 floors.append(_sink.floor(size=args.size))
+                if tcps is not None:
+                    tcps.append(_sink.tcp_cost(size=args.size))
             for cell in rotated(cells[s], rnd, args.rounds):
                 done += 1
                 out = run_one(r_sink if cell.get("ceiling") else r, cell)
@@ -573,8 +583,12 @@ def summarize(runs: dict) -> dict:
         elif ok and cell["kind"] in ("producer", "consumer", "aio"):
             n = cell["records"]
             walls = [x["wall"] for x in ok]
-            s.update(best_wall=min(walls), worst_wall=max(walls), lowest_cpu=min(x["cpu"] for x in ok),
-                     rate=n / min(walls), cpu_us=min(x["cpu"] for x in ok) / n * 1e6)
+            lowest = min(ok, key=lambda x: x["cpu"])
+            s.update(best_wall=min(walls), worst_wall=max(walls), lowest_cpu=lowest["cpu"],
+                     rate=n / min(walls), cpu_us=lowest["cpu"] / n * 1e6)
+            if "sys" in lowest:
+                # the kernel's part of that same run's CPU
+                s["sys_us"] = lowest["sys"] / n * 1e6
             if cell["kind"] == "consumer":
                 s["first_ms"] = min(x["first"] for x in ok) * 1000
         elif ok:
@@ -702,6 +716,7 @@ def main() -> None:
         try:
             env = environment(note)
             floors: list = []
+            tcps: list = []
             if "ceiling" in args.only:
                 import _sink
 
@@ -710,11 +725,15 @@ def main() -> None:
                 # ceiling round and once at the start): taken once, a busy
                 # moment of the VM raised it by 40% and flattered every ratio.
                 floors.append(_sink.floor(size=args.size))
+                tcps.append(_sink.tcp_cost(size=args.size))
                 sink = _sink.Sink(args.size)
             t0 = time.time()
-            runs = run_all(args, bootstrap, sink.bootstrap if sink else None, floors)
+            runs = run_all(args, bootstrap, sink.bootstrap if sink else None, floors, tcps)
             if floors:
                 env["floor_us"], env["floor_samples_us"] = min(floors), floors
+            if tcps:
+                env["tcp_send_us"] = min(t[0] for t in tcps)
+                env["tcp_recv_us"] = min(t[1] for t in tcps)
         finally:
             if broker is not None:
                 broker.close()

@@ -617,27 +617,6 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
         }
         out
     }
-
-    /// Remove the queued batches of one topic (its metadata failed fatally:
-    /// unauthorized or invalid), so only that topic's records fail.
-    pub fn abort_topic(&mut self, topic: &str) -> Vec<ProducerBatch<B, T>> {
-        let keys: Vec<TopicPartition> = self
-            .queues
-            .keys()
-            .filter(|tp| &*tp.topic == topic)
-            .cloned()
-            .collect();
-        let mut out = Vec::new();
-        for k in keys {
-            if let Some(mut q) = self.queues.remove(&k) {
-                out.extend(q.drain(..));
-            }
-        }
-        for b in &out {
-            self.used_memory = self.used_memory.saturating_sub(b.reserved_bytes);
-        }
-        out
-    }
 }
 
 #[cfg(test)]

@@ -312,16 +312,6 @@ fn delivery_timeout_expires_queued_batches() {
 }
 
 #[test]
-fn abort_topic_only_touches_that_topic() {
-    let mut acc = RecordAccumulator::new(cfg());
-    append(&mut acc, &TopicPartition::new("bad", 0), b"a", 1, 0).unwrap();
-    append(&mut acc, &TopicPartition::new("good", 0), b"b", 2, 0).unwrap();
-    let gone = acc.abort_topic("bad");
-    assert_eq!(gone.len(), 1);
-    assert!(acc.has_undrained());
-}
-
-#[test]
 fn flush_makes_everything_ready() {
     let mut acc = RecordAccumulator::new(cfg());
     append(&mut acc, &TopicPartition::new("t", 0), b"a", 1, 0).unwrap();
