@@ -417,7 +417,11 @@ def render_docs(data: dict, images: list) -> str:
                 "ceiling round, each the best of 20 runs).", ""]
         if env.get("tcp_send_us") is not None:
             out += ["Part of every row is the kernel's (its system time, in its own column): on loopback "
-                    "mostly TCP's copies of the records into and out of the socket. For scale, the same "
+                    "mostly TCP's copies of the records into and out of the socket. Unless built with precise "
+                    "accounting (`CONFIG_VIRT_CPU_ACCOUNTING_GEN`), Linux splits a process's CPU into user "
+                    "and system time by sampling at each timer tick, so that column is an estimate; the "
+                    "total is exact. "
+                    "For scale, the same "
                     "bytes through a loopback socket with no client at all (`benches/_sink.py` "
                     f"`tcp_cost`, 1 MB writes and reads, sampled as the floor is) cost the sending process "
                     f"{env['tcp_send_us']:.4f} µs a record ({env['tcp_send_us'] / floor:.1f}x the floor) and "
