@@ -26,6 +26,14 @@ pub const LEGACY_MAGIC_V1: i8 = 1;
 
 const TIMESTAMP_TYPE_BIT: i8 = 0x08;
 
+fn check_crc(stored: u32, covered: &[u8]) -> Result<()> {
+    let computed = crc32fast::hash(covered);
+    if computed != stored {
+        return Err(ProtocolError::CrcMismatch { stored, computed });
+    }
+    Ok(())
+}
+
 /// One legacy message as it sits in the buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LegacyMessage<'a> {
@@ -37,6 +45,8 @@ pub struct LegacyMessage<'a> {
     pub timestamp: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
+    /// What `crc` covers (magic to the end), for `verify_crc`.
+    crc_covered: &'a [u8],
 }
 
 impl<'a> LegacyMessage<'a> {
@@ -56,14 +66,9 @@ impl<'a> LegacyMessage<'a> {
         if magic != LEGACY_MAGIC_V0 && magic != LEGACY_MAGIC_V1 {
             return Err(ProtocolError::invalid("message magic", format!("{magic}")));
         }
+        let crc_covered = &input[16..];
         if opts.verify_crc {
-            let computed = crc32fast::hash(&input[16..]);
-            if computed != crc {
-                return Err(ProtocolError::CrcMismatch {
-                    stored: crc,
-                    computed,
-                });
-            }
+            check_crc(crc, crc_covered)?;
         }
         let attributes = r.i8()?;
         let timestamp = if magic == LEGACY_MAGIC_V1 {
@@ -87,7 +92,14 @@ impl<'a> LegacyMessage<'a> {
             timestamp,
             key,
             value,
+            crc_covered,
         })
+    }
+
+    /// Check the stored CRC32 against the message's bytes (for a reader
+    /// that parsed without `verify_crc`).
+    pub fn verify_crc(&self) -> Result<()> {
+        check_crc(self.crc, self.crc_covered)
     }
 
     pub fn compression(&self) -> Result<Compression> {

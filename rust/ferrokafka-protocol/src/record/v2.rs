@@ -103,6 +103,9 @@ pub struct RecordBatch<'a> {
     pub header: BatchHeader,
     /// The records section as stored (compressed if the batch is).
     pub records_data: &'a [u8],
+    /// What the stored CRC covers (attributes to the end), for
+    /// `verify_crc` after a parse that skipped it.
+    crc_covered: &'a [u8],
 }
 
 impl<'a> RecordBatch<'a> {
@@ -171,21 +174,31 @@ impl<'a> RecordBatch<'a> {
                 format!("{}", header.records_count),
             ));
         }
-        if opts.verify_crc {
-            let computed = crc32c::crc32c(&input[ATTRIBUTES_OFFSET..]);
-            if computed != header.crc {
-                return Err(ProtocolError::CrcMismatch {
-                    stored: header.crc,
-                    computed,
-                });
-            }
-        }
-        // Unknown codec ids are refused here rather than at first use.
-        header.compression()?;
-        Ok(RecordBatch {
+        let batch = RecordBatch {
             header,
             records_data: &input[BATCH_HEADER_SIZE..],
-        })
+            crc_covered: &input[ATTRIBUTES_OFFSET..],
+        };
+        if opts.verify_crc {
+            batch.verify_crc()?;
+        }
+        // Unknown codec ids are refused here rather than at first use.
+        batch.header.compression()?;
+        Ok(batch)
+    }
+
+    /// Check the stored CRC32C against the batch's bytes: what a parse with
+    /// `verify_crc` does, for a reader that parsed without it to check each
+    /// batch just before decoding it, while its bytes are in cache.
+    pub fn verify_crc(&self) -> Result<()> {
+        let computed = crc32c::crc32c(self.crc_covered);
+        if computed != self.header.crc {
+            return Err(ProtocolError::CrcMismatch {
+                stored: self.header.crc,
+                computed,
+            });
+        }
+        Ok(())
     }
 
     /// The uncompressed records section: borrowed when the batch is not
