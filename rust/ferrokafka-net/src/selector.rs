@@ -144,7 +144,8 @@ impl Transport for Selector {
     /// autotuning grows it up to `tcp_wmem`'s maximum, 4 MiB by default on
     /// Linux: that much counts as buffered. Counted as 128 KiB, every 1 MB
     /// Produce request (the default `batch_size`) was `Queued`, so the next
-    /// request to the broker waited for its SendDone.
+    /// request to the broker waited for its SendDone (docs/semantics.md
+    /// §4.7).
     fn write(&mut self, node_id: i32, conn: u64, frame: Frame) -> WriteOutcome {
         let limit = if self.cfg.send_buffer_bytes > 0 {
             self.cfg.send_buffer_bytes as usize

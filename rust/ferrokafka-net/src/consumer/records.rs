@@ -553,7 +553,7 @@ mod tests {
             50
         );
         // A corrupt batch before the fetch offset still fails the answer.
-        let mut blob = bad.clone();
+        let mut blob = bad;
         blob.extend(batch(50, 5, Compression::None));
         assert!(decode_fetched(&blob, 50, DecodeOptions::default(), &mut f, None).is_err());
         // So does one after a good batch (each batch is checked as it is
