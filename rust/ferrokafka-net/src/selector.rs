@@ -83,9 +83,6 @@ struct WriterShared {
     notify_at: AtomicU64,
 }
 
-/// The send buffer `write` assumes when the kernel sizes it (see `write`).
-const AUTOTUNED_SEND_BUFFER: usize = 4 << 20;
-
 /// `Transport` over tokio: each connection is one task that connects, then
 /// splits into a reader (this task) and a writer (a child task).
 pub struct Selector {
@@ -139,18 +136,11 @@ impl Transport for Selector {
     /// makes pipelining cheap. A frame that does not fit is `Queued`: the
     /// writer reports when it is out, giving the same backpressure as a full
     /// socket buffer in Java's selector.
-    ///
-    /// With `send_buffer_bytes` -1 the kernel sizes SO_SNDBUF itself and
-    /// autotuning grows it up to `tcp_wmem`'s maximum, 4 MiB by default on
-    /// Linux: that much counts as buffered. Counted as 128 KiB, every 1 MB
-    /// Produce request (the default `batch_size`) was `Queued`, so the next
-    /// request to the broker waited for its SendDone (docs/semantics.md
-    /// §4.7).
     fn write(&mut self, node_id: i32, conn: u64, frame: Frame) -> WriteOutcome {
         let limit = if self.cfg.send_buffer_bytes > 0 {
             self.cfg.send_buffer_bytes as usize
         } else {
-            AUTOTUNED_SEND_BUFFER
+            128 * 1024
         };
         let Some(c) = self.conns.get_mut(&node_id).filter(|c| c.conn == conn) else {
             return WriteOutcome::Closed;
@@ -458,60 +448,4 @@ async fn run_connection(
         conn,
         error,
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Read;
-    use std::sync::mpsc::{channel, Receiver};
-
-    fn next_event(rx: &Receiver<Event>) -> Event {
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("an event within 10 s")
-    }
-
-    /// With the default `send_buffer_bytes` (-1: the kernel sizes SO_SNDBUF)
-    /// a 1 MB frame, the Produce request of a default batch, counts as
-    /// buffered, and so does the next: no SendDone round trip between them.
-    /// With an explicit buffer smaller than the frame, it is queued and a
-    /// SendDone reports it out. (At the old 128 KiB assumption the first
-    /// case failed: every default batch waited for its SendDone.)
-    #[test]
-    fn a_default_batch_is_buffered_a_small_explicit_buffer_queues() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let node = Node::new(0, "127.0.0.1", listener.local_addr().unwrap().port(), None);
-        for (sndbuf, buffered) in [(-1, true), (65_536, false)] {
-            let (tx, rx) = channel();
-            let cfg = ClientConfig {
-                send_buffer_bytes: sndbuf,
-                ..Default::default()
-            };
-            let mut sel = Selector::new(runtime().handle().clone(), tx, cfg);
-            sel.connect(&node, 1);
-            let (mut peer, _) = listener.accept().unwrap();
-            // The broker side reads and drops everything.
-            let reader = std::thread::spawn(move || {
-                let mut buf = vec![0u8; 1 << 16];
-                while matches!(peer.read(&mut buf), Ok(n) if n > 0) {}
-            });
-            assert!(matches!(
-                next_event(&rx),
-                Event::Connected { node: 0, conn: 1 }
-            ));
-            let frame = || Frame::from(Bytes::from(vec![0u8; 1 << 20]));
-            if buffered {
-                assert_eq!(sel.write(0, 1, frame()), WriteOutcome::Buffered);
-                assert_eq!(sel.write(0, 1, frame()), WriteOutcome::Buffered);
-            } else {
-                assert_eq!(sel.write(0, 1, frame()), WriteOutcome::Queued(1));
-                assert!(matches!(
-                    next_event(&rx),
-                    Event::SendDone { written: 1, .. }
-                ));
-            }
-            drop(sel);
-            reader.join().unwrap();
-        }
-    }
 }

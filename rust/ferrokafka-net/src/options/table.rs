@@ -156,7 +156,7 @@ pub static OPTIONS: &[Spec] = &[
         .java("send.buffer.bytes")
         .aliases(&["socket.send.buffer.bytes"])
         .max(INT_MAX)
-        .core(&["ClientConfig.send_buffer_bytes"], "SO_SNDBUF of each connection; -1 (the default, as librdkafka's; Java's is 131072) leaves it to the OS, whose autotuning grows the buffer: a 1 MB Produce request then goes out in fewer rounds of writing and waiting for the broker to read (half the I/O threads' context switches in the ceiling run, issue 17), and up to 4 MiB of requests (autotuning's default maximum) count as sent, so the next may follow at once."),
+        .core(&["ClientConfig.send_buffer_bytes"], "SO_SNDBUF of each connection; -1 (the default, as librdkafka's; Java's is 131072) leaves it to the OS, whose autotuning grows the buffer: a 1 MB Produce request then goes out in fewer rounds of writing and waiting for the broker to read (half the I/O threads' context switches in the ceiling run, issue 17)."),
     int("receive_buffer_bytes", -1, -1, PCA | S | N)
         .java("receive.buffer.bytes")
         .aliases(&["socket.receive.buffer.bytes"])
