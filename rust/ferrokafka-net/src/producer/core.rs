@@ -690,11 +690,12 @@ impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
         if in_flight {
             done.extend(self.sender.purge_in_flight());
         }
-        let Some(err) = done.first().and_then(|d| d.result.clone().err()) else {
+        if done.is_empty() {
             return Vec::new();
-        };
-        if let Some(txn) = self.txn.as_mut() {
-            txn.on_batch_failed(&err);
+        }
+        // The transaction hears the error its first purged record got.
+        if let (Some(txn), Err(e)) = (self.txn.as_mut(), &done[0].result) {
+            txn.on_batch_failed(e);
         }
         vec![Action::MemoryFreed, Action::Complete(done)]
     }

@@ -37,7 +37,8 @@ pub(super) enum Deferred {
 /// Shared between the producer binding and its deferral thread.
 #[derive(Default)]
 pub(super) struct DeferState {
-    /// The payload bytes of the items handed over and not yet finished, held outside `buffer_memory`; bounded by it.
+    /// The payload bytes of the items handed over and not yet finished,
+    /// held outside `buffer_memory`; bounded by it.
     pub(super) bytes: AtomicUsize,
     /// Set on close/drop: waits end, what is left fails with "closed".
     pub(super) stop: AtomicBool,
