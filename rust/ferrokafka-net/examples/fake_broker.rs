@@ -4,11 +4,13 @@
 //! serialised behind broker work.
 //!
 //! * Produce: acknowledged at once; per partition the base offset counts the
-//!   records received (the batches are read for their record count, not kept).
+//!   records received (each batch's header is read for its record count,
+//!   the rest discarded in the kernel unread: `fake_broker/wire.rs`).
 //! * Fetch: served from one encoded batch of `FAKE_BATCH_RECORDS` records of
-//!   `FAKE_VALUE_BYTES` bytes (built once), copied with its base offset
-//!   patched (outside the CRC, so no checksum work per answer) up to
-//!   `partition_max_bytes`; every partition's log end is `FAKE_LOG_END`.
+//!   `FAKE_VALUE_BYTES` bytes (built once), written (vectored, never copied
+//!   here) with its base offset patched (outside the CRC, so no checksum
+//!   work per answer) up to `partition_max_bytes`; every partition's log
+//!   end is `FAKE_LOG_END`.
 //!   A fetch at the log end waits `max_wait_ms` (at most 500 ms) and answers
 //!   empty, as a broker would.
 //! * Metadata, CreateTopics, DeleteTopics (topics live in a map; Metadata
@@ -28,7 +30,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use ferrokafka_protocol::compression::Compression;
 use ferrokafka_protocol::kafka_protocol::messages::api_versions_response::ApiVersion;
 use ferrokafka_protocol::kafka_protocol::messages::create_topics_response::CreatableTopicResult;
@@ -57,13 +59,16 @@ use ferrokafka_protocol::kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, BrokerId, CreateTopicsResponse, DeleteTopicsResponse,
     FetchRequest, FetchResponse, FindCoordinatorResponse, InitProducerIdResponse,
     ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
-    OffsetCommitResponse, OffsetFetchResponse, ProduceRequest, ProduceResponse, ProducerId,
-    RequestHeader, RequestKind, ResponseHeader, ResponseKind, TopicName,
+    OffsetCommitResponse, OffsetFetchResponse, ProduceResponse, ProducerId, RequestHeader,
+    RequestKind, ResponseHeader, ResponseKind, TopicName,
 };
 use ferrokafka_protocol::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use ferrokafka_protocol::record::RecordBatchBuilder;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+
+#[path = "fake_broker/wire.rs"]
+mod wire;
 
 /// Highest versions answered, per API key (lowest: 0). Produce and Fetch
 /// stop at 12: v13 names topics by id only.
@@ -160,35 +165,42 @@ impl Broker {
         )
     }
 
-    fn produce(&self, req: ProduceRequest) -> ResponseKind {
+    /// The answer to a Produce request read by `wire::read_produce`.
+    fn produce(&self, req: wire::Produced) -> ResponseKind {
         let mut produced = self.produced.lock().unwrap();
         let responses = req
-            .topic_data
+            .topics
             .into_iter()
-            .map(|t| {
-                let topic = t.name.0.to_string();
-                let parts = t
-                    .partition_data
+            .map(|(topic, parts)| {
+                let parts = parts
                     .into_iter()
-                    .map(|p| {
-                        let next = produced.entry((topic.clone(), p.index)).or_insert(0);
+                    .map(|(index, records)| {
+                        let next = produced.entry((topic.clone(), index)).or_insert(0);
                         let base = *next;
-                        *next += p.records.as_ref().map_or(0, |r| count_records(r));
+                        *next += records;
                         PartitionProduceResponse::default()
-                            .with_index(p.index)
+                            .with_index(index)
                             .with_base_offset(base)
                             .with_log_append_time_ms(-1)
                     })
                     .collect();
                 TopicProduceResponse::default()
-                    .with_name(t.name)
+                    .with_name(name(&topic))
                     .with_partition_responses(parts)
             })
             .collect();
         ResponseKind::Produce(ProduceResponse::default().with_responses(responses))
     }
 
-    fn fetch(&self, req: &FetchRequest) -> ResponseKind {
+    /// The answer to a Fetch, its records left out: each partition's
+    /// records field holds a `Splice` sentinel, and `splices` gets the
+    /// pieces that replace it on the wire (the template batch, its base
+    /// offset patched as a piece of its own). Written vectored, the batches
+    /// are never copied in this process: copied into each answer (three
+    /// times, through the encoder and the output buffer), they streamed
+    /// megabytes through the caches the measured client shares on a
+    /// two-core machine, and charged the client for the sink's work.
+    fn fetch(&self, req: &FetchRequest, splices: &mut Vec<Splice>) -> ResponseKind {
         let tlen = self.template.len();
         let responses = req
             .topics
@@ -201,22 +213,29 @@ impl Broker {
                         let k = self.batch_records;
                         let mut base = p.fetch_offset - p.fetch_offset.rem_euclid(k);
                         let fit = (p.partition_max_bytes.max(0) as usize / tlen).max(1);
-                        let mut out = BytesMut::with_capacity(fit * tlen);
+                        let mut pieces = Vec::with_capacity(2 * fit);
                         for _ in 0..fit {
                             if base >= self.log_end {
                                 break;
                             }
-                            let at = out.len();
-                            out.extend_from_slice(&self.template);
-                            out[at..at + 8].copy_from_slice(&base.to_be_bytes());
+                            pieces.push(Bytes::copy_from_slice(&base.to_be_bytes()));
+                            pieces.push(self.template.slice(8..));
                             base += k;
                         }
+                        let records = if pieces.is_empty() {
+                            Bytes::new()
+                        } else {
+                            let s = Splice::new(splices.len(), pieces);
+                            let sentinel = Bytes::copy_from_slice(&s.sentinel);
+                            splices.push(s);
+                            sentinel
+                        };
                         FetchPartitionData::default()
                             .with_partition_index(p.partition)
                             .with_high_watermark(self.log_end)
                             .with_last_stable_offset(self.log_end)
                             .with_log_start_offset(0)
-                            .with_records(Some(out.freeze()))
+                            .with_records(Some(records))
                     })
                     .collect();
                 FetchableTopicResponse::default()
@@ -260,7 +279,12 @@ impl Broker {
         ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(topics))
     }
 
-    fn answer(&self, key: ApiKey, req: RequestKind) -> Option<ResponseKind> {
+    fn answer(
+        &self,
+        key: ApiKey,
+        req: RequestKind,
+        splices: &mut Vec<Splice>,
+    ) -> Option<ResponseKind> {
         Some(match req {
             RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(
                 ApiVersionsResponse::default().with_api_keys(
@@ -275,8 +299,7 @@ impl Broker {
                 ),
             ),
             RequestKind::Metadata(r) => self.metadata(r),
-            RequestKind::Produce(r) => self.produce(r),
-            RequestKind::Fetch(r) => self.fetch(&r),
+            RequestKind::Fetch(r) => self.fetch(&r, splices),
             RequestKind::ListOffsets(r) => self.list_offsets(r),
             RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(
                 InitProducerIdResponse::default()
@@ -423,74 +446,190 @@ impl Broker {
     }
 }
 
-/// Records in a Produce partition's record set: the count field of each
-/// v2 batch (offset 57), walking batches by their length field (offset 8).
-fn count_records(mut r: &[u8]) -> i64 {
-    let mut n = 0;
-    while r.len() >= 61 {
-        let len = i32::from_be_bytes([r[8], r[9], r[10], r[11]]).max(0) as usize + 12;
-        n += i32::from_be_bytes([r[57], r[58], r[59], r[60]]) as i64;
-        r = &r[len.min(r.len())..];
-    }
-    n
+/// A part of an answer that is written from pieces instead of encoded: the
+/// encoder writes `sentinel` as the field's bytes, `splice` swaps it (and
+/// its length prefix) for the length of `pieces` and the pieces.
+struct Splice {
+    sentinel: [u8; 16],
+    pieces: Vec<Bytes>,
 }
 
-async fn serve(broker: Arc<Broker>, mut s: TcpStream) {
+impl Splice {
+    fn new(index: usize, pieces: Vec<Bytes>) -> Self {
+        let mut sentinel = *b"\xfe\xed\xfa\xcesinkXXXXXXXX";
+        sentinel[8..].copy_from_slice(&(index as u64).to_be_bytes());
+        Splice { sentinel, pieces }
+    }
+}
+
+/// `body` (an encoded answer) as pieces, each splice's sentinel and its
+/// length prefix (a 4-byte length, or a compact field's varint of length
+/// plus one, by `compact`) replaced by the splice's length and pieces.
+fn splice(body: Bytes, splices: Vec<Splice>, compact: bool, out: &mut Vec<Bytes>) {
+    let mut at = 0;
+    for s in splices {
+        let found = body[at..]
+            .windows(16)
+            .position(|w| w == s.sentinel)
+            .expect("sentinel in the encoded answer")
+            + at;
+        let prefix = if compact { 1 } else { 4 };
+        out.push(body.slice(at..found - prefix));
+        let len: usize = s.pieces.iter().map(Bytes::len).sum();
+        let mut l = BytesMut::new();
+        if compact {
+            let mut v = len as u64 + 1;
+            while v >= 0x80 {
+                l.put_u8((v as u8) | 0x80);
+                v >>= 7;
+            }
+            l.put_u8(v as u8);
+        } else {
+            l.put_i32(len as i32);
+        }
+        out.push(l.freeze());
+        out.extend(s.pieces);
+        at = found + 16;
+    }
+    out.push(body.slice(at..));
+}
+
+/// Write every piece, vectored, and clear the list.
+async fn write_pieces(s: &mut TcpStream, pieces: &mut Vec<Bytes>) -> std::io::Result<()> {
+    let mut i = 0;
+    while i < pieces.len() {
+        let slices: Vec<std::io::IoSlice<'_>> = pieces[i..]
+            .iter()
+            .take(512)
+            .map(|p| std::io::IoSlice::new(p))
+            .collect();
+        let mut n = s.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            let p = &mut pieces[i];
+            if n >= p.len() {
+                n -= p.len();
+                i += 1;
+            } else {
+                bytes::Buf::advance(p, n);
+                n = 0;
+            }
+        }
+        while i < pieces.len() && pieces[i].is_empty() {
+            i += 1;
+        }
+    }
+    pieces.clear();
+    Ok(())
+}
+
+async fn serve(broker: Arc<Broker>, s: TcpStream) {
     let _ = s.set_nodelay(true);
-    let mut buf = BytesMut::with_capacity(1 << 16);
-    let mut out = BytesMut::new();
+    let mut w = wire::Wire::new(s);
+    // Answers not yet written, as pieces (`splice`): pipelined requests
+    // already read are answered by one write.
+    let mut out: Vec<Bytes> = Vec::new();
     loop {
-        if s.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+        if w.buf.len() < 12 && write_pieces(&mut w.s, &mut out).await.is_err() {
             return;
         }
-        while buf.len() >= 4 {
-            let n = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]).max(0) as usize;
-            if buf.len() < 4 + n {
-                buf.reserve(4 + n - buf.len());
-                break;
+        // Size, api key, version, correlation id.
+        let Ok(mut head) = w.take(12, 12).await else {
+            return;
+        };
+        let n = head.get_i32().max(8) as usize;
+        let key = head.get_i16();
+        let version = head.get_i16();
+        let correlation_id = head.get_i32();
+        let Ok(api) = ApiKey::try_from(key) else {
+            return;
+        };
+        let resp = if api == ApiKey::Produce {
+            match wire::read_produce(&mut w, n - 8, version).await {
+                Ok(p) if p.acks == 0 => continue, // no answer expected
+                Ok(p) => broker.produce(p),
+                Err(_) => return,
             }
-            let _ = buf.split_to(4);
-            let mut frame = buf.split_to(n).freeze();
-            let key = i16::from_be_bytes([frame[0], frame[1]]);
-            let version = i16::from_be_bytes([frame[2], frame[3]]);
-            let Ok(api) = ApiKey::try_from(key) else {
+        } else {
+            let Ok(rest) = w.take(n - 8, n - 8).await else {
                 return;
             };
-            let Ok(header) = RequestHeader::decode(&mut frame, api.request_header_version(version))
-            else {
+            let mut frame = BytesMut::with_capacity(n);
+            frame.put_i16(key);
+            frame.put_i16(version);
+            frame.put_i32(correlation_id);
+            frame.extend_from_slice(&rest);
+            let mut frame = frame.freeze();
+            if RequestHeader::decode(&mut frame, api.request_header_version(version)).is_err() {
                 return;
-            };
+            }
             let Ok(req) = RequestKind::decode(api, &mut frame, version) else {
                 return;
             };
             if let RequestKind::Fetch(f) = &req {
                 if broker.fetch_is_empty(f) {
                     // Flush what is queued first: the wait holds this connection.
-                    if !out.is_empty() && s.write_all(&out).await.is_err() {
+                    if write_pieces(&mut w.s, &mut out).await.is_err() {
                         return;
                     }
-                    out.clear();
                     let wait = f.max_wait_ms.clamp(0, 500) as u64;
                     tokio::time::sleep(Duration::from_millis(wait)).await;
                 }
             }
-            let Some(resp) = broker.answer(api, req) else {
+            let mut splices = Vec::new();
+            let Some(resp) = broker.answer(api, req, &mut splices) else {
                 return;
             };
-            let mut body = BytesMut::new();
-            ResponseHeader::default()
-                .with_correlation_id(header.correlation_id)
-                .encode(&mut body, api.response_header_version(version))
-                .expect("header");
-            resp.encode(&mut body, version).expect("response");
-            out.put_i32(body.len() as i32);
-            out.extend_from_slice(&body);
-        }
-        if !out.is_empty() && s.write_all(&out).await.is_err() {
-            return;
-        }
-        out.clear();
+            if !splices.is_empty() {
+                let body = frame_of(api, version, correlation_id, &resp, &splices);
+                splice(
+                    body,
+                    splices,
+                    api == ApiKey::Fetch && version >= 12,
+                    &mut out,
+                );
+                continue;
+            }
+            resp
+        };
+        out.push(frame_of(api, version, correlation_id, &resp, &[]));
     }
+}
+
+/// An answer's frame (size prefix included), as its splices will make it:
+/// each sentinel (16 bytes and its length prefix) counted as its pieces
+/// and their length prefix.
+fn frame_of(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    resp: &ResponseKind,
+    splices: &[Splice],
+) -> Bytes {
+    let mut body = BytesMut::new();
+    body.put_i32(0); // the frame's size, set below
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut body, api.response_header_version(version))
+        .expect("header");
+    resp.encode(&mut body, version).expect("response");
+    let compact = api == ApiKey::Fetch && version >= 12;
+    let prefix_len = |len: usize| {
+        if compact {
+            (64 - (len as u64 + 1).leading_zeros() as usize).div_ceil(7)
+        } else {
+            4
+        }
+    };
+    let mut size = body.len() - 4;
+    for s in splices {
+        let len: usize = s.pieces.iter().map(Bytes::len).sum();
+        size = size - 16 - prefix_len(16) + prefix_len(len) + len;
+    }
+    body[..4].copy_from_slice(&(size as i32).to_be_bytes());
+    body.freeze()
 }
 
 /// Copy + CRC32C of `n` records of `size` bytes: the least any client can
