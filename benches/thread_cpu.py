@@ -2,7 +2,8 @@
 
 A diagnostic, not the benchmark protocol (that is ``benches/compare.py``): one
 process, one partition, defaults, and for each of ferrokafka's threads the CPU
-time (``/proc/self/task/*/stat``, 10 ms ticks) and minor page faults it spent
+time (``/proc/self/task/*/stat``, 10 ms ticks), minor page faults and context
+switches it spent
 in the timed section, per record. For the producer modes also the calling
 thread's CPU inside the ``send_batch`` calls, to the nanosecond
 (``time.thread_time_ns``), the figure to compare builds by
@@ -32,7 +33,8 @@ BATCH = 10_000
 
 
 def threads() -> dict:
-    """{name:tid: (cpu seconds, minor faults)} of this process's threads."""
+    """{name:tid: (cpu seconds, minor faults, context switches)} of this
+    process's threads."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for tid in os.listdir("/proc/self/task"):
@@ -41,9 +43,11 @@ def threads() -> dict:
                 name = f.read().strip()
             with open(f"/proc/self/task/{tid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{tid}/status") as f:
+                switches = sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
         except OSError:  # the thread ended meanwhile
             continue
-        out[f"{name}:{tid}"] = ((int(fields[11]) + int(fields[12])) / tick, int(fields[7]))
+        out[f"{name}:{tid}"] = ((int(fields[11]) + int(fields[12])) / tick, int(fields[7]), switches)
     return out
 
 
@@ -126,11 +130,15 @@ def main() -> None:
     print(f"{args.mode}: {n / wall:,.0f} records/s, {used / n * 1e6:.3f} µs CPU a record (getrusage)")
     if calling is not None:
         print(f"calling thread inside send_batch: {calling / n:.1f} ns CPU a record (thread_time_ns)")
-    print("thread            ns CPU/record  minor faults/1k records")
-    for key, (secs, faults) in sorted(after.items()):
-        s0, f0 = before.get(key, (0.0, 0))
+    # Context switches (voluntary and not): on a VM each wake-up across
+    # cores is an interrupt through the hypervisor, a cost no profile of
+    # the thread's own code shows.
+    print("thread            ns CPU/record  minor faults/1k records  switches/10k records")
+    for key, (secs, faults, sw) in sorted(after.items()):
+        s0, f0, w0 = before.get(key, (0.0, 0, 0))
         if secs - s0 > 0 or faults - f0 > 0:
-            print(f"{key.split(':')[0]:<17} {(secs - s0) / n * 1e9:>13.0f}  {(faults - f0) / n * 1000:>10.1f}")
+            print(f"{key.split(':')[0]:<17} {(secs - s0) / n * 1e9:>13.0f}  {(faults - f0) / n * 1000:>10.1f}"
+                  f"  {(sw - w0) / n * 10_000:>22.1f}")
 
 
 if __name__ == "__main__":
