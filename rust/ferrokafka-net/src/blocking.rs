@@ -25,7 +25,7 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferrokafka_protocol::kafka_protocol::messages::RequestKind;
@@ -68,6 +68,8 @@ pub struct BlockingClient {
     waited_us: AtomicU64,
     /// The client's identity in log lines (`ClientConfig::log`).
     log: Option<Arc<LogContext>>,
+    /// Called after a poll that handled a `SendDone` (`on_send_done`).
+    send_done: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// The locked network client, with its log context entered while held.
@@ -106,6 +108,7 @@ impl BlockingClient {
             created: Instant::now(),
             waited_us: AtomicU64::new(0),
             log,
+            send_done: OnceLock::new(),
         })
     }
 
@@ -193,6 +196,34 @@ impl BlockingClient {
         r
     }
 
+    /// Have `f` called (on the polling thread, no lock held) after each
+    /// poll that handled a `SendDone`: a connection that had a frame queued
+    /// behind a full send buffer can take requests again. Its sender is
+    /// woken by this instead of finding out at its next recheck (a producer's
+    /// held-back batch waited up to `HELD_BACK_RECHECK_MS` for it, so 1 MB
+    /// batches, each bigger than the buffer, went out one at a time;
+    /// docs/semantics.md §4.7). Set once; later calls are ignored.
+    pub fn on_send_done(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.send_done.set(f);
+    }
+
+    /// Wait until every frame handed to the connections is written to its
+    /// socket (the kernel has it), or `deadline`. A request that expects no
+    /// answer (acks=0) completes once it counts as sent, which can be while
+    /// it is still in the writer's queue; closing aborts the writers, so
+    /// a close waits here first. True if all was written.
+    pub fn wait_written(&self, deadline: Instant) -> bool {
+        loop {
+            if self.core().unwritten_bytes() == 0 {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     pub fn wakeup(&self) {
         let _ = self.waker.send(Event::Wakeup);
     }
@@ -228,6 +259,7 @@ impl BlockingClient {
             events.push(ev);
         }
         let progressed = events.iter().any(|e| !matches!(e, Event::Wakeup));
+        let send_done = events.iter().any(|e| matches!(e, Event::SendDone { .. }));
         let mut responses = {
             let mut core = self.core();
             let r = core.handle_events(events, now());
@@ -243,6 +275,11 @@ impl BlockingClient {
                 // A panicking callback must not take the others (or the
                 // client) down with it.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(r)));
+            }
+        }
+        if send_done {
+            if let Some(f) = self.send_done.get() {
+                f();
             }
         }
         let any = progressed || !responses.is_empty();
@@ -283,5 +320,40 @@ impl Drop for BlockingClient {
         if !core.is_closed() {
             core.close(now_ms());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simple_updater::SimpleUpdater;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A poll that handles a `SendDone` calls the hook once, after the
+    /// events; a poll without one does not.
+    #[test]
+    fn send_done_calls_the_hook() {
+        let client = BlockingClient::new(
+            ClientConfig::default(),
+            Box::new(SimpleUpdater::new(vec![])),
+        )
+        .unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        client.on_send_done(Box::new(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        client.wakeup();
+        client.poll(Duration::from_millis(50));
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+        for _ in 0..2 {
+            let _ = client.waker.send(Event::SendDone {
+                node: 7,
+                conn: 1,
+                written: 1,
+            });
+        }
+        client.poll(Duration::from_millis(50));
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "once per poll");
     }
 }

@@ -122,6 +122,11 @@ pub trait Transport: Send {
     fn write(&mut self, node_id: i32, conn: u64, frame: Frame) -> WriteOutcome;
     /// Close the connection now; no more events for `conn` matter.
     fn close(&mut self, node_id: i32, conn: u64);
+    /// Bytes of frames handed to `write` and not yet written to their
+    /// sockets, over every connection (a transport that writes at once: 0).
+    fn unwritten(&self) -> usize {
+        0
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -469,6 +474,11 @@ impl NetworkClient {
             self.initiate_connect(node, now_ms);
         }
         false
+    }
+
+    /// Bytes handed to the transport and not yet written (`Transport::unwritten`).
+    pub fn unwritten_bytes(&self) -> usize {
+        self.transport.unwritten()
     }
 
     pub fn in_flight_count(&self, node: Option<i32>) -> usize {

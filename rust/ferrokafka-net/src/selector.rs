@@ -165,6 +165,16 @@ impl Transport for Selector {
         }
     }
 
+    fn unwritten(&self) -> usize {
+        // A connection whose task ended (it failed) writes nothing more:
+        // what it had left is not waited for.
+        self.conns
+            .values()
+            .filter(|c| !c.task.is_finished())
+            .map(|c| c.shared.unwritten.load(Ordering::SeqCst))
+            .sum()
+    }
+
     fn close(&mut self, node_id: i32, conn: u64) {
         if self.conns.get(&node_id).is_some_and(|c| c.conn == conn) {
             if let Some(c) = self.conns.remove(&node_id) {
@@ -448,4 +458,65 @@ async fn run_connection(
         conn,
         error,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::sync::mpsc::{channel, Receiver};
+
+    fn next_event(rx: &Receiver<Event>) -> Event {
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("an event within 10 s")
+    }
+
+    /// `unwritten` counts what the writer still holds while the broker does
+    /// not read (what a close must wait for), and falls to zero once it
+    /// does; frames past the send buffer are queued and reported out.
+    #[test]
+    fn unwritten_counts_what_a_stalled_broker_has_not_taken() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let node = Node::new(0, "127.0.0.1", listener.local_addr().unwrap().port(), None);
+        let (tx, rx) = channel();
+        let mut sel = Selector::new(runtime().handle().clone(), tx, ClientConfig::default());
+        sel.connect(&node, 1);
+        let (mut peer, _) = listener.accept().unwrap();
+        assert!(matches!(
+            next_event(&rx),
+            Event::Connected { node: 0, conn: 1 }
+        ));
+        // More than loopback's socket buffers hold (a few MB each way).
+        let frames = 32;
+        let mut last = WriteOutcome::Buffered;
+        for _ in 0..frames {
+            last = sel.write(0, 1, Frame::from(Bytes::from(vec![0u8; 1 << 20])));
+        }
+        assert_eq!(last, WriteOutcome::Queued(frames));
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            sel.unwritten() > 0,
+            "the writer cannot have written 32 MB to a peer that reads nothing"
+        );
+        let reader = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            let mut got = 0usize;
+            while let Ok(n @ 1..) = peer.read(&mut buf) {
+                got += n;
+            }
+            got
+        });
+        // Earlier reports can come while the frames were being handed over
+        // (the writer caught up with the newest one for a moment).
+        loop {
+            match next_event(&rx) {
+                Event::SendDone { written, .. } if written == frames => break,
+                Event::SendDone { .. } => {}
+                e => panic!("{e:?}"),
+            }
+        }
+        assert_eq!(sel.unwritten(), 0);
+        drop(sel);
+        assert_eq!(reader.join().unwrap(), (frames as usize) << 20);
+    }
 }

@@ -594,11 +594,23 @@ impl PyProducer {
         let core = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
         let Some(core) = core else { return Ok(()) };
         if timeout != Some(0.0) {
+            let started = Instant::now();
             core.begin_flush();
             let c2 = core.clone();
             let deferred = self.defer_state.clone();
             let _ = wait_detached(py, timeout.map(Duration::from_secs_f64), move |slice| {
                 flush_step(&c2, &deferred, slice).then_some(())
+            });
+            // Then the writers hand what they hold to the kernel before the
+            // drop below closes the connections (acks=0 records completed
+            // once counted as sent; `Producer::wait_written`), within what
+            // is left of the timeout.
+            let bound = timeout.map_or(core.write_timeout(), |t| {
+                Duration::from_secs_f64(t).saturating_sub(started.elapsed())
+            });
+            let c3 = core.clone();
+            let _ = wait_detached(py, Some(bound), move |slice| {
+                c3.wait_written(slice).then_some(())
             });
         }
         // Records still waiting for metadata fail now ("closed"); the thread

@@ -151,6 +151,15 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         } else {
             None
         };
+        // A connection that can take requests again after a full send
+        // buffer wakes the runner (a weak handle: the network client must
+        // not keep the producer alive).
+        let weak = Arc::downgrade(&shared);
+        net.on_send_done(Box::new(move || {
+            if let Some(s) = weak.upgrade() {
+                s.wake();
+            }
+        }));
         let log = net.log_context();
         let async_client = AsyncClient::start(net);
         let worker = shared.clone();
@@ -546,6 +555,19 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
 
     /// One flush step of at most `slice`, for callers that must come back to
     /// check signals (the Python binding). Returns the pending count.
+    /// Wait up to `timeout` until every request handed to the connections
+    /// is written to its socket (`BlockingClient::wait_written`): what
+    /// `close` does after its flush. True once all is written.
+    pub fn wait_written(&self, timeout: Duration) -> bool {
+        self.shared.net.wait_written(Instant::now() + timeout)
+    }
+
+    /// How long `close` without a timeout waits for the writers: the
+    /// request timeout, as for a request's answer.
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.shared.net.request_timeout_ms().max(0) as u64)
+    }
+
     pub fn flush_step(&self, slice: Duration) -> usize {
         let g = self
             .shared
@@ -597,6 +619,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         if self.sender_thread.is_none() {
             return;
         }
+        let started = Instant::now();
         self.flush(timeout);
         if let Some(mut t) = self.telemetry.take() {
             t.close();
@@ -605,6 +628,21 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         self.wake();
         if let Some(t) = self.sender_thread.take() {
             let _ = t.join();
+        }
+        // Let the writers hand what they hold to the kernel before the
+        // connections are closed: acks=0 records completed once their
+        // request counted as sent, which may be before it was written.
+        // Bounded by the close's timeout (the request timeout without one):
+        // a broker that stops reading must not hang the close
+        // (docs/semantics.md §4.8).
+        let bound = timeout.map_or(self.write_timeout(), |t| {
+            t.saturating_sub(started.elapsed())
+        });
+        if !self.wait_written(bound) {
+            log::warn!(
+                target: "ferrokafka::producer",
+                "closing with requests not yet written to the broker (timeout)"
+            );
         }
         self.async_client.take();
         self.shared.net.close();
