@@ -553,8 +553,6 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         self.shared.pending.load(Ordering::Acquire)
     }
 
-    /// One flush step of at most `slice`, for callers that must come back to
-    /// check signals (the Python binding). Returns the pending count.
     /// Wait up to `timeout` until every request handed to the connections
     /// is written to its socket (`BlockingClient::wait_written`): what
     /// `close` does after its flush. True once all is written.
@@ -568,6 +566,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         Duration::from_millis(self.shared.net.request_timeout_ms().max(0) as u64)
     }
 
+    /// One flush step of at most `slice`, for callers that must come back to
+    /// check signals (the Python binding). Returns the pending count.
     pub fn flush_step(&self, slice: Duration) -> usize {
         let g = self
             .shared
