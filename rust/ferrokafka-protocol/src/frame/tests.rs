@@ -184,9 +184,16 @@ fn frame_decoder_reserves_as_bytes_arrive() {
         buf.capacity()
     );
 
-    // An 8 MiB frame read the way io.rs reads: socket bytes land only in the
-    // spare capacity (`read_buf`), which the reader tops up by 64 KiB when
-    // nearly full; capacity must stay within ~2x of what has arrived.
+    // A frame up to RESERVE_CHUNK gets its whole room at the first call.
+    let mut buf = BytesMut::new();
+    buf.extend_from_slice(&(1_000_000i32).to_be_bytes());
+    buf.extend_from_slice(&[7; 60]);
+    assert_eq!(d.decode(&mut buf).unwrap(), None);
+    assert!(buf.capacity() >= 1_000_004, "{}", buf.capacity());
+
+    // An 8 MiB frame read the way the selector reads: socket bytes land only
+    // in the spare capacity (`read_buf`), which the reader tops up by 64 KiB
+    // when nearly full; capacity must stay within ~2x of what has arrived.
     let len: usize = 8 << 20;
     let mut wire = (len as i32).to_be_bytes().to_vec();
     wire.extend((0..len).map(|i| i as u8));
