@@ -63,6 +63,7 @@ use ferrokafka_protocol::kafka_protocol::messages::{
     RequestKind, ResponseHeader, ResponseKind, TopicName,
 };
 use ferrokafka_protocol::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use ferrokafka_protocol::primitives::put_uvarlong;
 use ferrokafka_protocol::record::RecordBatchBuilder;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -447,8 +448,8 @@ impl Broker {
 }
 
 /// A part of an answer that is written from pieces instead of encoded: the
-/// encoder writes `sentinel` as the field's bytes, `splice` swaps it (and
-/// its length prefix) for the length of `pieces` and the pieces.
+/// encoder writes `sentinel` as the field's bytes, `push_frame` swaps it
+/// (and its length prefix) for the length of `pieces` and the pieces.
 struct Splice {
     sentinel: [u8; 16],
     pieces: Vec<Bytes>,
@@ -460,38 +461,11 @@ impl Splice {
         sentinel[8..].copy_from_slice(&(index as u64).to_be_bytes());
         Splice { sentinel, pieces }
     }
-}
 
-/// `body` (an encoded answer) as pieces, each splice's sentinel and its
-/// length prefix (a 4-byte length, or a compact field's varint of length
-/// plus one, by `compact`) replaced by the splice's length and pieces.
-fn splice(body: Bytes, splices: Vec<Splice>, compact: bool, out: &mut Vec<Bytes>) {
-    let mut at = 0;
-    for s in splices {
-        let found = body[at..]
-            .windows(16)
-            .position(|w| w == s.sentinel)
-            .expect("sentinel in the encoded answer")
-            + at;
-        let prefix = if compact { 1 } else { 4 };
-        out.push(body.slice(at..found - prefix));
-        let len: usize = s.pieces.iter().map(Bytes::len).sum();
-        let mut l = BytesMut::new();
-        if compact {
-            let mut v = len as u64 + 1;
-            while v >= 0x80 {
-                l.put_u8((v as u8) | 0x80);
-                v >>= 7;
-            }
-            l.put_u8(v as u8);
-        } else {
-            l.put_i32(len as i32);
-        }
-        out.push(l.freeze());
-        out.extend(s.pieces);
-        at = found + 16;
+    /// The bytes of its pieces.
+    fn len(&self) -> usize {
+        self.pieces.iter().map(Bytes::len).sum()
     }
-    out.push(body.slice(at..));
 }
 
 /// Write every piece, vectored, and clear the list.
@@ -528,7 +502,7 @@ async fn write_pieces(s: &mut TcpStream, pieces: &mut Vec<Bytes>) -> std::io::Re
 async fn serve(broker: Arc<Broker>, s: TcpStream) {
     let _ = s.set_nodelay(true);
     let mut w = wire::Wire::new(s);
-    // Answers not yet written, as pieces (`splice`): pipelined requests
+    // Answers not yet written, as pieces (`push_frame`): pipelined requests
     // already read are answered by one write.
     let mut out: Vec<Bytes> = Vec::new();
     loop {
@@ -546,6 +520,7 @@ async fn serve(broker: Arc<Broker>, s: TcpStream) {
         let Ok(api) = ApiKey::try_from(key) else {
             return;
         };
+        let mut splices = Vec::new();
         let resp = if api == ApiKey::Produce {
             match wire::read_produce(&mut w, n - 8, version).await {
                 Ok(p) if p.acks == 0 => continue, // no answer expected
@@ -578,36 +553,28 @@ async fn serve(broker: Arc<Broker>, s: TcpStream) {
                     tokio::time::sleep(Duration::from_millis(wait)).await;
                 }
             }
-            let mut splices = Vec::new();
             let Some(resp) = broker.answer(api, req, &mut splices) else {
                 return;
             };
-            if !splices.is_empty() {
-                let body = frame_of(api, version, correlation_id, &resp, &splices);
-                splice(
-                    body,
-                    splices,
-                    api == ApiKey::Fetch && version >= 12,
-                    &mut out,
-                );
-                continue;
-            }
             resp
         };
-        out.push(frame_of(api, version, correlation_id, &resp, &[]));
+        push_frame(api, version, correlation_id, &resp, splices, &mut out);
     }
 }
 
-/// An answer's frame (size prefix included), as its splices will make it:
-/// each sentinel (16 bytes and its length prefix) counted as its pieces
-/// and their length prefix.
-fn frame_of(
+/// An answer's frame (size prefix included) onto `out`, as pieces: each
+/// splice's sentinel and its length prefix (a 4-byte length, or in a
+/// flexible Fetch a compact field's varint of length plus one) give way to
+/// the splice's own length prefix and pieces, and the frame's size counts
+/// what goes on the wire.
+fn push_frame(
     api: ApiKey,
     version: i16,
     correlation_id: i32,
     resp: &ResponseKind,
-    splices: &[Splice],
-) -> Bytes {
+    splices: Vec<Splice>,
+    out: &mut Vec<Bytes>,
+) {
     let mut body = BytesMut::new();
     body.put_i32(0); // the frame's size, set below
     ResponseHeader::default()
@@ -616,20 +583,36 @@ fn frame_of(
         .expect("header");
     resp.encode(&mut body, version).expect("response");
     let compact = api == ApiKey::Fetch && version >= 12;
-    let prefix_len = |len: usize| {
+    let prefix = |len: usize| {
+        let mut l = BytesMut::new();
         if compact {
-            (64 - (len as u64 + 1).leading_zeros() as usize).div_ceil(7)
+            put_uvarlong(&mut l, len as u64 + 1);
         } else {
-            4
+            l.put_i32(len as i32);
         }
+        l.freeze()
     };
+    let sentinel_prefix = prefix(16).len();
+    let prefixes: Vec<Bytes> = splices.iter().map(|s| prefix(s.len())).collect();
     let mut size = body.len() - 4;
-    for s in splices {
-        let len: usize = s.pieces.iter().map(Bytes::len).sum();
-        size = size - 16 - prefix_len(16) + prefix_len(len) + len;
+    for (s, p) in splices.iter().zip(&prefixes) {
+        size = size - 16 - sentinel_prefix + p.len() + s.len();
     }
     body[..4].copy_from_slice(&(size as i32).to_be_bytes());
-    body.freeze()
+    let body = body.freeze();
+    let mut at = 0;
+    for (s, p) in splices.into_iter().zip(prefixes) {
+        let found = body[at..]
+            .windows(16)
+            .position(|w| w == s.sentinel)
+            .expect("sentinel in the encoded answer")
+            + at;
+        out.push(body.slice(at..found - sentinel_prefix));
+        out.push(p);
+        out.extend(s.pieces);
+        at = found + 16;
+    }
+    out.push(body.slice(at..));
 }
 
 /// Copy + CRC32C of `n` records of `size` bytes: the least any client can
