@@ -605,9 +605,7 @@ impl PyProducer {
             // drop below closes the connections (acks=0 records completed
             // once counted as sent; `Producer::wait_written`), within what
             // is left of the timeout.
-            let bound = timeout.map_or(core.write_timeout(), |t| {
-                Duration::from_secs_f64(t).saturating_sub(started.elapsed())
-            });
+            let bound = core.write_wait(timeout.map(Duration::from_secs_f64), started);
             let c3 = core.clone();
             let _ = wait_detached(py, Some(bound), move |slice| {
                 c3.wait_written(slice).then_some(())

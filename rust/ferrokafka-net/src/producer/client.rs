@@ -560,10 +560,14 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         self.shared.net.wait_written(Instant::now() + timeout)
     }
 
-    /// How long `close` without a timeout waits for the writers: the
-    /// request timeout, as for a request's answer.
-    pub fn write_timeout(&self) -> Duration {
-        Duration::from_millis(self.shared.net.request_timeout_ms().max(0) as u64)
+    /// How long a close that began at `started` with `timeout` may still
+    /// wait for the writers after its flush: what is left of the timeout,
+    /// or without one the request timeout, as for a request's answer.
+    pub fn write_wait(&self, timeout: Option<Duration>, started: Instant) -> Duration {
+        timeout.map_or(
+            Duration::from_millis(self.shared.net.request_timeout_ms().max(0) as u64),
+            |t| t.saturating_sub(started.elapsed()),
+        )
     }
 
     /// One flush step of at most `slice`, for callers that must come back to
@@ -635,10 +639,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         // Bounded by the close's timeout (the request timeout without one):
         // a broker that stops reading must not hang the close
         // (docs/semantics.md §4.8).
-        let bound = timeout.map_or(self.write_timeout(), |t| {
-            t.saturating_sub(started.elapsed())
-        });
-        if !self.wait_written(bound) {
+        if !self.wait_written(self.write_wait(timeout, started)) {
             log::warn!(
                 target: "ferrokafka::producer",
                 "closing with requests not yet written to the broker (timeout)"
