@@ -17,6 +17,13 @@ alone after the run. Used to decide where the ceiling run's cost sits
 
 ``--set`` gives the client an option other than its default (an integer
 value is passed as one), to weigh a default against another value.
+
+``--perf-ctl FIFO`` profiles the timed section only: the script writes
+``enable`` and ``disable`` to perf's control FIFO around it, for
+
+    mkfifo /tmp/ctl /tmp/ack
+    perf record -D -1 --control fifo:/tmp/ctl,/tmp/ack -g -o perf.data -- \
+        python benches/thread_cpu.py MODE --perf-ctl /tmp/ctl
 """
 
 from __future__ import annotations
@@ -51,6 +58,22 @@ def threads() -> dict:
     return out
 
 
+class PerfControl:
+    """Enables a `perf record -D -1 --control fifo:...` run around the timed
+    section (the set-up's imports and allocations left out of the profile)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.f = open(path, "w") if path else None  # noqa: SIM115 - held for the run
+
+    def say(self, what: str) -> None:
+        if self.f:
+            self.f.write(what + "\n")
+            self.f.flush()
+
+
+PERF = PerfControl(None)
+
+
 def cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -65,6 +88,7 @@ def run(mode: str, n: int, bootstrap: str, knobs: dict) -> tuple:
         time.sleep(0.5)  # numpy's thread pool settles (see compare.py)
         c = fk.Consumer(bootstrap, auto_offset_reset="earliest", **knobs)
         c.partitions_for("t")
+        PERF.say("enable")
         before, c0, t0 = threads(), cpu(), time.perf_counter()
         c.assign([fk.TopicPartition("t", 0)])
         got = calls = polling = reading = 0
@@ -79,6 +103,7 @@ def run(mode: str, n: int, bootstrap: str, knobs: dict) -> tuple:
                 calls += 1
             polling, reading = polling + m - a, reading + tt() - m
         wall, used, after = time.perf_counter() - t0, cpu() - c0, threads()
+        PERF.say("disable")
         c.close()
         # The same read of the last batch again, now that nothing else runs:
         # what the step costs without the client's and the sink's threads
@@ -100,6 +125,7 @@ def run(mode: str, n: int, bootstrap: str, knobs: dict) -> tuple:
 
         chunks = [pa.array(v, pa.binary()) for v in chunks]
     calling = 0
+    PERF.say("enable")
     before, c0, t0 = threads(), cpu(), time.perf_counter()
     for v in chunks:
         a = time.thread_time_ns()
@@ -107,6 +133,7 @@ def run(mode: str, n: int, bootstrap: str, knobs: dict) -> tuple:
         calling += time.thread_time_ns() - a
     p.flush(300)
     wall, used, after = time.perf_counter() - t0, cpu() - c0, threads()
+    PERF.say("disable")
     p.close()
     return wall, used, before, after, calling
 
@@ -117,7 +144,10 @@ def main() -> None:
                     choices=["send_batch_list", "send_batch_arrow", "poll_arrow"])
     ap.add_argument("--records", type=int, default=3_000_000)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--perf-ctl", metavar="FIFO", help="perf's control FIFO (see above)")
     args = ap.parse_args()
+    global PERF
+    PERF = PerfControl(args.perf_ctl)
     from _sink import Sink
 
     knobs = {}

@@ -1,17 +1,21 @@
 //! The record accumulator (Java `RecordAccumulator`): per-partition queues of
 //! open batches that `send` appends to and the sender drains.
 //!
-//! Pure state with injected time (`now_ms`): no locks, no I/O, no clock. The
-//! producer wraps one accumulator in a mutex; the sender task calls `ready`
-//! and `drain` under that mutex, and appenders block on memory outside it.
+//! Pure state with injected time (`now_ms`): no I/O, no clock, no lock but
+//! the buffer pool's (`buffer_pool.rs`, which batches give their buffers
+//! back to from whatever thread drops them). The producer wraps one
+//! accumulator in a mutex; the sender task calls `ready` and `drain` under
+//! that mutex, and appenders block on memory outside it.
 //!
 //! The batch encoding is abstracted behind `BatchBuilder` so the hot encoder
 //! (the protocol crate's RecordBatch v2 writer) plugs in, and tests can use a
 //! counting fake.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use crate::cluster::TopicPartition;
+use crate::producer::buffer_pool::BufferPool;
 use crate::producer::handles::{push_handle, RecordHandles};
 
 /// Appends records into one wire batch.
@@ -24,9 +28,12 @@ pub trait BatchBuilder {
     fn size_bytes(&self) -> usize;
     fn record_count(&self) -> usize;
     /// Room for `total` bytes in all, allocated now: a batch that will
-    /// fill is not regrown (and copied) record by record. A hint.
-    fn reserve_total(&mut self, total: usize) {
-        let _ = total;
+    /// fill is not regrown (and copied) record by record. A hint. Called
+    /// on an empty batch that will fill (`total` is the batch size): the
+    /// builder may take a kept buffer from `pool`, and give its own back
+    /// when it is dropped.
+    fn reserve_total(&mut self, total: usize, pool: &Arc<BufferPool>) {
+        let _ = (total, pool);
     }
 }
 
@@ -186,11 +193,15 @@ pub struct RecordAccumulator<B, T> {
     /// memory comes back sooner.
     memory_waiters: usize,
     closed: bool,
+    /// Buffers of finished full-size batches, for the next ones; what it
+    /// keeps counts against `buffer_memory` (`free_memory`).
+    pool: Arc<BufferPool>,
 }
 
 impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
     pub fn new(cfg: AccumulatorConfig) -> Self {
         RecordAccumulator {
+            pool: Arc::new(BufferPool::new(cfg.batch_size, cfg.buffer_memory)),
             cfg,
             queues: BTreeMap::new(),
             used_memory: 0,
@@ -206,6 +217,9 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
         &self.cfg
     }
 
+    /// `buffer_memory` less the batches' reservations. The pool's kept
+    /// buffers count as free here, as in Java's `availableMemory`: they are
+    /// given up as soon as a batch needs their room (`append`).
     pub fn free_memory(&self) -> usize {
         self.cfg.buffer_memory.saturating_sub(self.used_memory)
     }
@@ -224,7 +238,9 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
         new_builder: impl FnOnce(usize) -> B,
     ) -> Result<Appended, AppendError<T>> {
         let batch_size = self.cfg.batch_size;
-        let free = self.free_memory();
+        // What a batch may take now: the pool's kept buffers are held too,
+        // until a batch needs their room.
+        let mut free = self.free_memory().saturating_sub(self.pool.kept_bytes());
         // The partition's last batch filled up: this one will likely fill
         // too, so it takes its whole size now (memory and allocation), as
         // every batch does in Java; a partition that trickles keeps growing
@@ -239,6 +255,9 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
                     // holds (docs/semantics.md §5: `buffer_memory` bounds the
                     // bytes of every batch not yet released).
                     let grow = growth(last, record_size, batch_size);
+                    if grow > free && self.pool.release() > 0 {
+                        free = self.cfg.buffer_memory.saturating_sub(self.used_memory);
+                    }
                     if grow <= free {
                         if let Some(bytes) = last.builder.try_append(record) {
                             last.reserved_bytes += grow;
@@ -265,12 +284,16 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
         // batch size (1 MiB by default) many partitions' lingering batches
         // would otherwise reserve the whole buffer while holding little.
         let mut reserve = batch_size.min(FIRST_CHUNK).max(record_size);
-        if hot && batch_size.max(record_size) <= free / 2 {
+        if hot && batch_size.max(record_size) <= self.free_memory() / 2 {
             // Only while memory is plentiful: a full-size batch per hot
-            // partition must not starve the others.
+            // partition must not starve the others. (The pool's buffers
+            // count as free: such a batch takes one of them.)
             reserve = batch_size.max(record_size);
         }
-        if reserve > self.free_memory() {
+        if reserve > free && self.pool.release() > 0 {
+            free = self.free_memory();
+        }
+        if reserve > free {
             return Err(AppendError::NeedMemory {
                 bytes: reserve,
                 handle,
@@ -278,7 +301,7 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
         }
         let mut builder = new_builder(batch_size.max(record_size));
         if reserve > FIRST_CHUNK {
-            builder.reserve_total(reserve);
+            builder.reserve_total(reserve, &self.pool);
         }
         let Some(bytes) = builder.try_append(record) else {
             // A fresh builder must take its first record; refusing is a bug in
@@ -340,7 +363,10 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
     ) -> Extended {
         let mut out = Extended::default();
         let batch_size = self.cfg.batch_size;
-        let limit = self.cfg.buffer_memory;
+        let limit = self
+            .cfg
+            .buffer_memory
+            .saturating_sub(self.pool.kept_bytes());
         let used = &mut self.used_memory;
         let Some(last) = self.queues.get_mut(tp).and_then(VecDeque::back_mut) else {
             return out;

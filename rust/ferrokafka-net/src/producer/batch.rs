@@ -8,6 +8,7 @@ use ferrokafka_protocol::record::{DecodeOptions, Header, RecordBatch, RecordBatc
 
 use crate::error::Error;
 use crate::producer::accumulator::{BatchBuilder, RecordRef, FIRST_CHUNK};
+use crate::producer::buffer_pool::BufferPool;
 use std::sync::{Arc, OnceLock};
 
 use crate::producer::sender::{EncodableBatch, Encode, ProducerFields};
@@ -38,6 +39,9 @@ pub struct ProducerRecordBatch {
     /// Written by a transactional producer (the attributes' transactional
     /// bit: read_committed consumers hold it back until the commit marker).
     transactional: bool,
+    /// Set for a full-size batch (`reserve_total`): its buffer goes back
+    /// there when the batch is dropped.
+    pool: Option<Arc<BufferPool>>,
 }
 
 impl ProducerRecordBatch {
@@ -56,6 +60,7 @@ impl ProducerRecordBatch {
             compression,
             level,
             transactional: false,
+            pool: None,
         }
     }
 
@@ -122,9 +127,37 @@ impl BatchBuilder for ProducerRecordBatch {
         self.count
     }
 
-    fn reserve_total(&mut self, total: usize) {
+    fn reserve_total(&mut self, total: usize, pool: &Arc<BufferPool>) {
+        if self.count == 0 && self.builder.is_some() {
+            if let Some(buf) = pool.take() {
+                self.builder = Some(
+                    RecordBatchBuilder::with_buffer(self.compression, buf)
+                        .compression_level(self.level)
+                        .transactional(self.transactional),
+                );
+            }
+            self.pool = Some(pool.clone());
+        }
         if let Some(b) = self.builder.as_mut() {
+            // A kept buffer has the room already: no reallocation.
             b.reserve(total.saturating_sub(b.size_in_bytes()));
+        }
+    }
+}
+
+impl Drop for ProducerRecordBatch {
+    /// A full-size batch's buffer goes back to the pool once the requests
+    /// that carried it are gone (`give` keeps it only then): its bytes as
+    /// the first encode finished them, or as the encoding job left them if
+    /// nothing read them back.
+    fn drop(&mut self) {
+        let Some(pool) = self.pool.take() else { return };
+        let finished = self.finished.take().or_else(|| {
+            let slot = Arc::try_unwrap(self.pending.take()?).ok()?;
+            slot.into_inner()?.ok()
+        });
+        if let Some(bytes) = finished {
+            pool.give(bytes);
         }
     }
 }
@@ -318,6 +351,54 @@ mod tests {
         assert_eq!(later.encode(fields).unwrap(), want);
         // A split after a deferred encode reads the records back.
         assert!(later.split_records(200).unwrap().len() >= 2);
+    }
+
+    /// A full-size batch builds in the buffer the last one gave back, once
+    /// no request holds that one's bytes, and the records it writes there
+    /// are its own (the buffer was emptied).
+    #[test]
+    fn a_full_size_batch_reuses_the_last_sent_batchs_buffer() {
+        let pool = Arc::new(BufferPool::new(4096, 1 << 20));
+        let r = |v: &'static [u8]| RecordRef {
+            timestamp_ms: 1,
+            key: None,
+            value: Some(v),
+            headers: &[],
+        };
+        let mut first = ProducerRecordBatch::new(Compression::None, None, 4096);
+        first.reserve_total(4096, &pool);
+        while first.try_append(&r(b"first")).is_some() {}
+        let request = first.encode(ProducerFields::NONE).unwrap();
+        let at = request.as_ptr();
+        drop(first);
+        assert_eq!(pool.kept_bytes(), 0, "a request still holds the bytes");
+
+        let mut second = ProducerRecordBatch::new(Compression::None, None, 4096);
+        second.reserve_total(4096, &pool);
+        second.try_append(&r(b"second")).unwrap();
+        let job = second.encode_later(ProducerFields::NONE).unwrap();
+        let bytes = job().unwrap();
+        assert_ne!(bytes.as_ptr(), at, "nothing was kept to reuse");
+        let second_at = bytes.as_ptr();
+        drop((request, bytes));
+        drop(second); // its bytes only in the job's slot now
+        assert!(pool.kept_bytes() >= 4096);
+
+        let mut third = ProducerRecordBatch::new(Compression::None, None, 4096);
+        third.reserve_total(4096, &pool);
+        third.try_append(&r(b"third")).unwrap();
+        let bytes = third.encode(ProducerFields::NONE).unwrap();
+        assert_eq!(bytes.as_ptr(), second_at, "the kept buffer");
+        let opts = DecodeOptions::default();
+        let (batch, _) = RecordBatch::parse(&bytes, &opts).unwrap();
+        batch.verify_crc().unwrap();
+        let payload = batch.payload(&opts).unwrap();
+        let values: Vec<_> = batch
+            .records(&payload)
+            .unwrap()
+            .map(|x| x.unwrap().value.map(<[u8]>::to_vec))
+            .collect();
+        assert_eq!(values, vec![Some(b"third".to_vec())]);
     }
 
     /// Until the job ran, an encode is an error, not a silent re-encode.

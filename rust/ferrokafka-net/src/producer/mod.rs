@@ -4,6 +4,7 @@
 
 pub mod accumulator;
 pub mod batch;
+pub mod buffer_pool;
 pub mod client;
 pub mod config;
 pub mod core;

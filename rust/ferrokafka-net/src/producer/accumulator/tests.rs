@@ -128,6 +128,52 @@ fn reservation_grows_with_the_batch() {
     assert_eq!(acc.free_memory(), 200_000);
 }
 
+/// The pool's kept buffers count as free for the metrics (as Java's
+/// `availableMemory`) but are held: a batch that needs their room makes the
+/// pool let them go instead of waiting for memory, and until then they
+/// keep what the producer holds within `buffer_memory`.
+#[test]
+fn kept_buffers_are_let_go_before_an_append_waits_for_memory() {
+    let mut c = cfg();
+    c.batch_size = 40_000;
+    c.buffer_memory = 100_000; // keeps one buffer (an eighth)
+    let mut acc = RecordAccumulator::new(c);
+    let mut kept = bytes::BytesMut::with_capacity(50_000);
+    kept.resize(10, 0);
+    acc.pool.give(kept.freeze());
+    assert_eq!(acc.pool.kept_bytes(), 50_000);
+    for p in 0..3 {
+        append(&mut acc, &TopicPartition::new("t", p), &[0; 50], 0, 0).unwrap();
+    }
+    assert_eq!(
+        acc.free_memory(),
+        100_000 - 3 * FIRST_CHUNK,
+        "the kept bytes count as free"
+    );
+    // Growing a batch by a chunk would need them: the run path stops...
+    let big = vec![0u8; 20_000];
+    let out = acc.extend_open(
+        &TopicPartition::new("t", 0),
+        0..1,
+        |_| Some((rec(&big), big.len() + 8)),
+        |i, _| i as u32,
+        usize::MAX,
+    );
+    assert_eq!(out.appended, 0);
+    assert_eq!(acc.pool.kept_bytes(), 50_000);
+    // ...and a new batch makes the pool let them go instead of waiting.
+    append(&mut acc, &TopicPartition::new("t", 3), &[0; 50], 0, 0).unwrap();
+    assert_eq!(acc.pool.kept_bytes(), 0);
+    assert_eq!(acc.free_memory(), 100_000 - 4 * FIRST_CHUNK);
+    for p in 4..6 {
+        append(&mut acc, &TopicPartition::new("t", p), &[0; 50], 0, 0).unwrap();
+    }
+    assert!(matches!(
+        append(&mut acc, &TopicPartition::new("t", 6), &[0; 50], 0, 0),
+        Err(AppendError::NeedMemory { .. })
+    ));
+}
+
 /// After a batch of the partition filled up, the next one takes its
 /// whole size at once (while memory is plentiful).
 #[test]
