@@ -414,7 +414,8 @@ def render_docs(data: dict, images: list) -> str:
                 "protocol as above (fresh topic and process per run, rotation, lowest CPU), with "
                 f"{a.get('ceiling_records', a['records']):,} records per run: a steady stream's cost, "
                 "one-time start-up (a few ms) amortized as in a stream. The floor is "
-                f"what copying a {a['size']} B record and CRC32C over it costs on this machine "
+                f"what copying a {a['size']} B record and CRC32C over it costs on this machine, "
+                "with the CRC32C code the client uses (`record/crc.rs`) "
                 f"(`fake_broker --floor`): {floor:.4f} µs per record, the least of "
                 f"{len(env.get('floor_samples_us') or [floor])} samples (at the start and before each "
                 "ceiling round, each the best of 20 runs).", ""]

@@ -130,9 +130,24 @@ fn crc(c: &mut Criterion) {
         .collect();
     let mut g = c.benchmark_group("crc32c");
     g.throughput(Throughput::Bytes(data.len() as u64));
+    // What the batches use (`record::crc`, crc-fast), and the crc32c
+    // crate it replaced, kept as the tests' oracle.
     g.bench_function("64KiB", |b| {
+        b.iter(|| black_box(ferrokafka_protocol::record::crc::checksum(black_box(&data))))
+    });
+    g.bench_function("64KiB/crc32c-crate", |b| {
         b.iter(|| black_box(crc32c::crc32c(black_box(&data))))
     });
+    for size in [110usize, 4096] {
+        let piece = &data[..size];
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_function(format!("{size}B"), |b| {
+            b.iter(|| black_box(ferrokafka_protocol::record::crc::checksum(black_box(piece))))
+        });
+        g.bench_function(format!("{size}B/crc32c-crate"), |b| {
+            b.iter(|| black_box(crc32c::crc32c(black_box(piece))))
+        });
+    }
     g.finish();
 }
 

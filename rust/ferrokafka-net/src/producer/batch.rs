@@ -212,7 +212,7 @@ impl EncodableBatch for ProducerRecordBatch {
                 .copy_from_slice(&p.producer_epoch.to_be_bytes());
             buf[PRODUCER_ID_OFFSET + 10..PRODUCER_ID_OFFSET + 14]
                 .copy_from_slice(&p.base_sequence.to_be_bytes());
-            let crc = crc32c_of(&buf[CRC_START..]);
+            let crc = ferrokafka_protocol::record::crc::checksum(&buf[CRC_START..]);
             buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
             self.finished = Some(buf.freeze());
             self.finished_fields = p;
@@ -310,10 +310,6 @@ impl ProducerRecordBatch {
         }
         Ok(out)
     }
-}
-
-fn crc32c_of(data: &[u8]) -> u32 {
-    crc32c::crc32c(data)
 }
 
 #[cfg(test)]

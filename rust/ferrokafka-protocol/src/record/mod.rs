@@ -10,7 +10,7 @@
 //! often cut short by the broker (it fills up to `max_bytes`); [`Batches`]
 //! stops there cleanly and reports it via [`Batches::truncated`].
 
-mod crc;
+pub mod crc;
 mod legacy;
 mod v2;
 

@@ -191,7 +191,7 @@ impl<'a> RecordBatch<'a> {
     /// `verify_crc` does, for a reader that parsed without it to check each
     /// batch just before decoding it, while its bytes are in cache.
     pub fn verify_crc(&self) -> Result<()> {
-        let computed = crc32c::crc32c(self.crc_covered);
+        let computed = super::crc::checksum(self.crc_covered);
         if computed != self.header.crc {
             return Err(ProtocolError::CrcMismatch {
                 stored: self.header.crc,
@@ -556,7 +556,7 @@ impl RecordBatchBuilder {
         }
         debug_assert_eq!(self.buf.len(), start + total);
         if self.compression == Compression::None && self.buf.len() - self.crc_upto >= CRC_CHUNK {
-            self.records_crc = crc32c::crc32c_append(self.records_crc, &self.buf[self.crc_upto..]);
+            self.records_crc = super::crc::append(self.records_crc, &self.buf[self.crc_upto..]);
             self.crc_upto = self.buf.len();
         }
         if timestamp > self.max_timestamp {
@@ -615,11 +615,11 @@ impl RecordBatchBuilder {
         let crc = if self.compression == Compression::None {
             // CRC(header fields ++ records) from the records' running CRC:
             // CRC32C is linear, so the two parts combine (record/crc.rs).
-            let records = crc32c::crc32c_append(self.records_crc, &self.buf[self.crc_upto..]);
-            let head = crc32c::crc32c(&self.buf[ATTRIBUTES_OFFSET..BATCH_HEADER_SIZE]);
+            let records = super::crc::append(self.records_crc, &self.buf[self.crc_upto..]);
+            let head = super::crc::checksum(&self.buf[ATTRIBUTES_OFFSET..BATCH_HEADER_SIZE]);
             super::crc::combine(head, records, total - BATCH_HEADER_SIZE)
         } else {
-            crc32c::crc32c(&self.buf[ATTRIBUTES_OFFSET..])
+            super::crc::checksum(&self.buf[ATTRIBUTES_OFFSET..])
         };
         self.buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         // Vec -> Bytes -> BytesMut hands the allocation over; nothing is copied.
