@@ -63,7 +63,7 @@ class PerfControl:
     section (the set-up's imports and allocations left out of the profile)."""
 
     def __init__(self, path: str | None) -> None:
-        self.f = open(path, "w") if path else None  # noqa: SIM115 - held for the run
+        self.f = open(path, "w") if path else None  # held open for the run
 
     def say(self, what: str) -> None:
         if self.f:
