@@ -193,8 +193,10 @@ pub struct RecordAccumulator<B, T> {
     /// memory comes back sooner.
     memory_waiters: usize,
     closed: bool,
-    /// Buffers of finished full-size batches, for the next ones; what it
-    /// keeps counts against `buffer_memory` (`free_memory`).
+    /// Buffers of finished full-size batches, for the next ones. What it
+    /// keeps is held against `buffer_memory` by `append` and `extend_open`
+    /// (let go when a batch needs the room), not by `free_memory`, the
+    /// metric, which counts it as available as Java does.
     pool: Arc<BufferPool>,
 }
 
