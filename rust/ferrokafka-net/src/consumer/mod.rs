@@ -14,5 +14,6 @@ pub mod pool;
 pub mod protocol;
 pub mod records;
 pub mod requests;
+mod rows;
 mod shell;
 pub mod subscription;

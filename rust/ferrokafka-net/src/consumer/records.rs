@@ -9,13 +9,14 @@
 
 use ferrokafka_protocol::compression::Compression;
 use ferrokafka_protocol::record::{
-    Batch, Batches, ControlRecordType, DecodeOptions, RecordVisitor, TimestampType, MIN_RECORD_SIZE,
+    Batch, Batches, ControlRecordType, DecodeOptions, TimestampType, MIN_RECORD_SIZE,
 };
 
 use std::sync::Arc;
 
 use crate::consumer::fetch::{AbortedTransactionFilter, BatchInfo};
 use crate::consumer::pool::ColumnPool;
+use crate::consumer::rows::Rows;
 use crate::error::Error;
 
 /// A nullable binary column in Arrow's layout (offsets `n + 1`, validity).
@@ -225,11 +226,10 @@ impl RecordColumns {
         self.values.data.reserve(bytes);
     }
 
-    // Always inlined: called once per record from the decode loop, where a
-    // call per record cost a quarter of the decode (cargo bench `fetched`).
-    // The timestamp type and leader epoch are the batch's: `fill_batch`
-    // writes them for the batch's rows at once, not a push per record.
-    #[inline(always)]
+    // A legacy (magic 0/1) message's row; v2 batches are written through
+    // `rows::Rows`. The timestamp type and leader epoch are the batch's:
+    // `fill_batch` writes them for the batch's rows at once.
+    #[inline]
     fn push(&mut self, offset: i64, ts: i64, key: Option<&[u8]>, value: Option<&[u8]>) {
         self.offsets.push(offset);
         self.timestamps.push(ts);
@@ -266,40 +266,6 @@ impl Drop for RecordColumns {
         ] {
             b.give_back(&pool);
         }
-    }
-}
-
-/// A batch's records into the columns, from offset `from` on.
-struct Rows<'c> {
-    cols: &'c mut RecordColumns,
-    from: i64,
-}
-
-impl<'b> RecordVisitor<'b> for Rows<'_> {
-    #[inline]
-    fn record(
-        &mut self,
-        offset: i64,
-        timestamp: i64,
-        key: Option<&'b [u8]>,
-        value: Option<&'b [u8]>,
-    ) -> bool {
-        if offset < self.from {
-            return false;
-        }
-        self.cols.push(offset, timestamp, key, value);
-        true
-    }
-
-    #[inline]
-    fn header(&mut self, key: &'b str, value: Option<&'b [u8]>) {
-        self.cols.header_keys.push(Some(key.as_bytes()));
-        self.cols.header_values.push(value);
-    }
-
-    #[inline]
-    fn end_record(&mut self) {
-        self.cols.end_row();
     }
 }
 
@@ -413,10 +379,7 @@ pub fn decode_fetched(
                     let records = batch.records(&payload)?;
                     // A no-op unless the batch was compressed.
                     cols.reserve(h.records_count.max(0) as usize, payload.len());
-                    records.visit(&mut Rows {
-                        cols: &mut cols,
-                        from: next_offset,
-                    })?;
+                    records.visit(&mut Rows::new(&mut cols, next_offset))?;
                     cols.fill_batch(ts_type_id(h.timestamp_type()), h.partition_leader_epoch);
                 }
                 next_offset = next_offset.max(batch_next);
