@@ -173,6 +173,7 @@ fn accumulate(c: &mut Criterion) {
                 done..N,
                 |i| Some((at(i), 200)),
                 |i, _| handle(i),
+                None,
                 usize::MAX,
             );
             assert!(ext.appended > 0);

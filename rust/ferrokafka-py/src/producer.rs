@@ -654,6 +654,9 @@ impl PyProducer {
         let signals = SignalCheck::new();
         let refs = batch_ref::RecordRefs::new(&state);
         let completion = |index| PyCompletion::Batch(refs.make(index));
+        // Records of the call that go into a batch one after another get
+        // one completion, made once (`send_many_until`).
+        let mut completion_run = |index, count| PyCompletion::Batch(refs.make_run(index, count));
         let failed = if behind {
             (0..n)
                 .map(|i| {
@@ -669,9 +672,16 @@ impl PyProducer {
         } else {
             py.detach(|| {
                 let deadline = if block { start } else { Instant::now() };
-                core.send_many_until(topic, partition, n, &record, completion, deadline, &|| {
-                    block && signals.interrupted()
-                })
+                core.send_many_until(
+                    topic,
+                    partition,
+                    n,
+                    &record,
+                    completion,
+                    Some(&mut completion_run),
+                    deadline,
+                    &|| block && signals.interrupted(),
+                )
             })
         };
         if let Some((Error::Config { .. }, _)) = failed.first() {

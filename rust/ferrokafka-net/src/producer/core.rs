@@ -346,7 +346,8 @@ impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
     /// queue lookup; the partitioner is told the run's bytes once, with the
     /// run stopping where a record-by-record count would have switched.
     /// The run also stops once it has appended `max_bytes` (encoded).
-    /// Returns the records appended (`handle(i)` made for each), their
+    /// Returns the records appended (`handle(i)` made for each, or one
+    /// `run(range)` for all: `RecordAccumulator::extend_open`), their
     /// bytes, and whether the runner should step (the run filled the batch).
     #[allow(clippy::too_many_arguments)]
     pub fn extend_run<'a>(
@@ -357,6 +358,7 @@ impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
         range: std::ops::Range<usize>,
         record: impl Fn(usize) -> RecordRef<'a>,
         handle: impl FnMut(usize, &RecordRef<'a>) -> T,
+        run: Option<&mut (dyn FnMut(std::ops::Range<usize>) -> T + '_)>,
         max_bytes: usize,
     ) -> Extended {
         let kind = self.partitioner.kind();
@@ -388,10 +390,14 @@ impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
             let size = record_size(r.key, r.value, r.headers);
             (size <= max && (partition.is_some() || kind.is_sticky(r.key))).then_some((r, size))
         };
-        let ext =
-            self.sender
-                .accumulator
-                .extend_open(&tp, range, eligible, handle, left.min(max_bytes));
+        let ext = self.sender.accumulator.extend_open(
+            &tp,
+            range,
+            eligible,
+            handle,
+            run,
+            left.min(max_bytes),
+        );
         if partition.is_none() && ext.appended > 0 {
             let choice = PartitionChoice {
                 partition: p,

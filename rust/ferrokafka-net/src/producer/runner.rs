@@ -195,6 +195,16 @@ impl<C: Completion> RecordHandle<C> {
         }
     }
 
+    /// The handle of a run of a call's records (`completion` stands for all
+    /// of them), all with the call's `timestamp_ms`; their sizes are the
+    /// completion's to keep (`Producer::send_many_until`).
+    #[inline]
+    pub(crate) fn run(completion: C, timestamp_ms: i64) -> Self {
+        RecordHandle {
+            completion: completion.stamped(timestamp_ms, -1, -1),
+        }
+    }
+
     /// (create timestamp, key size, value size): what its outcome reports.
     #[inline]
     pub fn meta(&self) -> (i64, i32, i32) {

@@ -64,19 +64,26 @@ impl RecordRefs {
     /// Record `index`'s share.
     #[inline]
     pub(crate) fn make(&self, index: usize) -> BatchRef {
+        self.make_run(index, 1)
+    }
+
+    /// The shares of records `index..index + count` (`count` > 0), as one
+    /// ref: what `make` for each and `absorb_next` would give.
+    #[inline]
+    pub(crate) fn make_run(&self, index: usize, count: usize) -> BatchRef {
         let made = self.made.load(Ordering::Relaxed);
         // More than `len` would let the countdown reach zero with a
         // `BatchRef` still out: a use after free. Never reached by the
         // callers (one completion per record), so a panic is fine.
         assert!(
-            made < self.len && index < self.len,
+            count > 0 && count <= self.len - made && index < self.len && count <= self.len - index,
             "send_batch made more record completions than records"
         );
-        self.made.store(made + 1, Ordering::Relaxed);
+        self.made.store(made + count, Ordering::Relaxed);
         BatchRef {
             state: self.state,
             index: index as u32,
-            count: 1,
+            count: count as u32,
         }
     }
 }
@@ -165,8 +172,8 @@ impl BatchRef {
         std::mem::forget(self);
     }
 
-    /// Keep what this (one-record) ref's record reports, in the call's
-    /// state: its timestamp (`BatchState::stamp`). Its sizes the state
+    /// Keep what this ref's records report, in the call's state: their
+    /// timestamp (`BatchState::stamp`). Its sizes the state
     /// took from the call's input (`call_sizes`).
     #[inline(always)]
     pub(crate) fn stamped(self, timestamp_ms: i64) -> Self {
@@ -179,7 +186,7 @@ impl BatchRef {
         // the run path).
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: an unconsumed `BatchRef`: the state is live (step 4).
-        unsafe { this.state.as_ref() }.stamp(this.index, timestamp_ms);
+        unsafe { this.state.as_ref() }.stamp(this.index, this.count, timestamp_ms);
         BatchRef {
             state: this.state,
             index: this.index,

@@ -325,19 +325,20 @@ impl BatchState {
         self.sizes.get(index).map_or((-1, -1), |&s| unpack_sizes(s))
     }
 
-    /// Keep record `index`'s create timestamp.
+    /// Keep the create timestamp of records `index..index + count`.
     #[inline(always)]
-    pub(super) fn stamp(&self, index: u32, timestamp_ms: i64) {
-        // Per record on the calling thread: the usual case (the call's
-        // one timestamp, already kept) is a load and a compare, inlined.
+    pub(super) fn stamp(&self, index: u32, count: u32, timestamp_ms: i64) {
+        // Per record (or run) on the calling thread: the usual case (the
+        // call's one timestamp, already kept) is a load and a compare,
+        // inlined.
         if self.ts.load(Ordering::Relaxed) != timestamp_ms {
-            self.stamp_first_or_other(index, timestamp_ms);
+            self.stamp_first_or_other(index, count, timestamp_ms);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn stamp_first_or_other(&self, index: u32, timestamp_ms: i64) {
+    fn stamp_first_or_other(&self, index: u32, count: u32, timestamp_ms: i64) {
         if self
             .ts
             .compare_exchange(i64::MIN, timestamp_ms, Ordering::Relaxed, Ordering::Relaxed)
@@ -345,10 +346,10 @@ impl BatchState {
         {
             return;
         }
-        self.other_ts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(index, timestamp_ms);
+        let mut other = self.other_ts.lock().unwrap_or_else(|p| p.into_inner());
+        for i in index..index + count {
+            other.insert(i, timestamp_ms);
+        }
     }
 
     /// Record `index`'s create timestamp (-1 if never stamped).
@@ -473,18 +474,20 @@ mod tests {
     fn a_calls_records_keep_its_timestamp_and_a_later_one_their_own() {
         let state = BatchState::new(
             (FutureCell::new(None), KeepToken::none()),
-            vec![pack_sizes(-1, -1); 4].into(),
+            vec![pack_sizes(-1, -1); 7].into(),
         );
         assert_eq!(state.timestamp(0), -1, "never stamped");
-        state.stamp(0, 100);
-        state.stamp(1, 100);
+        state.stamp(0, 1, 100);
+        state.stamp(1, 1, 100);
         // Appended later (the deferral thread), then stamped again later.
-        state.stamp(2, 150);
-        state.stamp(3, 150);
-        state.stamp(3, 170);
+        state.stamp(2, 1, 150);
+        state.stamp(3, 1, 150);
+        state.stamp(3, 1, 170);
+        // A run of records stamped at once: every one of them keeps it.
+        state.stamp(4, 3, 180);
         assert_eq!(
-            (0..4).map(|i| state.timestamp(i)).collect::<Vec<_>>(),
-            vec![100, 100, 150, 170]
+            (0..7).map(|i| state.timestamp(i)).collect::<Vec<_>>(),
+            vec![100, 100, 150, 170, 180, 180, 180]
         );
     }
 

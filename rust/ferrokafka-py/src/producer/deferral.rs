@@ -168,6 +168,8 @@ fn run_deferral(core: Arc<CoreProducer>, rx: mpsc::Receiver<Deferred>, st: Arc<D
                                 .take()
                                 .expect("each record's completion is taken once")
                         },
+                        // Each record has its completion already.
+                        None,
                         deadline,
                         &stopped,
                     )

@@ -61,6 +61,64 @@ fn append(
 }
 
 #[test]
+fn a_run_handle_stands_for_exactly_the_records_appended() {
+    // The same offers with per-record handles and with one run handle: the
+    // same records go in (the batch of 100 bytes fills at 9 bytes a record)
+    // and the run handle covers exactly them.
+    let new = |cap| FakeBuilder { cap, size: 0, n: 0 };
+    let tp = TopicPartition::new("t", 0);
+    let mut by_record: RecordAccumulator<FakeBuilder, IndexRun> = RecordAccumulator::new(cfg());
+    let mut by_run: RecordAccumulator<FakeBuilder, IndexRun> = RecordAccumulator::new(cfg());
+    for acc in [&mut by_record, &mut by_run] {
+        acc.append(&tp, &rec(b"a"), 9, IndexRun(0, 1), 0, new)
+            .unwrap();
+    }
+    let one = by_record.extend_open(
+        &tp,
+        1..50,
+        |_| Some((rec(b"a"), 9)),
+        |i, _| IndexRun(i as u32, 1),
+        None,
+        usize::MAX,
+    );
+    let mut runs = Vec::new();
+    let mut make = |r: std::ops::Range<usize>| {
+        runs.push(r.clone());
+        IndexRun(r.start as u32, r.len() as u32)
+    };
+    let all = by_run.extend_open(
+        &tp,
+        1..50,
+        |_| Some((rec(b"a"), 9)),
+        |_, _| unreachable!("no handle per record with a run handle"),
+        Some(&mut make),
+        usize::MAX,
+    );
+    assert_eq!(
+        (one.appended, one.bytes, one.became_sendable),
+        (all.appended, all.bytes, all.became_sendable)
+    );
+    assert_eq!(all.appended, 10, "11 records of 9 bytes fill 100");
+    assert_eq!(runs, vec![1..11], "one run, made once");
+    assert_eq!(by_run.queues[&tp][0].handles, vec![IndexRun(0, 11)]);
+    assert_eq!(
+        by_record.queues[&tp][0].handles,
+        by_run.queues[&tp][0].handles
+    );
+    // Nothing appended (the batch is full): no run handle made.
+    let mut none = |_: std::ops::Range<usize>| -> IndexRun { unreachable!("an empty run") };
+    let out = by_run.extend_open(
+        &tp,
+        11..50,
+        |_| Some((rec(b"a"), 9)),
+        |_, _| unreachable!(),
+        Some(&mut none),
+        usize::MAX,
+    );
+    assert_eq!(out.appended, 0);
+}
+
+#[test]
 fn consecutive_records_share_a_handle_that_splits_where_the_batch_does() {
     let mut acc: RecordAccumulator<FakeBuilder, IndexRun> = RecordAccumulator::new(cfg());
     let tp = TopicPartition::new("t", 0);
@@ -73,6 +131,7 @@ fn consecutive_records_share_a_handle_that_splits_where_the_batch_does() {
         1..5,
         |_| Some((rec(b"a"), 9)),
         |i, _| IndexRun(i as u32, 1),
+        None,
         usize::MAX,
     );
     assert_eq!(ext.appended, 4);
@@ -157,6 +216,7 @@ fn kept_buffers_are_let_go_before_an_append_waits_for_memory() {
         0..1,
         |_| Some((rec(&big), big.len() + 8)),
         |i, _| i as u32,
+        None,
         usize::MAX,
     );
     assert_eq!(out.appended, 0);

@@ -33,6 +33,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         n: usize,
         record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
         completion: impl FnMut(usize) -> C,
+        completion_run: Option<&mut dyn FnMut(usize, usize) -> C>,
     ) -> Vec<(Error, C)> {
         self.send_many_until(
             topic,
@@ -40,6 +41,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             n,
             record,
             completion,
+            completion_run,
             self.block_deadline(),
             &|| false,
         )
@@ -48,6 +50,13 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// `send_many` with the deadline and interrupt check of `send_until`.
     /// On `Error::Interrupted` or a non-blocking `Error::Timeout` from the
     /// metadata wait, every record is handed back and none was enqueued.
+    ///
+    /// `completion_run(i, k)`, if given, makes one completion standing for
+    /// records `i..i + k` of the call (which `completion` then never makes
+    /// one for): records of the call that follow each other into one batch
+    /// get one handle, made once (`RecordAccumulator::extend_open`). Only
+    /// for completions that keep the records' sizes themselves: a run's
+    /// handle is stamped with the call's timestamp and no sizes.
     #[allow(clippy::too_many_arguments)]
     pub fn send_many_until<'a>(
         &self,
@@ -56,6 +65,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         n: usize,
         record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>),
         mut completion: impl FnMut(usize) -> C,
+        completion_run: Option<&mut dyn FnMut(usize, usize) -> C>,
         deadline: Instant,
         interrupted: &dyn Fn() -> bool,
     ) -> Vec<(Error, C)> {
@@ -102,6 +112,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                     n,
                     &record,
                     &mut completion,
+                    completion_run,
                     &mut failed,
                     now,
                     deadline,
@@ -148,6 +159,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         n: usize,
         record: &R,
         completion: &mut F,
+        completion_run: Option<&mut dyn FnMut(usize, usize) -> C>,
         failed: &mut Vec<(Error, C)>,
         now: i64,
         deadline: Instant,
@@ -180,8 +192,23 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         };
         match &plan {
             None => {
+                // Positions are the call's indices here: a run of them is a
+                // run of the call's records.
+                let mut run = completion_run.map(|make| {
+                    move |r: Range<usize>| RecordHandle::run(make(r.start, r.len()), now)
+                });
                 st = self
-                    .append_range(st, &call, partition, 0..n, |q| q, completion, &mut pass)
+                    .append_range(
+                        st,
+                        &call,
+                        partition,
+                        0..n,
+                        |q| q,
+                        completion,
+                        run.as_mut()
+                            .map(|f| f as &mut dyn FnMut(Range<usize>) -> RecordHandle<C>),
+                        &mut pass,
+                    )
                     .0;
             }
             Some(plan) => {
@@ -194,6 +221,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                         positions.clone(),
                         index,
                         completion,
+                        None,
                         &mut pass,
                     );
                     st = g;
@@ -235,6 +263,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         positions: Range<usize>,
         index: impl Fn(usize) -> usize + Copy,
         completion: &mut F,
+        mut run: Option<&mut (dyn FnMut(Range<usize>) -> RecordHandle<C> + '_)>,
         pass: &mut Pass<C>,
     ) -> (MutexGuard<'g, Core<B, C>>, Option<Error>)
     where
@@ -289,6 +318,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                             q..end,
                             at,
                             |x, r| RecordHandle::new(completion(index(x)), now, r.key, r.value),
+                            run.as_deref_mut(),
                             bytes_left,
                         );
                         pass.appended += ext.appended;

@@ -730,7 +730,7 @@ fn run_path_puts_every_record_where_the_record_by_record_path_does() {
                 .unwrap();
             let handle = |j: usize, _: &RecordRef<'_>| j as u32;
             let k = by_run
-                .extend_run("t", partition, &r, i + 1..n, &rec, handle, usize::MAX)
+                .extend_run("t", partition, &r, i + 1..n, &rec, handle, None, usize::MAX)
                 .appended;
             ran += k;
             i += 1 + k;
@@ -796,6 +796,7 @@ fn keyed_records_appended_partition_by_partition_land_as_record_by_record() {
                 q + 1..end,
                 &|x| rec(order[x]),
                 &mut |x, _: &RecordRef<'_>| order[x] as u32,
+                None,
                 usize::MAX,
             )
             .appended;
@@ -860,9 +861,18 @@ fn extend_run_stops_at_its_byte_bound() {
     send(&mut c, 0, 0, 0);
     let handle = |j: usize, _: &RecordRef<'_>| j as u32;
     // 9 bytes a record (FakeBatch): the run stops at the record reaching 30.
-    let ext = c.extend_run("t", Some(0), &rec(0), 1..100, &rec, handle, 30);
+    let ext = c.extend_run("t", Some(0), &rec(0), 1..100, &rec, handle, None, 30);
     assert_eq!((ext.appended, ext.bytes), (4, 36));
-    let ext = c.extend_run("t", Some(0), &rec(0), 5..100, &rec, handle, usize::MAX);
+    let ext = c.extend_run(
+        "t",
+        Some(0),
+        &rec(0),
+        5..100,
+        &rec,
+        handle,
+        None,
+        usize::MAX,
+    );
     assert_eq!(ext.appended, 95);
 }
 
