@@ -75,7 +75,7 @@ impl Default for ConsumerConfig {
             fetch_min_bytes: 1,
             fetch_max_bytes: 52_428_800,
             fetch_max_wait_ms: 500,
-            max_partition_fetch_bytes: 4_194_304,
+            max_partition_fetch_bytes: 1_048_576,
             read_committed: false,
             check_crcs: true,
             client_rack: None,

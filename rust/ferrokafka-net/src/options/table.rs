@@ -369,17 +369,10 @@ pub static OPTIONS: &[Spec] = &[
         .java("fetch.max.wait.ms")
         .max(INT_MAX)
         .core(&["ConsumerConfig.fetch_max_wait_ms", "ShareConfig.fetch_max_wait_ms"], "How long the broker holds a fetch for fetch_min_bytes."),
-    // Not Java's (and librdkafka's) 1 MiB: a partition's fetched run comes
-    // out of `poll_arrow` as one batch, and per batch pyarrow's import and
-    // the application's compute calls cost ~100 µs whatever its size; at
-    // 1 MiB (~9,000 records of 100 B) that was a fifth of the CPU a record
-    // (ab_builds.py --mode poll_arrow, 8 rounds: median 0.099 -> 0.089 µs,
-    // 6 rounds: 0.099 -> 0.083 at 4 MiB, 0.088 at 2 MiB). An answer stays
-    // bounded by fetch_max_bytes (50 MiB), as in Java.
-    int("max_partition_fetch_bytes", 4_194_304, 1, C | S)
+    int("max_partition_fetch_bytes", 1_048_576, 1, C | S)
         .java("max.partition.fetch.bytes")
         .max(INT_MAX)
-        .core(&["ConsumerConfig.max_partition_fetch_bytes", "ShareConfig.max_partition_fetch_bytes"], "Bytes per partition in one fetch (Java's default is 1048576)."),
+        .core(&["ConsumerConfig.max_partition_fetch_bytes", "ShareConfig.max_partition_fetch_bytes"], "Bytes per partition in one fetch."),
     opt("isolation_level", Kind::Str, Default::Str("read_uncommitted"), C)
         .java("isolation.level")
         .choices(&["read_uncommitted", "read_committed"])

@@ -51,7 +51,7 @@ impl Default for ShareConfig {
             fetch_min_bytes: 1,
             fetch_max_bytes: 52_428_800,
             fetch_max_wait_ms: 500,
-            max_partition_fetch_bytes: 4_194_304,
+            max_partition_fetch_bytes: 1_048_576,
             check_crcs: true,
             request_timeout_ms: 30_000,
             retry_backoff_ms: 100,
