@@ -241,8 +241,10 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
     ) -> Result<Appended, AppendError<T>> {
         let batch_size = self.cfg.batch_size;
         // What a batch may take now: the pool's kept buffers are held too,
-        // until a batch needs their room.
-        let mut free = self.free_memory().saturating_sub(self.pool.kept_bytes());
+        // until a batch needs their room (`all_free` once they are let go;
+        // nothing below changes `used_memory` before it is read).
+        let all_free = self.free_memory();
+        let mut free = all_free.saturating_sub(self.pool.kept_bytes());
         // The partition's last batch filled up: this one will likely fill
         // too, so it takes its whole size now (memory and allocation), as
         // every batch does in Java; a partition that trickles keeps growing
@@ -258,7 +260,7 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
                     // bytes of every batch not yet released).
                     let grow = growth(last, record_size, batch_size);
                     if grow > free && self.pool.release() > 0 {
-                        free = self.cfg.buffer_memory.saturating_sub(self.used_memory);
+                        free = all_free;
                     }
                     if grow <= free {
                         if let Some(bytes) = last.builder.try_append(record) {
@@ -286,14 +288,14 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
         // batch size (1 MiB by default) many partitions' lingering batches
         // would otherwise reserve the whole buffer while holding little.
         let mut reserve = batch_size.min(FIRST_CHUNK).max(record_size);
-        if hot && batch_size.max(record_size) <= self.free_memory() / 2 {
+        if hot && batch_size.max(record_size) <= all_free / 2 {
             // Only while memory is plentiful: a full-size batch per hot
             // partition must not starve the others. (The pool's buffers
             // count as free: such a batch takes one of them.)
             reserve = batch_size.max(record_size);
         }
         if reserve > free && self.pool.release() > 0 {
-            free = self.free_memory();
+            free = all_free;
         }
         if reserve > free {
             return Err(AppendError::NeedMemory {
