@@ -347,8 +347,8 @@ fn export_schema(node: SchemaNode) -> FfiSchema {
     }
 }
 
-fn bitmap(out: &Out, valid: &[bool]) -> (Option<Buf>, usize) {
-    let nulls = valid.iter().filter(|v| !**v).count();
+/// `nulls`: how many of `valid` are false (`BinaryBuf::null_count`).
+fn bitmap(out: &Out, valid: &[bool], nulls: usize) -> (Option<Buf>, usize) {
     if nulls == 0 {
         return (None, 0);
     }
@@ -412,7 +412,7 @@ fn topic_partition_columns(
 /// A binary column: its offsets and data move into the export; the
 /// validity (bools) stays behind and goes back with the columns.
 fn binary(out: &Out, b: &mut BinaryBuf) -> ArrayNode {
-    let (validity, nulls) = bitmap(out, &b.valid);
+    let (validity, nulls) = bitmap(out, &b.valid, b.null_count());
     ArrayNode {
         length: b.valid.len(),
         null_count: nulls,
@@ -661,11 +661,11 @@ mod tests {
     #[test]
     fn validity_bitmaps_for_no_some_and_all_nulls() {
         let out = Out(None);
-        assert!(bitmap(&out, &[true; 9]).0.is_none());
-        let (all, nulls) = bitmap(&out, &[false; 9]);
+        assert!(bitmap(&out, &[true; 9], 0).0.is_none());
+        let (all, nulls) = bitmap(&out, &[false; 9], 9);
         assert_eq!((bytes(&all), nulls), (vec![0, 0], 9));
         let some: Vec<bool> = (0..11).map(|i| i % 3 != 0).collect();
-        let (b, nulls) = bitmap(&out, &some);
+        let (b, nulls) = bitmap(&out, &some, 4);
         assert_eq!((bytes(&b), nulls), (vec![0b1011_0110, 0b0000_0101], 4));
     }
 }

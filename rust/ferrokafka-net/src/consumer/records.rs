@@ -19,6 +19,19 @@ use crate::consumer::pool::ColumnPool;
 use crate::consumer::rows::Rows;
 use crate::error::Error;
 
+/// How many of `v` are false. Summed a byte at a time in runs of 255 (a
+/// bool is 0 or 1, so a run's sum fits in a byte), which the compiler
+/// vectorizes; `filter(..).count()` was a loop of four instructions a bool:
+/// counting the key and value columns of a 9,000-row batch was ~2% of the
+/// ceiling run's `poll_arrow` samples, on the calling thread (perf, issue 17).
+fn count_false(v: &[bool]) -> usize {
+    let trues: usize = v
+        .chunks(255)
+        .map(|run| run.iter().fold(0u8, |sum, &b| sum + u8::from(b)) as usize)
+        .sum();
+    v.len() - trues
+}
+
 /// A nullable binary column in Arrow's layout (offsets `n + 1`, validity).
 #[derive(Debug, Clone, Default)]
 pub struct BinaryBuf {
@@ -75,7 +88,7 @@ impl BinaryBuf {
     }
 
     pub fn null_count(&self) -> usize {
-        self.valid.iter().filter(|v| !**v).count()
+        count_false(&self.valid)
     }
 
     /// Append rows `[from, to)` of `other`.
@@ -416,6 +429,17 @@ mod tests {
     use super::*;
     use ferrokafka_protocol::compression::Compression;
     use ferrokafka_protocol::record::{Header, RecordBatchBuilder};
+
+    #[test]
+    fn count_false_counts_across_runs_of_255() {
+        assert_eq!(count_false(&[]), 0);
+        for n in [1, 254, 255, 256, 511, 9_000] {
+            let v: Vec<bool> = (0..n).map(|i| i % 3 != 1).collect();
+            assert_eq!(count_false(&v), v.iter().filter(|b| !**b).count(), "{n}");
+            assert_eq!(count_false(&vec![false; n]), n);
+            assert_eq!(count_false(&vec![true; n]), 0);
+        }
+    }
 
     fn batch(base: i64, n: usize, compression: Compression) -> Vec<u8> {
         let mut b = RecordBatchBuilder::new(compression).base_offset(base);
