@@ -92,6 +92,37 @@ def test_poll_arrow_matches_poll_and_spark_schema(embedded_broker, topic_name):
     c.close()
 
 
+def test_poll_arrow_batches_outlive_later_polls_against_one_schema(embedded_broker, topic_name):
+    """poll_arrow's batches come through one Arrow stream a consumer (its
+    schema imported once): each batch owns its buffers, so batches kept
+    read as they did after later polls; an empty poll is an empty batch."""
+    pytest.importorskip("pyarrow")
+    bs = embedded_broker.bootstrap_servers
+    with fk.Producer(bs) as p:
+        for i in range(3000):
+            p.send(topic_name, value=b"%d" % i, partition=0)
+        p.flush()
+    c = fk.Consumer(bs, auto_offset_reset="earliest")
+    c.assign([TP(topic_name, 0)])
+    batches, got, deadline = [], 0, time.monotonic() + 30
+    while got < 3000 and time.monotonic() < deadline:
+        b = c.poll_arrow(200, max_records=400)
+        assert b.num_rows <= 400
+        if b.num_rows:
+            batches.append(b)
+            got += b.num_rows
+    assert got == 3000 and len(batches) >= 8
+    values = [v for b in batches for v in b.column("value").to_pylist()]
+    assert values == [b"%d" % i for i in range(3000)]
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(3000))
+    assert all(b.schema.equals(batches[0].schema) for b in batches)
+    empty = c.poll_arrow(0)
+    assert empty.num_rows == 0 and empty.schema.equals(batches[0].schema)
+    c.close()
+    with pytest.raises(fk.KafkaError):
+        c.poll_arrow(0)
+
+
 @pytest.mark.parametrize("api", ["poll", "poll_arrow"])
 def test_records_held_stay_intact_while_released_buffers_are_reused(embedded_broker, topic_name, api):
     # docs/semantics.md §8.7: the buffers of records the application let go

@@ -156,6 +156,9 @@ class Consumer:
         self._error_cb = core_cfg.pop("error_cb", None)
         stats_cb = core_cfg.pop("stats_cb", None)
         self._core = _core._Consumer(core_cfg)
+        # poll_arrow's batches as one Arrow stream (made on first use):
+        # pyarrow imports its schema once, not with every batch.
+        self._arrow_reader: Any = None
         self._stats = _stats.StatsEmitter(int(self.config["statistics_interval_ms"]), stats_cb,
                                           self.metrics, "consumer", str(self.config["client_id"]))
         self.coordinator = Coordinator(self._core)
@@ -277,9 +280,15 @@ class Consumer:
         run of one partition of 1,024 records or more comes in a batch of
         its own (its buffers become the batch without a copy; call again for
         the next); smaller runs are merged up to ``max_records``."""
-        import pyarrow as pa
+        reader = self._arrow_reader
+        if reader is None:
+            import pyarrow as pa
 
-        return pa.record_batch(self._poll(self._core.poll_arrow, timeout_ms, int(max_records)))
+            reader = self._arrow_reader = _arrow_reader(pa, self._core)
+        # The poll leaves its batch (or none: then an empty one) for the
+        # stream, whose next batch it is.
+        self._poll(self._core.poll_arrow_next, timeout_ms, int(max_records))
+        return reader.read_next_batch()
 
     def __iter__(self) -> Iterator[Message]:
         while not self._closed:
@@ -442,6 +451,7 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        self._arrow_reader = None
         t = 30_000 if timeout_ms is None else int(timeout_ms)
         self._core.close(t)
 
@@ -474,6 +484,28 @@ def _pattern_source(topics: Any) -> str:
     if unsupported:
         raise ValueError(f"invalid pattern for subscribe(): flags {re.RegexFlag(unsupported)!r} are not supported")
     return f"(?{inline}){topics.pattern}" if inline else topics.pattern
+
+
+class _ArrowStream:
+    """The consumer's Arrow stream (rust/ferrokafka-py/src/arrow_stream.rs)
+    through the Arrow PyCapsule protocol."""
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self._core.arrow_stream()
+
+
+def _arrow_reader(pa: Any, core: Any) -> Any:
+    """A pyarrow reader of ``core``'s Arrow stream: ``from_stream`` since
+    pyarrow 15, the capsule import before (pyarrow 14)."""
+    from_stream = getattr(pa.RecordBatchReader, "from_stream", None)
+    if from_stream is not None:
+        return from_stream(_ArrowStream(core))
+    return pa.RecordBatchReader._import_from_c_capsule(core.arrow_stream())
 
 
 class _RecordBatchSchema:

@@ -13,30 +13,30 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
 
 #[repr(C)]
-struct FfiSchema {
-    format: *const c_char,
-    name: *const c_char,
-    metadata: *const c_char,
-    flags: i64,
-    n_children: i64,
-    children: *mut *mut FfiSchema,
-    dictionary: *mut FfiSchema,
-    release: Option<unsafe extern "C" fn(*mut FfiSchema)>,
-    private_data: *mut c_void,
+pub(crate) struct FfiSchema {
+    pub(crate) format: *const c_char,
+    pub(crate) name: *const c_char,
+    pub(crate) metadata: *const c_char,
+    pub(crate) flags: i64,
+    pub(crate) n_children: i64,
+    pub(crate) children: *mut *mut FfiSchema,
+    pub(crate) dictionary: *mut FfiSchema,
+    pub(crate) release: Option<unsafe extern "C" fn(*mut FfiSchema)>,
+    pub(crate) private_data: *mut c_void,
 }
 
 #[repr(C)]
-struct FfiArray {
-    length: i64,
-    null_count: i64,
-    offset: i64,
-    n_buffers: i64,
-    n_children: i64,
-    buffers: *mut *const c_void,
-    children: *mut *mut FfiArray,
-    dictionary: *mut FfiArray,
-    release: Option<unsafe extern "C" fn(*mut FfiArray)>,
-    private_data: *mut c_void,
+pub(crate) struct FfiArray {
+    pub(crate) length: i64,
+    pub(crate) null_count: i64,
+    pub(crate) offset: i64,
+    pub(crate) n_buffers: i64,
+    pub(crate) n_children: i64,
+    pub(crate) buffers: *mut *const c_void,
+    pub(crate) children: *mut *mut FfiArray,
+    pub(crate) dictionary: *mut FfiArray,
+    pub(crate) release: Option<unsafe extern "C" fn(*mut FfiArray)>,
+    pub(crate) private_data: *mut c_void,
 }
 
 /// A binary column borrowed from Arrow buffers. The capsules it came from are
@@ -508,6 +508,22 @@ impl ExportedBatch {
         // `cols` drops here with what the export does not use (validity
         // bools, leader epochs): back to the pool too.
         ExportedBatch { array }
+    }
+
+    /// A batch of no rows (an empty poll).
+    pub fn empty() -> Self {
+        ExportedBatch::new(RecordColumns::new(), &[])
+    }
+
+    /// The struct array alone, for a stream whose schema went once
+    /// (`arrow_stream`).
+    pub(crate) fn into_array(self) -> FfiArray {
+        export_array(self.array)
+    }
+
+    /// The schema of every batch, exported (`arrow_stream`).
+    pub(crate) fn schema_ffi() -> FfiSchema {
+        export_schema(ExportedBatch::schema())
     }
 
     /// The one definition of the columns (Spark's Kafka source): Python

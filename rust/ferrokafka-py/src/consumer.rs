@@ -20,8 +20,9 @@ use ferrokafka_net::error::Error;
 use ferrokafka_net::options::Client;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyString, PyTuple};
 
+use crate::arrow_stream::ArrowSlot;
 use crate::errors::FkError;
 use crate::gil::{interruptible, wait_detached};
 use crate::types::{extract_tp, PyNode, PyTopicPartition};
@@ -204,6 +205,9 @@ type EventList = Vec<(&'static str, Vec<PyTopicPartition>)>;
 #[pyclass(module = "ferrokafka._core", name = "_Consumer")]
 pub struct PyConsumer {
     inner: Mutex<Option<Arc<Consumer>>>,
+    /// The batch `poll_arrow_next` built, for the consumer's Arrow stream
+    /// (`arrow_stream.rs`).
+    arrow_slot: Arc<ArrowSlot>,
     /// This client's id in its log records (`logbridge.rs`).
     #[pyo3(get, name = "_log_id")]
     log_id: u64,
@@ -309,6 +313,7 @@ impl PyConsumer {
         let consumer = Consumer::new(ccfg, md, net).map_err(FkError)?;
         Ok(PyConsumer {
             inner: Mutex::new(Some(Arc::new(consumer))),
+            arrow_slot: Arc::default(),
             log_id,
         })
     }
@@ -388,6 +393,34 @@ impl PyConsumer {
             py.detach(move || ArrowBatch::gather(slices))
         };
         Ok((events, Some(batch), commits))
+    }
+
+    /// `poll_arrow` for the consumer's Arrow stream (`arrow_stream`): the
+    /// batch is left for the stream's next `get_next` instead of returned;
+    /// the row count comes back in its place.
+    #[pyo3(signature = (timeout_ms=0, max_records=100_000))]
+    fn poll_arrow_next(
+        &self,
+        py: Python<'_>,
+        timeout_ms: i64,
+        max_records: usize,
+    ) -> PyResult<(EventList, usize, Completed)> {
+        let (events, slices, commits) = self.poll_parts(py, timeout_ms, max_records, true)?;
+        let (batch, rows) = if slices.is_empty() {
+            (None, 0)
+        } else {
+            let (b, n) = py.detach(move || ArrowBatch::gather_exported(slices));
+            (Some(b), n)
+        };
+        self.arrow_slot.put(batch);
+        Ok((events, rows, commits))
+    }
+
+    /// An `arrow_array_stream` capsule whose batches are what
+    /// `poll_arrow_next` leaves (an empty batch when it left none). Each
+    /// call makes a new stream over the same slot.
+    fn arrow_stream<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
+        crate::arrow_stream::stream_capsule(py, self.arrow_slot.clone())
     }
 
     fn ack_events(&self) -> PyResult<()> {
@@ -677,7 +710,18 @@ pub struct ArrowBatch {
 }
 
 impl ArrowBatch {
-    pub(crate) fn gather(mut slices: Vec<RecordSlice>) -> ArrowBatch {
+    pub(crate) fn gather(slices: Vec<RecordSlice>) -> ArrowBatch {
+        let (batch, n) = ArrowBatch::gather_exported(slices);
+        ArrowBatch {
+            parts: Mutex::new(Some(batch)),
+            num_rows: n,
+        }
+    }
+
+    /// The slices as one batch to export, and its row count.
+    pub(crate) fn gather_exported(
+        mut slices: Vec<RecordSlice>,
+    ) -> (crate::arrow::ExportedBatch, usize) {
         let n: usize = slices.iter().map(|s| s.to - s.from).sum();
         // One whole fetched run that nobody else holds (the common case when
         // the application keeps up): its columns become the batch as they
@@ -687,10 +731,7 @@ impl ArrowBatch {
             match Arc::try_unwrap(s.cols) {
                 Ok(cols) => {
                     let runs = [(s.tp.topic.clone(), s.tp.partition, n)];
-                    return ArrowBatch {
-                        parts: Mutex::new(Some(crate::arrow::ExportedBatch::new(cols, &runs))),
-                        num_rows: n,
-                    };
+                    return (crate::arrow::ExportedBatch::new(cols, &runs), n);
                 }
                 Err(cols) => slices.push(RecordSlice { cols, ..s }),
             }
@@ -708,10 +749,7 @@ impl ArrowBatch {
             cols.extend_range(&s.cols, s.from, s.to);
             runs.push((s.tp.topic.clone(), s.tp.partition, s.to - s.from));
         }
-        ArrowBatch {
-            parts: Mutex::new(Some(crate::arrow::ExportedBatch::new(cols, &runs))),
-            num_rows: n,
-        }
+        (crate::arrow::ExportedBatch::new(cols, &runs), n)
     }
 }
 

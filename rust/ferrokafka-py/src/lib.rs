@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 pub mod admin;
 pub mod aio_delivery;
 pub mod arrow;
+pub mod arrow_stream;
 pub mod config;
 pub mod consumer;
 pub mod errors;
