@@ -24,6 +24,14 @@ def _create(admin, confluent_kafka, *topics):
         f.result(15)
 
 
+def _state(c):
+    """What a failed wait reports: whether the pattern matched, and how far
+    the group join got."""
+    co = c.coordinator
+    return (f"subscription={c.subscription()} assignment={c.assignment()} "
+            f"coordinator={co.coordinator()} generation={co.generation()} member={co.member_id()!r}")
+
+
 def _until(cond, consumer=None, timeout=30.0):
     deadline = time.time() + timeout
     while not cond() and time.time() < deadline:
@@ -43,7 +51,7 @@ def test_whole_names_match_and_topics_come_and_go_without_python_polling(embedde
     _create(admin, confluent_kafka, f"{prefix}-a", f"{prefix}-ab", f"x-{prefix}-a")
     c = fk.Consumer(bs, group_id=f"g-{topic_name}", **FAST)
     c.subscribe(f"^{prefix}-(a|b|c)")
-    assert _until(lambda: c.assignment() == [TP(f"{prefix}-a", 0)], c)
+    assert _until(lambda: c.assignment() == [TP(f"{prefix}-a", 0)], c), _state(c)
     assert c.subscription() == [f"{prefix}-a"]
     # The core re-matches on its own thread: the subscription follows a new
     # topic with no poll() (the rebalance itself waits for poll, which runs
@@ -64,7 +72,7 @@ def test_re_pattern_flags_carry_over(embedded_broker, confluent_kafka, topic_nam
     _create(_admin(bs, confluent_kafka), confluent_kafka, name)
     c = fk.Consumer(bs, group_id=f"g-{topic_name}", **FAST)
     c.subscribe(re.compile(re.escape(name.lower()), re.IGNORECASE))
-    assert _until(lambda: c.assignment() == [TP(name, 0)], c)
+    assert _until(lambda: c.assignment() == [TP(name, 0)], c), _state(c)
     c.close()
 
 
