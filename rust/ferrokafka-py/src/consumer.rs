@@ -22,6 +22,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyString, PyTuple};
 
+use crate::arrow::ExportedBatch;
 use crate::arrow_stream::ArrowSlot;
 use crate::errors::FkError;
 use crate::gil::{interruptible, wait_detached};
@@ -201,6 +202,8 @@ pub(crate) fn message(
 // ----- _Consumer ---------------------------------------------------------------------
 
 type EventList = Vec<(&'static str, Vec<PyTopicPartition>)>;
+/// A poll's records as one batch to export, and its row count.
+type Gathered = (ExportedBatch, usize);
 
 #[pyclass(module = "ferrokafka._core", name = "_Consumer")]
 pub struct PyConsumer {
@@ -236,6 +239,20 @@ impl PyConsumer {
         let events = events_of(&mut p);
         let commits = commits_of(py, &mut p);
         Ok((events, std::mem::take(&mut p.records), commits))
+    }
+
+    /// A poll's records gathered into one batch to export (built without
+    /// the GIL) and its row count; `None` when there were none.
+    fn poll_exported(
+        &self,
+        py: Python<'_>,
+        timeout_ms: i64,
+        max_records: usize,
+    ) -> PyResult<(EventList, Option<Gathered>, Completed)> {
+        let (events, slices, commits) = self.poll_parts(py, timeout_ms, max_records, true)?;
+        let batch =
+            (!slices.is_empty()).then(|| py.detach(move || ArrowBatch::gather_exported(slices)));
+        Ok((events, batch, commits))
     }
 }
 
@@ -384,15 +401,11 @@ impl PyConsumer {
         timeout_ms: i64,
         max_records: usize,
     ) -> PyResult<(EventList, Option<ArrowBatch>, Completed)> {
-        let (events, slices, commits) = self.poll_parts(py, timeout_ms, max_records, true)?;
+        let (events, batch, commits) = self.poll_exported(py, timeout_ms, max_records)?;
         // An empty poll gives an empty batch built here too: pyarrow's own
         // ways to make one import pandas the first time (0.3 s of CPU).
-        let batch = if slices.is_empty() {
-            ArrowBatch::gather(slices)
-        } else {
-            py.detach(move || ArrowBatch::gather(slices))
-        };
-        Ok((events, Some(batch), commits))
+        let batch = batch.unwrap_or_else(|| (ExportedBatch::empty(), 0));
+        Ok((events, Some(ArrowBatch::of(batch)), commits))
     }
 
     /// `poll_arrow` for the consumer's Arrow stream (`arrow_stream`): the
@@ -405,14 +418,9 @@ impl PyConsumer {
         timeout_ms: i64,
         max_records: usize,
     ) -> PyResult<(EventList, usize, Completed)> {
-        let (events, slices, commits) = self.poll_parts(py, timeout_ms, max_records, true)?;
-        let (batch, rows) = if slices.is_empty() {
-            (None, 0)
-        } else {
-            let (b, n) = py.detach(move || ArrowBatch::gather_exported(slices));
-            (Some(b), n)
-        };
-        self.arrow_slot.put(batch);
+        let (events, batch, commits) = self.poll_exported(py, timeout_ms, max_records)?;
+        let rows = batch.as_ref().map_or(0, |(_, n)| *n);
+        self.arrow_slot.put(batch.map(|(b, _)| b));
         Ok((events, rows, commits))
     }
 
@@ -711,7 +719,10 @@ pub struct ArrowBatch {
 
 impl ArrowBatch {
     pub(crate) fn gather(slices: Vec<RecordSlice>) -> ArrowBatch {
-        let (batch, n) = ArrowBatch::gather_exported(slices);
+        ArrowBatch::of(ArrowBatch::gather_exported(slices))
+    }
+
+    fn of((batch, n): Gathered) -> ArrowBatch {
         ArrowBatch {
             parts: Mutex::new(Some(batch)),
             num_rows: n,
@@ -719,9 +730,7 @@ impl ArrowBatch {
     }
 
     /// The slices as one batch to export, and its row count.
-    pub(crate) fn gather_exported(
-        mut slices: Vec<RecordSlice>,
-    ) -> (crate::arrow::ExportedBatch, usize) {
+    pub(crate) fn gather_exported(mut slices: Vec<RecordSlice>) -> Gathered {
         let n: usize = slices.iter().map(|s| s.to - s.from).sum();
         // One whole fetched run that nobody else holds (the common case when
         // the application keeps up): its columns become the batch as they
@@ -731,7 +740,7 @@ impl ArrowBatch {
             match Arc::try_unwrap(s.cols) {
                 Ok(cols) => {
                     let runs = [(s.tp.topic.clone(), s.tp.partition, n)];
-                    return (crate::arrow::ExportedBatch::new(cols, &runs), n);
+                    return (ExportedBatch::new(cols, &runs), n);
                 }
                 Err(cols) => slices.push(RecordSlice { cols, ..s }),
             }
@@ -749,7 +758,7 @@ impl ArrowBatch {
             cols.extend_range(&s.cols, s.from, s.to);
             runs.push((s.tp.topic.clone(), s.tp.partition, s.to - s.from));
         }
-        (crate::arrow::ExportedBatch::new(cols, &runs), n)
+        (ExportedBatch::new(cols, &runs), n)
     }
 }
 
