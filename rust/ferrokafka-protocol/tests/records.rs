@@ -711,3 +711,50 @@ fn running_crc_equals_the_crc_of_the_whole_batch() {
         assert_eq!(batch.header.records_count as usize, n);
     }
 }
+
+/// Header-less records whose key and value add up to 58..=8164 bytes have
+/// their length prefix stamped after their fields (two bytes, known before
+/// the fields are sized); the rest are sized first. Both kinds, at and
+/// around the bounds of that range, with one-byte and long timestamp and
+/// offset deltas, null, empty and present keys, must read back field for
+/// field through an independent decoder (kafka-protocol) and ours.
+#[test]
+fn records_at_the_bounds_of_the_two_byte_length_path_read_back() {
+    let payloads = [
+        0usize, 1, 50, 57, 58, 59, 63, 64, 100, 121, 122, 8_000, 8_164, 8_165, 8_200, 20_000,
+    ];
+    let mut b = RecordBatchBuilder::new(Compression::None).producer(3, 0, 0);
+    let mut expect = Vec::new();
+    let base_ts = 1_700_000_000_000i64;
+    let mut i = 0i64;
+    for &payload in &payloads {
+        for key in [None, Some(0usize), Some(7)] {
+            let Some(klen) = key.map_or(Some(0), |k| (k <= payload).then_some(k)) else {
+                continue;
+            };
+            // A delta of one byte, of two, and one of ten (a timestamp far
+            // before the batch's first).
+            for ts in [base_ts, base_ts + 100, base_ts - (1 << 60)] {
+                let k = key.map(|_| vec![b'k'; klen]);
+                let v = vec![(i % 251) as u8; payload - klen];
+                b.append(ts, k.as_deref(), Some(&v), &[]).unwrap();
+                expect.push((ts, k, v));
+                i += 1;
+            }
+        }
+    }
+    // Past offset delta 63 and 8191 (one, two and three bytes), small records.
+    for _ in 0..8_200 {
+        b.append(base_ts, None, Some(&[1u8; 60]), &[]).unwrap();
+        expect.push((base_ts, None, vec![1u8; 60]));
+    }
+    let bytes = b.finish().unwrap();
+    let theirs = kp::decode(&bytes);
+    let (ours, _) = decode_all_owned(&bytes, DecodeOptions::default(), false).unwrap();
+    assert_same(&ours, &theirs, true);
+    assert_eq!(ours.len(), expect.len());
+    for (o, (ts, k, v)) in ours.iter().zip(&expect) {
+        assert_eq!((o.timestamp, &o.key, o.value.as_ref()), (*ts, k, Some(v)));
+        assert!(o.headers.is_empty());
+    }
+}
