@@ -9,7 +9,9 @@
 //! record. A [`Cursor`] keeps its own copy of the three in locals for the
 //! batch and writes the length back once, when the batch is done:
 //! `benches/decode_instructions.py` counted 332 -> 318 instructions a
-//! record (issue 17); what is left is mostly the varints and the CRC.
+//! record (issue 17). The validity of a binary column, a null key's offset
+//! and a header-less row's header offset are kept as runs and written one
+//! run at a time ([`Lazy`]): 275 -> 262.
 
 use ferrokafka_protocol::record::RecordVisitor;
 
@@ -58,6 +60,17 @@ impl<'v, T: Copy> Cursor<'v, T> {
         self.len += s.len();
     }
 
+    /// `k` copies of `x` (a run a column writes at once, see [`Lazy`]).
+    #[inline]
+    fn fill(&mut self, x: T, k: usize) {
+        if self.cap - self.len < k {
+            self.grow(k);
+        }
+        // SAFETY: room for `k` more (grown above if not).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(self.len), k).fill(x) };
+        self.len += k;
+    }
+
     /// Room for `more` values: the vector takes the length written so far,
     /// grows as `Vec` does, and the cursor its new pointer and capacity.
     #[cold]
@@ -78,11 +91,28 @@ impl<T: Copy> Drop for Cursor<'_, T> {
     }
 }
 
-/// A binary column's three cursors.
+/// A binary column's three cursors, and the rows at its end written only
+/// in part (see [`Lazy`]).
 struct BinaryCursor<'v> {
     offsets: Cursor<'v, i32>,
     valid: Cursor<'v, bool>,
     data: Cursor<'v, u8>,
+    lazy: Lazy,
+}
+
+/// Rows of a binary column left to write as one run: a run of values
+/// (`Present`: their offsets and bytes written, their validity, all true,
+/// not yet) or of nulls (`Null`: neither their validity, all false, nor
+/// their offsets, all the same, written yet). Why: a producer's records
+/// have a value and no key, nearly always all of a batch's records alike,
+/// and each per-row push is a load of the vector's length and capacity
+/// from memory, a compare and two stores (the cursors do not fit in
+/// registers); a run is written with one fill when it ends, the counter
+/// is one increment a row (`benches/decode_instructions.py`, issue 17).
+#[derive(Clone, Copy)]
+enum Lazy {
+    Present(usize),
+    Null(usize),
 }
 
 impl<'v> BinaryCursor<'v> {
@@ -91,16 +121,48 @@ impl<'v> BinaryCursor<'v> {
             offsets: Cursor::new(&mut b.offsets),
             valid: Cursor::new(&mut b.valid),
             data: Cursor::new(&mut b.data),
+            lazy: Lazy::Present(0),
         }
     }
 
     #[inline(always)]
     fn push(&mut self, v: Option<&[u8]>) {
-        if let Some(v) = v {
-            self.data.extend(v);
+        match (v, &mut self.lazy) {
+            (Some(v), Lazy::Present(n)) => {
+                *n += 1;
+                self.data.extend(v);
+                self.offsets.push(self.data.len as i32);
+            }
+            (None, Lazy::Null(n)) => *n += 1,
+            (v, _) => self.switch(v),
         }
-        self.valid.push(v.is_some());
-        self.offsets.push(self.data.len as i32);
+    }
+
+    /// A row unlike the run before it: the run is written, a new one starts.
+    #[cold]
+    #[inline(never)]
+    fn switch(&mut self, v: Option<&[u8]>) {
+        self.finish_run();
+        self.lazy = match v {
+            Some(v) => {
+                self.data.extend(v);
+                self.offsets.push(self.data.len as i32);
+                Lazy::Present(1)
+            }
+            None => Lazy::Null(1),
+        };
+    }
+
+    /// The pending run's validity (and a null run's offsets), written.
+    fn finish_run(&mut self) {
+        match self.lazy {
+            Lazy::Present(n) => self.valid.fill(true, n),
+            Lazy::Null(n) => {
+                self.valid.fill(false, n);
+                self.offsets.fill(self.data.len as i32, n);
+            }
+        }
+        self.lazy = Lazy::Present(0);
     }
 }
 
@@ -115,6 +177,10 @@ pub(crate) struct Rows<'c> {
     keys: BinaryCursor<'c>,
     values: BinaryCursor<'c>,
     header_offsets: Cursor<'c, i32>,
+    /// Rows ended whose header offset is not written yet: all the same,
+    /// the header count so far, until a row with headers comes (as
+    /// [`Lazy`], for records without headers, nearly all).
+    header_offsets_due: usize,
     header_keys: &'c mut BinaryBuf,
     header_values: &'c mut BinaryBuf,
 }
@@ -128,6 +194,7 @@ impl<'c> Rows<'c> {
             keys: BinaryCursor::new(&mut cols.keys),
             values: BinaryCursor::new(&mut cols.values),
             header_offsets: Cursor::new(&mut cols.header_offsets),
+            header_offsets_due: 0,
             header_keys: &mut cols.header_keys,
             header_values: &mut cols.header_values,
         }
@@ -155,13 +222,33 @@ impl<'b> RecordVisitor<'b> for Rows<'_> {
 
     #[inline]
     fn header(&mut self, key: &'b str, value: Option<&'b [u8]>) {
+        // The rows ended before this one had no headers since the last
+        // that had some: their offsets are the count before this header.
+        self.write_header_offsets();
         self.header_keys.push(Some(key.as_bytes()));
         self.header_values.push(value);
     }
 
     #[inline(always)]
     fn end_record(&mut self) {
-        self.header_offsets.push(self.header_keys.len() as i32);
+        self.header_offsets_due += 1;
+    }
+}
+
+impl Rows<'_> {
+    fn write_header_offsets(&mut self) {
+        let due = std::mem::take(&mut self.header_offsets_due);
+        self.header_offsets.fill(self.header_keys.len() as i32, due);
+    }
+}
+
+impl Drop for Rows<'_> {
+    // Before the cursors set their vectors' lengths (fields drop after
+    // this): the runs still pending are written.
+    fn drop(&mut self) {
+        self.keys.finish_run();
+        self.values.finish_run();
+        self.write_header_offsets();
     }
 }
 
@@ -192,12 +279,24 @@ mod tests {
         let mut b = RecordColumns::new();
         // (offset, key, value, header count)
         type Rec<'a> = (i64, Option<&'a [u8]>, Option<&'a [u8]>, usize);
-        let recs: Vec<Rec<'_>> = vec![
+        let mut recs: Vec<Rec<'_>> = vec![
             (4, Some(b"k"), Some(b"v1"), 0),
             (5, None, Some(b"value two"), 2),
             (6, Some(b""), None, 1),
             (7, None, None, 0),
         ];
+        // Runs of alike rows, as the columns write them at once (`Lazy`),
+        // ending in each kind, and rows with headers between rows without.
+        for o in 8..400i64 {
+            let key: Option<&[u8]> = if (o / 7) % 3 == 0 { Some(b"key") } else { None };
+            let value: Option<&[u8]> = if (o / 11) % 4 == 1 { None } else { Some(b"v") };
+            recs.push((
+                o,
+                key,
+                value,
+                usize::from(o % 13 == 0) + usize::from(o % 39 == 0),
+            ));
+        }
         {
             let mut rows = Rows::new(&mut a, 5);
             for &(o, k, v, h) in &recs {
