@@ -54,6 +54,22 @@ impl<'a> Reader<'a> {
         &self.buf[self.pos..]
     }
 
+    /// A record's bytes after its length, when the length is a one- or
+    /// two-byte varint ([`word_uvarint_at`]) and not negative and the bytes
+    /// are all there; else `None`, nothing read, for the checked reader.
+    #[inline(always)]
+    pub(crate) fn short_length_prefixed(&mut self) -> Option<&'a [u8]> {
+        let mut p = self.pos;
+        // Zigzagged: even for a length, odd for a negative one.
+        let z = word_uvarint_at(self.buf, &mut p)?;
+        if z & 1 != 0 {
+            return None;
+        }
+        let body = self.buf.get(p..p + (z >> 1) as usize)?;
+        self.pos = p + body.len();
+        Some(body)
+    }
+
     /// Take `n` bytes as a slice of the input.
     #[inline]
     pub fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8]> {
@@ -350,6 +366,26 @@ fn overflow32() -> ProtocolError {
 }
 
 // ---------------------------------------------------------------- writers
+
+/// A one- or two-byte unsigned varint at `b[*p..]` read as one two-byte
+/// word, moving `p` past it; `None` (and `p` unmoved) when it is longer or
+/// fewer than two bytes are left, even for a one-byte varint. For fields a
+/// byte at least always follows (a record's length and head fields, the
+/// record decoder's plain path): one bounds check and one load where
+/// `short_uvarint_at` has two of each (issue 17).
+#[inline(always)]
+pub(crate) fn word_uvarint_at(b: &[u8], p: &mut usize) -> Option<u64> {
+    let w = u16::from_le_bytes(b.get(*p..*p + 2)?.try_into().ok()?);
+    if w & 0x80 == 0 {
+        *p += 1;
+        return Some((w & 0x7f) as u64);
+    }
+    if w & 0x8000 != 0 {
+        return None;
+    }
+    *p += 2;
+    Some(((w & 0x7f) | ((w >> 8) << 7)) as u64)
+}
 
 /// A one- or two-byte unsigned varint at `b[*p..]`, moving `p` past it;
 /// `None` (and `p` unmoved) when it is longer or the bytes end first. The
@@ -697,6 +733,44 @@ mod tests {
             let n = unsafe { stamp_uvarlong(out.as_mut_ptr(), v) };
             assert_eq!(&out[..n], &plain[..], "{v:#x}");
             assert_eq!(uvarint_len(v), plain.len(), "{v:#x}");
+        }
+    }
+
+    /// The word reads take exactly the varints of one and two bytes that
+    /// are followed by a byte, read as the general reader reads them, and
+    /// leave the position alone otherwise; a length-prefixed run likewise.
+    #[test]
+    fn word_reads_match_the_general_reader_or_decline() {
+        for v in [
+            0u64, 1, 0x3f, 0x40, 0x7f, 0x80, 0x1fff, 0x2000, 0x3fff, 0x4000, 0x1_0000,
+        ] {
+            let mut enc = Vec::new();
+            put_uvarlong(&mut enc, v);
+            let mut followed = enc.clone();
+            followed.push(0x55);
+            let mut p = 0;
+            let got = word_uvarint_at(&followed, &mut p);
+            if enc.len() <= 2 {
+                assert_eq!((got, p), (Some(v), enc.len()), "{v:#x}");
+            } else {
+                assert_eq!((got, p), (None, 0), "{v:#x}");
+            }
+            // A one-byte varint that ends the input: declined.
+            if enc.len() == 1 {
+                let mut p = 0;
+                assert_eq!((word_uvarint_at(&enc, &mut p), p), (None, 0));
+            }
+        }
+        // Length 3 (zigzag 6), three bytes, one byte after.
+        let mut r = Reader::new(&[6, 1, 2, 3, 9]);
+        assert_eq!(r.short_length_prefixed(), Some(&[1u8, 2, 3][..]));
+        assert_eq!(r.remaining(), 1);
+        // Negative (zigzag 1), longer than the input, a length of three
+        // bytes: declined, nothing read.
+        for bytes in [&[1u8, 0, 0][..], &[8, 1, 2, 3], &[0x80, 0x80, 0x01, 0]] {
+            let mut r = Reader::new(bytes);
+            assert_eq!(r.short_length_prefixed(), None, "{bytes:?}");
+            assert_eq!(r.position(), 0);
         }
     }
 

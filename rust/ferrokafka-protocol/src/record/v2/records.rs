@@ -201,7 +201,13 @@ impl<'b> RecordIter<'b> {
     pub fn visit<V: RecordVisitor<'b>>(mut self, v: &mut V) -> Result<()> {
         while self.left > 0 {
             self.left -= 1;
-            let body = self.record_body()?;
+            // A record is seven bytes at least, so its length is followed
+            // by more (the two-byte read); any other length, or one the
+            // bytes do not hold, is read again by the checked reader.
+            let body = match self.r.short_length_prefixed() {
+                Some(body) => body,
+                None => self.record_body()?,
+            };
             if self.visit_plain(body, v) {
                 continue;
             }
@@ -240,26 +246,14 @@ impl<'b> RecordIter<'b> {
     /// loaded again on the way to the visitor, and the record's checks are
     /// fewer when it is known to have no headers: the decode went from 317
     /// to 275 instructions a record (`benches/decode_instructions.py`,
-    /// issue 17), and to 262 -> 247 with the two-byte reads below.
+    /// issue 17); 262 -> 247 with its fields read as two-byte words
+    /// (`word_uvarint_at`), 239 with the record's length read so too.
     #[inline(always)]
     fn visit_plain<V: RecordVisitor<'b>>(&self, body: &'b [u8], v: &mut V) -> bool {
-        // A varint of one or two bytes, read as one two-byte word: every
+        // Varints of one or two bytes, each read as one two-byte word: every
         // field read here is followed by one byte at least (the header
-        // count ends the record), so a plain record always has both bytes;
-        // one bounds check and one load where `short_uvarint_at` has two.
-        #[inline(always)]
-        fn uvarint(b: &[u8], p: &mut usize) -> Option<u64> {
-            let w = u16::from_le_bytes(b.get(*p..*p + 2)?.try_into().ok()?);
-            if w & 0x80 == 0 {
-                *p += 1;
-                return Some((w & 0x7f) as u64);
-            }
-            if w & 0x8000 != 0 {
-                return None;
-            }
-            *p += 2;
-            Some(((w & 0x7f) | ((w >> 8) << 7)) as u64)
-        }
+        // count ends the record), so a plain record always has both bytes.
+        use crate::primitives::word_uvarint_at as uvarint;
         // A key or value: its length's zigzag is 1 for null, even for a
         // length (odd and above 1 is negative, malformed), so it needs no
         // unzigzagging.
