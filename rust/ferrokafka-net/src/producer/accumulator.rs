@@ -288,11 +288,26 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
         // batch size (1 MiB by default) many partitions' lingering batches
         // would otherwise reserve the whole buffer while holding little.
         let mut reserve = batch_size.min(FIRST_CHUNK).max(record_size);
-        if hot && batch_size.max(record_size) <= all_free / 2 {
-            // Only while memory is plentiful: a full-size batch per hot
-            // partition must not starve the others. (The pool's buffers
-            // count as free: such a batch takes one of them.)
+        // A kept buffer is room the producer holds already: a hot
+        // partition's batch takes one whole (`reserve_total`), its bytes
+        // moving from the pool to the batch, what is held unchanged, as
+        // Java's `BufferPool.allocate` hands out a pooled buffer before
+        // anything else. Without this, a producer held at `buffer_memory`
+        // (the ceiling run: it appends faster than batches are sent) opened
+        // its batches at a first chunk, and growing one let the pool go:
+        // the kept buffers were freed and the batch's room allocated and
+        // faulted in anew (~3 page faults a 1,000 records, issue 17).
+        let reuse = hot && record_size <= batch_size && self.pool.kept_bytes() >= batch_size;
+        if hot && (batch_size.max(record_size) <= all_free / 2 || reuse) {
+            // Else only while memory is plentiful: a full-size batch per
+            // hot partition must not starve the others. (The pool's
+            // buffers count as free: such a batch takes one of them.)
             reserve = batch_size.max(record_size);
+        }
+        if reuse {
+            // The buffer taken leaves the pool: at least `batch_size` of
+            // the kept bytes become the batch's.
+            free += batch_size;
         }
         if reserve > free && self.pool.release() > 0 {
             free = all_free;
@@ -305,7 +320,13 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
         }
         let mut builder = new_builder(batch_size.max(record_size));
         if reserve > FIRST_CHUNK {
+            let kept = self.pool.kept_bytes();
             builder.reserve_total(reserve, &self.pool);
+            if reuse && self.pool.kept_bytes() >= kept {
+                // The builder took no kept buffer (a builder without one's
+                // use for them): the room counted above must be let go.
+                self.pool.release();
+            }
         }
         let Some(bytes) = builder.try_append(record) else {
             // A fresh builder must take its first record; refusing is a bug in

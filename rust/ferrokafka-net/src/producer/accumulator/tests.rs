@@ -234,6 +234,79 @@ fn kept_buffers_are_let_go_before_an_append_waits_for_memory() {
     ));
 }
 
+/// Takes a kept buffer for a full-size batch, as the record batch does
+/// (`takes`), or has no use for one.
+struct PooledBuilder {
+    inner: FakeBuilder,
+    takes: bool,
+    took: Option<bytes::BytesMut>,
+}
+
+impl BatchBuilder for PooledBuilder {
+    fn try_append(&mut self, r: &RecordRef<'_>) -> Option<usize> {
+        self.inner.try_append(r)
+    }
+    fn size_bytes(&self) -> usize {
+        self.inner.size_bytes()
+    }
+    fn record_count(&self) -> usize {
+        self.inner.record_count()
+    }
+    fn reserve_total(&mut self, _total: usize, pool: &Arc<BufferPool>) {
+        if self.takes {
+            self.took = pool.take();
+        }
+    }
+}
+
+/// A producer held at `buffer_memory`: a hot partition's next batch takes
+/// a kept buffer whole (what is held unchanged) instead of opening at a
+/// first chunk and letting the pool go; with a builder that takes none the
+/// pool lets go, so what is held stays within `buffer_memory` either way.
+#[test]
+fn a_hot_partition_takes_a_kept_buffer_when_memory_is_short() {
+    let tp = TopicPartition::new("t", 0);
+    for takes in [true, false] {
+        let mut c = cfg();
+        c.batch_size = 40_000;
+        c.buffer_memory = 200_000; // keeps one buffer (a quarter)
+        let mut acc: RecordAccumulator<PooledBuilder, u32> = RecordAccumulator::new(c);
+        let new = |cap| PooledBuilder {
+            inner: FakeBuilder { cap, size: 0, n: 0 },
+            takes,
+            took: None,
+        };
+        let append = |acc: &mut RecordAccumulator<PooledBuilder, u32>| {
+            acc.append(&tp, &rec(&[0; 992]), 1000, 0, 0, new).unwrap();
+        };
+        // The first batch fills (so the partition is hot) and the second
+        // opens whole, while memory is plentiful.
+        while acc.queues.get(&tp).is_none_or(|q| q.len() < 2) {
+            append(&mut acc);
+        }
+        // Other partitions take most of the rest; a kept buffer comes back.
+        for p in 1..5 {
+            let other = TopicPartition::new("t", p);
+            acc.append(&other, &rec(&[0; 50]), 58, 0, 0, new).unwrap();
+        }
+        let mut kept = bytes::BytesMut::with_capacity(40_000);
+        kept.resize(10, 0);
+        acc.pool.give(kept.freeze());
+        assert_eq!(acc.pool.kept_bytes(), 40_000);
+        assert!(acc.free_memory() < 2 * 40_000, "memory is short");
+        assert!(acc.used_memory + acc.pool.kept_bytes() <= 200_000);
+        // The second batch fills; the third opens.
+        while acc.queues[&tp].len() < 3 {
+            append(&mut acc);
+        }
+        let last = acc.queues[&tp].back().unwrap();
+        assert_eq!(last.builder.took.is_some(), takes);
+        assert_eq!(last.reserved_bytes, 40_000, "reserved whole");
+        assert_eq!(acc.pool.kept_bytes(), 0, "taken, or let go");
+        assert!(acc.used_memory <= 200_000);
+    }
+}
+
 /// After a batch of the partition filled up, the next one takes its
 /// whole size at once (while memory is plentiful).
 #[test]
