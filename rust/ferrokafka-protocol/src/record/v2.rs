@@ -552,20 +552,7 @@ impl RecordBatchBuilder {
             let base = self.buf.as_mut_ptr().add(start);
             let mut p = base;
             p = p.add(stamp_uvarlong(p, zigzag32(body_i32) as u64));
-            *p = 0; // record attributes: unused
-            p = p.add(1);
-            p = p.add(stamp_uvarlong(p, zigzag64(ts_delta)));
-            p = p.add(stamp_uvarlong(p, zigzag32(offset_delta) as u64));
-            p = p.add(stamp_uvarlong(p, field_tag(key)));
-            if let Some(k) = key {
-                std::ptr::copy_nonoverlapping(k.as_ptr(), p, k.len());
-                p = p.add(k.len());
-            }
-            p = p.add(stamp_uvarlong(p, field_tag(value)));
-            if let Some(v) = value {
-                std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len());
-                p = p.add(v.len());
-            }
+            p = stamp_fields(p, ts_delta, offset_delta, key, value);
             p = p.add(stamp_uvarlong(p, zigzag32(n_headers) as u64));
             let written = p.offset_from(base) as usize;
             debug_assert!(written <= total);
@@ -613,21 +600,7 @@ impl RecordBatchBuilder {
         // The key and value lengths fit an i32 (the payload is below 8 KiB).
         unsafe {
             let base = self.buf.as_mut_ptr().add(start);
-            let mut p = base.add(2);
-            *p = 0; // record attributes: unused
-            p = p.add(1);
-            p = p.add(stamp_uvarlong(p, zigzag64(ts_delta)));
-            p = p.add(stamp_uvarlong(p, zigzag32(offset_delta) as u64));
-            p = p.add(stamp_uvarlong(p, field_tag(key)));
-            if let Some(k) = key {
-                std::ptr::copy_nonoverlapping(k.as_ptr(), p, k.len());
-                p = p.add(k.len());
-            }
-            p = p.add(stamp_uvarlong(p, field_tag(value)));
-            if let Some(v) = value {
-                std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len());
-                p = p.add(v.len());
-            }
+            let mut p = stamp_fields(base.add(2), ts_delta, offset_delta, key, value);
             *p = 0; // no headers (a zigzagged 0)
             p = p.add(1);
             let body = p.offset_from(base.add(2)) as usize;
@@ -711,6 +684,41 @@ impl RecordBatchBuilder {
         self.buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         // Vec -> Bytes -> BytesMut hands the allocation over; nothing is copied.
         Ok(BytesMut::from(bytes::Bytes::from(self.buf)))
+    }
+}
+
+/// A record's fields from its attributes to its value written at `p`
+/// (each varint stamped, the key and value copied), returning the position
+/// after them: the part both of `append`'s paths write alike.
+///
+/// # Safety
+/// `p` must be valid for writes of the fields' bytes and 10 more; the key
+/// and value lengths must fit an i32 (checked when the record was sized).
+#[inline(always)]
+unsafe fn stamp_fields(
+    mut p: *mut u8,
+    ts_delta: i64,
+    offset_delta: i32,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+) -> *mut u8 {
+    // SAFETY: as the function's contract says.
+    unsafe {
+        *p = 0; // record attributes: unused
+        p = p.add(1);
+        p = p.add(stamp_uvarlong(p, zigzag64(ts_delta)));
+        p = p.add(stamp_uvarlong(p, zigzag32(offset_delta) as u64));
+        p = p.add(stamp_uvarlong(p, field_tag(key)));
+        if let Some(k) = key {
+            std::ptr::copy_nonoverlapping(k.as_ptr(), p, k.len());
+            p = p.add(k.len());
+        }
+        p = p.add(stamp_uvarlong(p, field_tag(value)));
+        if let Some(v) = value {
+            std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len());
+            p = p.add(v.len());
+        }
+        p
     }
 }
 

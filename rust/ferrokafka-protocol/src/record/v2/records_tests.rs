@@ -60,17 +60,22 @@ fn the_short_path_reads_what_the_checked_reader_reads() {
     assert!(taken > n / 2, "{taken} of {n} took the short path");
 }
 
-#[test]
-fn a_malformed_short_record_falls_to_the_checked_reader_and_its_error() {
-    // attributes, ts 0, offset 0, key length -2 (zigzag 3), ...
-    let body = [0u8, 0, 0, 3, 0, 0];
-    let it = RecordIter {
+/// An iterator over nothing, for reading records' bodies given apart.
+fn no_records() -> RecordIter<'static> {
+    RecordIter {
         r: Reader::new(&[]),
         left: 0,
         base_offset: 0,
         base_timestamp: 0,
         override_timestamp: None,
-    };
+    }
+}
+
+#[test]
+fn a_malformed_short_record_falls_to_the_checked_reader_and_its_error() {
+    // attributes, ts 0, offset 0, key length -2 (zigzag 3), ...
+    let body = [0u8, 0, 0, 3, 0, 0];
+    let it = no_records();
     assert!(it.read_short_head(&body).is_none());
     assert!(it.read_checked_head(&body).is_err());
     // A header count the bytes cannot hold.
@@ -187,13 +192,7 @@ fn visit_reports_what_the_iterator_reads_and_the_plain_path_takes_only_plain_rec
     );
     // Malformed or not plain: left to the general path (which rejects the
     // first two when it reads them).
-    let it = RecordIter {
-        r: Reader::new(&[]),
-        left: 0,
-        base_offset: 0,
-        base_timestamp: 0,
-        override_timestamp: None,
-    };
+    let it = no_records();
     for body in [
         &[0u8, 0, 0, 3, 0, 0][..], // key length -2
         &[0, 0, 0, 1, 1, 0, 9],    // a byte after the header count
