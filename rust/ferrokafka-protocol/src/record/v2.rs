@@ -491,7 +491,9 @@ impl RecordBatchBuilder {
             let payload = key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
             if TWO_BYTE_LENGTH_PAYLOAD.contains(&payload) {
                 // SAFETY: no headers, and a payload in the range.
-                unsafe { self.write_two_byte_length_record(ts_delta, offset_delta, key, value) };
+                unsafe {
+                    self.write_two_byte_length_record(ts_delta, offset_delta, key, value, payload)
+                };
                 self.after_append(timestamp);
                 return Ok(());
             }
@@ -579,8 +581,8 @@ impl RecordBatchBuilder {
     /// 17). Nearly every record of 58 B to 8 KiB takes this path.
     ///
     /// # Safety
-    /// The key and value add up to a length inside `TWO_BYTE_LENGTH_PAYLOAD`
-    /// and the record has no headers.
+    /// `payload` is the key's and value's lengths summed, inside
+    /// `TWO_BYTE_LENGTH_PAYLOAD`, and the record has no headers.
     #[inline(always)]
     unsafe fn write_two_byte_length_record(
         &mut self,
@@ -588,8 +590,8 @@ impl RecordBatchBuilder {
         offset_delta: i32,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
+        payload: usize,
     ) {
-        let payload = key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
         // The record's most: the length, then the body at its longest.
         let most = 2 + payload + MAX_BODY_OVERHEAD;
         self.buf.reserve(most + STAMP_SLACK);

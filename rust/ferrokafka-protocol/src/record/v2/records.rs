@@ -4,7 +4,7 @@
 
 use super::{Header, Record};
 use crate::error::{ProtocolError, Result};
-use crate::primitives::{invalid_len, short_uvarint_at, unzigzag64, Reader};
+use crate::primitives::{invalid_len, short_uvarint_at, unzigzag64, word_uvarint_at, Reader};
 
 /// Records of one batch payload. Yields an error (then stops) on malformed
 /// bytes, and checks at the end that the payload held exactly `recordsCount`
@@ -57,9 +57,15 @@ impl<'b> RecordIter<'b> {
         }
     }
 
-    /// The next record's bytes (after its length).
+    /// The next record's bytes (after its length). A length of one or two
+    /// bytes is read as one two-byte word (a record is seven bytes at least,
+    /// so more always follows it); any other, or one the bytes do not hold,
+    /// by the checked reader, which says what is wrong.
     #[inline(always)]
     fn record_body(&mut self) -> Result<&'b [u8]> {
+        if let Some(body) = self.r.short_length_prefixed() {
+            return Ok(body);
+        }
         let len = self.r.varint()?;
         if len < 0 {
             return Err(invalid_len("record length", len as i64));
@@ -111,29 +117,14 @@ impl<'b> RecordIter<'b> {
     /// (callgrind of cargo bench `fetched`, issue 17).
     #[inline(always)]
     fn read_short_head(&self, body: &'b [u8]) -> Option<RecordHead<'b>> {
-        #[inline(always)]
-        fn varint(b: &[u8], p: &mut usize) -> Option<i64> {
-            short_uvarint_at(b, p).map(unzigzag64)
-        }
-        #[inline(always)]
-        fn bytes<'a>(b: &'a [u8], p: &mut usize) -> Option<Option<&'a [u8]>> {
-            match varint(b, p)? {
-                -1 => Some(None),
-                n if n < 0 => None,
-                n => {
-                    let s = b.get(*p..*p + n as usize)?;
-                    *p += n as usize;
-                    Some(Some(s))
-                }
-            }
-        }
         let attributes = *body.first()? as i8;
         let mut p = 1;
-        let ts_delta = varint(body, &mut p)?;
-        let offset_delta = varint(body, &mut p)?;
-        let key = bytes(body, &mut p)?;
-        let value = bytes(body, &mut p)?;
-        let n_headers = varint(body, &mut p)?;
+        let ts_delta = short_varint(body, &mut p)?;
+        let offset_delta = short_varint(body, &mut p)?;
+        let key = short_bytes(body, &mut p)?;
+        let value = short_bytes(body, &mut p)?;
+        // The last field: nothing need follow it, so not a word read.
+        let n_headers = short_uvarint_at(body, &mut p).map(unzigzag64)?;
         let rest = body.get(p..)?;
         // As `read_checked_head`: no negative count, two bytes at least a
         // header.
@@ -201,13 +192,7 @@ impl<'b> RecordIter<'b> {
     pub fn visit<V: RecordVisitor<'b>>(mut self, v: &mut V) -> Result<()> {
         while self.left > 0 {
             self.left -= 1;
-            // A record is seven bytes at least, so its length is followed
-            // by more (the two-byte read); any other length, or one the
-            // bytes do not hold, is read again by the checked reader.
-            let body = match self.r.short_length_prefixed() {
-                Some(body) => body,
-                None => self.record_body()?,
-            };
+            let body = self.record_body()?;
             if self.visit_plain(body, v) {
                 continue;
             }
@@ -234,9 +219,7 @@ impl<'b> RecordIter<'b> {
         }
         Ok(())
     }
-}
 
-impl<'b> RecordIter<'b> {
     /// A record without headers whose varints are one or two bytes (nearly
     /// every record of a plain producer), read by index and handed to `v`
     /// directly: true when it was. Anything else (headers, a longer varint,
@@ -250,42 +233,18 @@ impl<'b> RecordIter<'b> {
     /// (`word_uvarint_at`), 239 with the record's length read so too.
     #[inline(always)]
     fn visit_plain<V: RecordVisitor<'b>>(&self, body: &'b [u8], v: &mut V) -> bool {
-        // Varints of one or two bytes, each read as one two-byte word: every
-        // field read here is followed by one byte at least (the header
-        // count ends the record), so a plain record always has both bytes.
-        use crate::primitives::word_uvarint_at as uvarint;
-        // A key or value: its length's zigzag is 1 for null, even for a
-        // length (odd and above 1 is negative, malformed), so it needs no
-        // unzigzagging.
-        #[inline(always)]
-        fn bytes<'a>(b: &'a [u8], p: &mut usize) -> Option<Option<&'a [u8]>> {
-            match uvarint(b, p)? {
-                1 => Some(None),
-                z if z & 1 == 1 => None,
-                z => {
-                    let n = (z >> 1) as usize;
-                    let s = b.get(*p..*p + n)?;
-                    *p += n;
-                    Some(Some(s))
-                }
-            }
-        }
-        #[inline(always)]
-        fn varint(b: &[u8], p: &mut usize) -> Option<i64> {
-            uvarint(b, p).map(unzigzag64)
-        }
         // The attributes byte (unused in v2 records) is skipped.
         let mut p = 1;
-        let Some(ts_delta) = varint(body, &mut p) else {
+        let Some(ts_delta) = short_varint(body, &mut p) else {
             return false;
         };
-        let Some(offset_delta) = varint(body, &mut p) else {
+        let Some(offset_delta) = short_varint(body, &mut p) else {
             return false;
         };
-        let Some(key) = bytes(body, &mut p) else {
+        let Some(key) = short_bytes(body, &mut p) else {
             return false;
         };
-        let Some(value) = bytes(body, &mut p) else {
+        let Some(value) = short_bytes(body, &mut p) else {
             return false;
         };
         // No headers (a zigzagged 0), and nothing after.
@@ -300,6 +259,32 @@ impl<'b> RecordIter<'b> {
             v.end_record();
         }
         true
+    }
+}
+
+/// A head field's varint (zigzagged) of one or two bytes, read as one
+/// two-byte word (`word_uvarint_at`): every head field has at least one
+/// byte after it (the header count ends the record). `None` for anything
+/// else, left to the checked reader. Shared by both short paths.
+#[inline(always)]
+fn short_varint(b: &[u8], p: &mut usize) -> Option<i64> {
+    word_uvarint_at(b, p).map(unzigzag64)
+}
+
+/// A key or value by `short_varint`'s read of its length, whose zigzag is 1
+/// for null and even for a length (odd and above 1 is negative, malformed:
+/// `None`), so it needs no unzigzagging.
+#[inline(always)]
+fn short_bytes<'a>(b: &'a [u8], p: &mut usize) -> Option<Option<&'a [u8]>> {
+    match word_uvarint_at(b, p)? {
+        1 => Some(None),
+        z if z & 1 == 1 => None,
+        z => {
+            let n = (z >> 1) as usize;
+            let s = b.get(*p..*p + n)?;
+            *p += n;
+            Some(Some(s))
+        }
     }
 }
 
