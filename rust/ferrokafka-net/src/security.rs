@@ -544,17 +544,62 @@ pub(crate) fn auth_err(node: &Node, detail: impl std::fmt::Display) -> Error {
     }
 }
 
-/// TLS then SASL over a connected socket. Returns the stream to use and the
-/// SASL session lifetime (0 = none), after which the connection must go.
+/// A connection TLS and SASL are done with, ready for requests.
+pub enum Secured {
+    /// The socket itself (PLAINTEXT, SASL_PLAINTEXT).
+    Plain(tokio::net::TcpStream),
+    Tls(Box<dyn Stream>),
+}
+
+/// The read and write halves of a `Secured`, for the reader and the writer
+/// task of a connection.
+pub type Halves = (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+);
+
+impl Secured {
+    fn stream_mut(&mut self) -> &mut dyn Stream {
+        match self {
+            Secured::Plain(tcp) => tcp,
+            Secured::Tls(s) => s.as_mut(),
+        }
+    }
+
+    /// A socket splits into halves that share no lock. Why: tokio's
+    /// generic `split` (all a TLS stream has: one TLS state serves both
+    /// directions) puts both halves behind one mutex, held for a whole
+    /// read or write call. On loopback a 1 MB `writev` also runs the
+    /// receiver's TCP processing, hundreds of microseconds; the reader,
+    /// woken for an answer meanwhile, slept on the mutex and had to be
+    /// woken again (perf of `thread_cpu.py send_batch_list`: a tenth of the
+    /// io threads' futex calls, issue 17).
+    pub fn split(self) -> Halves {
+        match self {
+            Secured::Plain(tcp) => {
+                let (rd, wr) = tcp.into_split();
+                (Box::new(rd), Box::new(wr))
+            }
+            Secured::Tls(s) => {
+                let (rd, wr) = tokio::io::split(s);
+                (Box::new(rd), Box::new(wr))
+            }
+        }
+    }
+}
+
+/// TLS then SASL over a connected socket. Returns the connection to use
+/// and the SASL session lifetime (0 = none), after which the connection
+/// must go.
 pub async fn secure(
     tcp: tokio::net::TcpStream,
     node: &Node,
     sec: &Security,
     client_id: &str,
     timeout: Duration,
-) -> Result<(Box<dyn Stream>, i64), Error> {
-    let mut stream: Box<dyn Stream> = match &sec.tls {
-        None => Box::new(tcp),
+) -> Result<(Secured, i64), Error> {
+    let mut stream = match &sec.tls {
+        None => Secured::Plain(tcp),
         Some(cfg) => {
             let name = rustls::pki_types::ServerName::try_from(node.host.clone()).map_err(|e| {
                 Error::Config {
@@ -564,7 +609,7 @@ pub async fn secure(
             })?;
             let conn = tokio_rustls::TlsConnector::from(cfg.clone());
             match tokio::time::timeout(timeout, conn.connect(name, tcp)).await {
-                Ok(Ok(s)) => Box::new(s),
+                Ok(Ok(s)) => Secured::Tls(Box::new(s)),
                 Ok(Err(e)) => {
                     let advice = tls_advice(&e, &node.host);
                     return Err(auth_err(
@@ -583,21 +628,23 @@ pub async fn secure(
     };
     let mut lifetime = 0;
     if let Some(sasl) = &sec.sasl {
-        lifetime =
-            match tokio::time::timeout(timeout, authenticate(&mut stream, node, sasl, client_id))
-                .await
-            {
-                Ok(r) => r?,
-                Err(_) => {
-                    return Err(auth_err(
-                        node,
-                        format!(
-                            "SASL authentication timed out after {} ms",
-                            timeout.as_millis()
-                        ),
-                    ))
-                }
-            };
+        lifetime = match tokio::time::timeout(
+            timeout,
+            authenticate(stream.stream_mut(), node, sasl, client_id),
+        )
+        .await
+        {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(auth_err(
+                    node,
+                    format!(
+                        "SASL authentication timed out after {} ms",
+                        timeout.as_millis()
+                    ),
+                ))
+            }
+        };
     }
     Ok((stream, lifetime))
 }

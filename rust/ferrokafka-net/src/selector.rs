@@ -325,7 +325,7 @@ async fn run_connection(
         crate::security::reauth_after(session_lifetime_ms).map(|d| tokio::time::Instant::now() + d);
     let plaintext = cfg.security.protocol == crate::security::SecurityProtocol::Plaintext;
     let mut got_frame = false;
-    let (mut rd, mut wr) = tokio::io::split(stream);
+    let (mut rd, mut wr) = stream.split();
     let wevents = events.clone();
     let wnode = node.clone();
     // Writer: drains the queue, taking whatever frames are already waiting

@@ -5,7 +5,7 @@
 use super::*;
 
 async fn round_trip(
-    stream: &mut Box<dyn Stream>,
+    stream: &mut dyn Stream,
     node: &Node,
     correlation_id: i32,
     client_id: &str,
@@ -50,7 +50,7 @@ async fn round_trip(
 /// The SaslAuthenticate v1 exchanges of one authentication, numbered after
 /// the handshake.
 struct SaslRounds<'a> {
-    stream: &'a mut Box<dyn Stream>,
+    stream: &'a mut dyn Stream,
     node: &'a Node,
     client_id: &'a str,
     correlation_id: i32,
@@ -97,7 +97,7 @@ impl SaslRounds<'_> {
 /// SaslHandshake v1 then SaslAuthenticate v1 rounds. Returns the session
 /// lifetime the broker announced (ms, 0 = unlimited).
 pub(super) async fn authenticate(
-    stream: &mut Box<dyn Stream>,
+    stream: &mut dyn Stream,
     node: &Node,
     sasl: &SaslOptions,
     client_id: &str,
