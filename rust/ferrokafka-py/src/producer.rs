@@ -748,6 +748,7 @@ pub fn partitioner_names() -> Vec<&'static str> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(partitioner_names, m)?)?;
+    m.add_function(wrap_pyfunction!(byte_list::_test_byte_list_layout, m)?)?;
     m.add_class::<PyProducer>()?;
     m.add_class::<PyBatchResult>()
 }
