@@ -452,8 +452,17 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
         self.flushes_in_progress = self.flushes_in_progress.saturating_sub(1);
     }
 
-    pub fn set_memory_waiters(&mut self, n: usize) {
-        self.memory_waiters = n;
+    /// An appender starts or stops waiting for memory (`ProducerCore::memory_waiter`).
+    pub fn memory_waiter(&mut self, waiting: bool) {
+        if waiting {
+            self.memory_waiters += 1;
+        } else {
+            self.memory_waiters = self.memory_waiters.saturating_sub(1);
+        }
+    }
+
+    pub fn memory_waiters(&self) -> usize {
+        self.memory_waiters
     }
 
     pub fn close(&mut self) {

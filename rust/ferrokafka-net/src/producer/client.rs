@@ -133,7 +133,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             net: net.clone(),
             wake: tx,
             pending: AtomicUsize::new(0),
-            pending_lock: Mutex::new(()),
+            pending_lock: Mutex::new(0),
             pending_zero: Condvar::new(),
             closing: AtomicBool::new(false),
             stats: Stats::default(),
@@ -468,7 +468,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             }
             // Full buffer: make everything sendable now and wait for a batch
             // to be freed (the runner needs the lock to drain).
-            st.set_memory_waiters(1);
+            st.memory_waiter(true);
             self.wake();
             let give_up = if interrupted() {
                 Some(Error::Interrupted)
@@ -484,7 +484,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 None
             };
             if let Some(e) = give_up {
-                st.set_memory_waiters(0);
+                st.memory_waiter(false);
                 return (st, Err((e, handle.completion)));
             }
             self.shared
@@ -499,7 +499,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 .wait_timeout(st, wait)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
-            st.set_memory_waiters(0);
+            st.memory_waiter(false);
             // As Java: the batch's creation time is after the wait.
             now = now_ms();
         }
@@ -526,6 +526,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             .pending_lock
             .lock()
             .unwrap_or_else(|p| p.into_inner());
+        *g += 1;
         loop {
             let n = self.shared.pending.load(Ordering::Acquire);
             if n == 0 {
@@ -548,6 +549,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+        *g -= 1;
         drop(g);
         self.end_flush();
         self.shared.pending.load(Ordering::Acquire)
@@ -573,14 +575,21 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// One flush step of at most `slice`, for callers that must come back to
     /// check signals (the Python binding). Returns the pending count.
     pub fn flush_step(&self, slice: Duration) -> usize {
-        let g = self
+        let mut g = self
             .shared
             .pending_lock
             .lock()
             .unwrap_or_else(|p| p.into_inner());
+        *g += 1;
         if self.shared.pending.load(Ordering::Acquire) > 0 {
-            let _ = self.shared.pending_zero.wait_timeout(g, slice);
+            g = self
+                .shared
+                .pending_zero
+                .wait_timeout(g, slice)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
+        *g -= 1;
         self.shared.pending.load(Ordering::Acquire)
     }
 

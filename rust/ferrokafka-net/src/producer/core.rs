@@ -408,10 +408,25 @@ impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
         ext
     }
 
-    /// Appenders are waiting for memory (`n` > 0): every batch is sendable
-    /// now, so memory comes back sooner (Java's "exhausted" readiness).
-    pub fn set_memory_waiters(&mut self, n: usize) {
-        self.sender.accumulator.set_memory_waiters(n);
+    /// An appender starts (`true`) or stops waiting for memory. While any
+    /// waits, every batch is sendable now, so memory comes back sooner
+    /// (Java's "exhausted" readiness), and answers that free memory say so
+    /// (`Action::MemoryFreed`). Counted, so that one of several waiters
+    /// giving up does not leave the others unannounced.
+    pub fn memory_waiter(&mut self, waiting: bool) {
+        self.sender.accumulator.memory_waiter(waiting);
+    }
+
+    /// Whether a `step` may have anything to do now besides what its timer
+    /// is for: batches queued, a producer id or bump to ask for, a
+    /// transaction under way. The runner is woken after an answer only
+    /// then (`runner::apply_answer`); an append, flush or close wakes it
+    /// itself.
+    pub fn has_work(&self) -> bool {
+        self.txn.is_some()
+            || self.init_tag.is_some()
+            || self.sender.needs_producer_id()
+            || self.sender.accumulator.has_undrained()
     }
 
     /// A flush is in progress: every batch is sendable now (no linger).
@@ -650,7 +665,13 @@ impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
             // (a condvar notify is a syscall even with no waiter). It
             // looks again every WAIT_SLICE regardless (docs/semantics.md
             // §5.9).
-            if self.free_memory() >= self.cfg.buffer_memory / 4 {
+            // Only with a send waiting (a condvar notify is a syscall even
+            // with nobody waiting: one per answer when records go out one
+            // at a time, issue 17); a waiter counts itself in under this
+            // lock before it waits, so none is missed.
+            if self.sender.accumulator.memory_waiters() > 0
+                && self.free_memory() >= self.cfg.buffer_memory / 4
+            {
                 actions.push(Action::MemoryFreed);
             }
             actions.push(Action::Complete(done));

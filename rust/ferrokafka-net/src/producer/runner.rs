@@ -234,7 +234,11 @@ pub(crate) struct Shared<B, C> {
     /// under `core` before the lock is released, so a completion (which
     /// follows the lock) can never count a record down first.
     pub(crate) pending: AtomicUsize,
-    pub(crate) pending_lock: Mutex<()>,
+    /// Flushes waiting on `pending_zero`: a completion that counts
+    /// `pending` down to zero notifies only when there are some (a condvar
+    /// notify is a syscall even with nobody waiting: one per answer when
+    /// records go out one at a time, issue 17).
+    pub(crate) pending_lock: Mutex<usize>,
     pub(crate) pending_zero: Condvar,
     pub(crate) closing: AtomicBool,
     pub(crate) stats: Stats,
@@ -378,23 +382,29 @@ fn execute<B: EncodableBatch + Send + 'static, C: Completion>(
 
 /// Apply one answer on the calling thread (the network driver's, for both
 /// kinds of request, so answers are applied in the order they arrived), then
-/// wake the runner for what it unblocked (retries, held-back batches, a bump).
+/// wake the runner for what it unblocked (retries, held-back batches, a bump)
+/// if the core has anything for a step (`ProducerCore::has_work`): woken
+/// after every answer, the runner stepped over an empty accumulator once a
+/// record when records go out one at a time, a context switch each on a
+/// machine whose other core the application keeps busy (issue 17).
 fn apply_answer<B: EncodableBatch + Send + 'static, C: Completion>(
     shared: &Arc<Shared<B, C>>,
     tag: u64,
     result: Result<Answer, Error>,
 ) {
     let now = now_ms();
-    let (actions, txn) = {
+    let (actions, txn, wake) = {
         let mut core = shared.lock();
         let a = core.on_answer(tag, result, now);
-        (a, core.txn().is_some())
+        (a, core.txn().is_some(), core.has_work())
     };
     if txn {
         shared.txn_changed.notify_all();
     }
     execute(shared, actions, now);
-    shared.wake();
+    if wake {
+        shared.wake();
+    }
 }
 
 /// The request got no usable answer: the error to hand the core.
@@ -599,11 +609,16 @@ fn complete_deliveries<B, C: Completion>(
     if n > 0 {
         let before = shared.pending.fetch_sub(n, Ordering::AcqRel);
         if before <= n {
-            let _g = shared
+            let flushers = shared
                 .pending_lock
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            shared.pending_zero.notify_all();
+            // Under the lock a flusher counts itself in before it reads
+            // `pending`: one that reads it after the decrement above sees
+            // zero and does not wait, one that read it before is counted.
+            if *flushers > 0 {
+                shared.pending_zero.notify_all();
+            }
         }
     }
 }

@@ -412,6 +412,7 @@ fn retriable_error_past_delivery_timeout_fails_instead_of_retrying() {
     let mut c = new_core(config(false));
     send(&mut c, 0, 1, 0);
     let a = step(&mut c, 0, &view).0.tag();
+    c.memory_waiter(true);
     let o = answer(&mut c, a, err(0, codes::NOT_LEADER_OR_FOLLOWER), 1000);
     assert_eq!(
         o.completed,
@@ -547,6 +548,8 @@ fn full_buffer_needs_memory_until_an_answer_frees_it() {
         Err(Refused::NeedMemory(3)) => {}
         other => panic!("{other:?}"),
     }
+    // The refused send waits (producer/client.rs `append_waiting`).
+    c.memory_waiter(true);
     let (o, _) = step(&mut c, 0, &view);
     let a = o.tag();
     let o = answer(&mut c, a, vec![result(0, 0, 5), result(1, 0, 6)], 1);
@@ -839,14 +842,50 @@ fn memory_waiters_are_woken_once_a_quarter_of_the_buffer_is_free() {
         send(&mut c, h);
     }
     assert_eq!(c.free_memory(), 0);
+    // Two sends wait; one gives up.
+    c.memory_waiter(true);
+    c.memory_waiter(true);
     let a = step(&mut c, 0, &view).0.tag();
     let o = answer(&mut c, a, ok(0, 0), 1);
     assert_eq!(o.completed, vec![(vec![0], Ok(0))]);
     assert!(!o.memory_freed, "an eighth free: no wake-up yet");
+    c.memory_waiter(false);
     let b = step(&mut c, 1, &view).0.tag();
     let o = answer(&mut c, b, ok(0, 1), 2);
     assert_eq!(c.free_memory(), eight / 4);
-    assert!(o.memory_freed, "a quarter free: wake the waiters");
+    assert!(o.memory_freed, "a quarter free: wake the one still waiting");
+    // Nobody waits: no notify (a syscall each), however much is free.
+    c.memory_waiter(false);
+    let d = step(&mut c, 2, &view).0.tag();
+    let o = answer(&mut c, d, ok(0, 2), 3);
+    assert!(c.free_memory() > eight / 4);
+    assert!(!o.memory_freed, "nobody waits");
+}
+
+/// After an answer the runner is woken only if a step has anything to do
+/// (`runner::apply_answer`): batches queued, a producer id to get.
+#[test]
+fn has_work_while_batches_are_queued_or_a_producer_id_is_missing() {
+    let view = FakeCluster::new(|_| 1);
+    let mut c = new_core(config(false));
+    assert!(!c.has_work(), "a new core without idempotence");
+    send(&mut c, 0, 1, 0);
+    assert!(c.has_work(), "a batch queued");
+    let a = step(&mut c, 0, &view).0.tag();
+    send(&mut c, 0, 2, 0);
+    answer(&mut c, a, ok(0, 0), 1);
+    assert!(c.has_work(), "the second batch still queued");
+    let b = step(&mut c, 1, &view).0.tag();
+    answer(&mut c, b, ok(0, 1), 2);
+    assert!(!c.has_work(), "all answered, nothing queued");
+    // A retriable error puts the batch back: work again.
+    send(&mut c, 0, 3, 2);
+    let d = step(&mut c, 2, &view).0.tag();
+    answer(&mut c, d, err(0, codes::NOT_LEADER_OR_FOLLOWER), 3);
+    assert!(c.has_work(), "the batch is queued for its retry");
+    // Idempotent: nothing can be sent before a producer id.
+    let c = new_core(config(true));
+    assert!(c.has_work(), "a producer id to ask for");
 }
 
 /// `extend_run` stops once it has appended `max_bytes` (the bound of one
