@@ -552,11 +552,61 @@ pub enum Secured {
 }
 
 /// The read and write halves of a `Secured`, for the reader and the writer
-/// task of a connection.
+/// task of a connection, and for a plain socket its write half again, for
+/// writes from other threads (`selector.rs`, `Selector::write`).
 pub type Halves = (
     Box<dyn AsyncRead + Unpin + Send>,
     Box<dyn AsyncWrite + Unpin + Send>,
+    Option<Arc<tokio::net::tcp::OwnedWriteHalf>>,
 );
+
+/// A plain socket's write half shared by the writer task (through this)
+/// and the threads that write small requests directly.
+struct SharedWrite(Arc<tokio::net::tcp::OwnedWriteHalf>);
+
+impl AsyncWrite for SharedWrite {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.poll_write_vectored(cx, &[std::io::IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let tcp: &tokio::net::TcpStream = self.0.as_ref().as_ref();
+        loop {
+            std::task::ready!(tcp.poll_write_ready(cx))?;
+            match tcp.try_write_vectored(bufs) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                r => return std::task::Poll::Ready(r),
+            }
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    /// The write direction is shut down when the last holder drops it.
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
 
 impl Secured {
     fn stream_mut(&mut self) -> &mut dyn Stream {
@@ -578,11 +628,12 @@ impl Secured {
         match self {
             Secured::Plain(tcp) => {
                 let (rd, wr) = tcp.into_split();
-                (Box::new(rd), Box::new(wr))
+                let wr = Arc::new(wr);
+                (Box::new(rd), Box::new(SharedWrite(wr.clone())), Some(wr))
             }
             Secured::Tls(s) => {
                 let (rd, wr) = tokio::io::split(s);
-                (Box::new(rd), Box::new(wr))
+                (Box::new(rd), Box::new(wr), None)
             }
         }
     }
