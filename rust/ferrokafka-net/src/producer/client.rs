@@ -8,7 +8,7 @@
 //! for buffer memory (`memory_freed`, paired with the core's lock). See
 //! runner.rs for the threads and the lock order.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -137,6 +137,9 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             pending_zero: Condvar::new(),
             closing: AtomicBool::new(false),
             stats: Stats::default(),
+            stepping: Mutex::new(()),
+            // Before the runner's first step: any step elsewhere wakes it.
+            runner_wake_at: AtomicI64::new(i64::MAX),
         });
         // The driver thread polls the network client (I/O, metadata refresh,
         // callbacks); the runner thread steps the producer's state machine.
@@ -319,7 +322,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 self.shared.pending.fetch_add(1, Ordering::AcqRel);
                 drop(st);
                 if wake {
-                    self.wake();
+                    runner::step_here_or_wake(&self.shared);
                 }
                 TrySend::Sent
             }
@@ -432,7 +435,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         self.shared.pending.fetch_add(appended, Ordering::AcqRel);
         drop(st);
         if r? {
-            self.wake();
+            runner::step_here_or_wake(&self.shared);
         }
         Ok(())
     }
