@@ -262,10 +262,13 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
 
     /// Append one record only if that needs no waiting at all: the topic's
     /// partitions are known, buffer memory is free and the state lock is
-    /// free (`try_lock`). Never blocks, so a caller may hold a lock of its
-    /// own that the producer's threads never take: the Python binding
-    /// calls it with the GIL held, and saves releasing and re-taking the
-    /// GIL on every `send` (see ferrokafka-py/src/producer.rs).
+    /// free (`try_lock`). Never waits for any of them, so a caller may hold
+    /// a lock of its own that the producer's threads never wait for while
+    /// holding theirs: the Python binding calls it with the GIL held, and
+    /// saves releasing and re-taking the GIL on every `send` (see
+    /// ferrokafka-py/src/producer.rs). A record that makes a batch
+    /// sendable may step the core here (`runner::step_here_or_wake`),
+    /// which takes only such locks.
     ///
     /// Whatever it cannot decide without waiting (metadata unknown or in
     /// error, memory used up) it leaves to `send_until`, which applies the
