@@ -540,6 +540,22 @@ mod tests {
     use std::io::Read;
     use std::sync::mpsc::{channel, Receiver};
 
+    /// A selector connected (as node 0, connection 1) to a listener of the
+    /// test's, the peer's end of that socket, and the selector's events.
+    fn connected() -> (Selector, std::net::TcpStream, Receiver<Event>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let node = Node::new(0, "127.0.0.1", listener.local_addr().unwrap().port(), None);
+        let (tx, rx) = channel();
+        let mut sel = Selector::new(runtime().handle().clone(), tx, ClientConfig::default());
+        sel.connect(&node, 1);
+        let (peer, _) = listener.accept().unwrap();
+        assert!(matches!(
+            next_event(&rx),
+            Event::Connected { node: 0, conn: 1 }
+        ));
+        (sel, peer, rx)
+    }
+
     fn next_event(rx: &Receiver<Event>) -> Event {
         rx.recv_timeout(Duration::from_secs(10))
             .expect("an event within 10 s")
@@ -550,16 +566,7 @@ mod tests {
     /// does; frames past the send buffer are queued and reported out.
     #[test]
     fn unwritten_counts_what_a_stalled_broker_has_not_taken() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let node = Node::new(0, "127.0.0.1", listener.local_addr().unwrap().port(), None);
-        let (tx, rx) = channel();
-        let mut sel = Selector::new(runtime().handle().clone(), tx, ClientConfig::default());
-        sel.connect(&node, 1);
-        let (mut peer, _) = listener.accept().unwrap();
-        assert!(matches!(
-            next_event(&rx),
-            Event::Connected { node: 0, conn: 1 }
-        ));
+        let (mut sel, mut peer, rx) = connected();
         // More than loopback's socket buffers hold (a few MB each way).
         let frames = 32;
         let mut last = WriteOutcome::Buffered;
@@ -599,16 +606,7 @@ mod tests {
     /// goes to the writer too, and the peer reads every frame in order.
     #[test]
     fn small_frames_written_directly_keep_their_order() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let node = Node::new(0, "127.0.0.1", listener.local_addr().unwrap().port(), None);
-        let (tx, rx) = channel();
-        let mut sel = Selector::new(runtime().handle().clone(), tx, ClientConfig::default());
-        sel.connect(&node, 1);
-        let (mut peer, _) = listener.accept().unwrap();
-        assert!(matches!(
-            next_event(&rx),
-            Event::Connected { node: 0, conn: 1 }
-        ));
+        let (mut sel, mut peer, _events) = connected();
         // The connection task splits the socket right after reporting it.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while sel.conns[&0].shared.direct.get().is_none() {

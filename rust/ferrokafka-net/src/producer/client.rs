@@ -527,18 +527,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     pub fn flush(&self, timeout: Option<Duration>) -> usize {
         self.begin_flush();
         let deadline = timeout.map(|t| Instant::now() + t);
-        let mut g = self
-            .shared
-            .pending_lock
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        *g += 1;
         loop {
-            let n = self.shared.pending.load(Ordering::Acquire);
-            if n == 0 {
-                break;
-            }
-            let wait = match deadline {
+            let slice = match deadline {
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
@@ -548,15 +538,10 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 }
                 None => Duration::from_millis(100),
             };
-            g = self
-                .shared
-                .pending_zero
-                .wait_timeout(g, wait)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            if self.flush_step(slice) == 0 {
+                break;
+            }
         }
-        *g -= 1;
-        drop(g);
         self.end_flush();
         self.shared.pending.load(Ordering::Acquire)
     }
