@@ -41,6 +41,7 @@ __all__ = [
     '_produce_request',
     '_test_future',
     '_test_run_callbacks',
+    '_test_byte_list_layout',
     '_drain_logs',
     '_log_level_changed',
     '_test_log',
