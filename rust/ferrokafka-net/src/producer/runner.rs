@@ -19,7 +19,10 @@
 //!   never while holding it.
 //! * Actions are carried out after the lock is released, so completing a
 //!   record's future (which may take the GIL to hand results to Python) never
-//!   blocks `send`, and a slow Python callback never stalls the sender.
+//!   blocks another thread's `send`, and a slow Python callback never stalls
+//!   the sender (callbacks are queued for `poll`). A `send` that steps the
+//!   core itself carries out that step's actions, and waits for no other
+//!   thread's.
 //! * Network callbacks run on the driver thread with no network lock held.
 //!   A Produce answer is applied right there (`apply_answer`) rather than
 //!   queued for the runner thread, which saves a thread hop on every
