@@ -109,33 +109,38 @@ enum Direct {
 /// Write what the socket takes of `frame` now, without waiting; what it
 /// does not take stays in `frame`.
 fn write_direct(w: &tokio::net::tcp::OwnedWriteHalf, frame: &mut Frame) -> Direct {
-    frame.pieces.retain(|p| !p.is_empty());
-    let slices: Vec<std::io::IoSlice<'_>> = frame
-        .pieces
-        .iter()
-        .map(|p| std::io::IoSlice::new(p))
-        .collect();
+    let mut pieces: VecDeque<Bytes> = std::mem::take(&mut frame.pieces).into();
+    pieces.retain(|p| !p.is_empty());
+    let slices: Vec<std::io::IoSlice<'_>> =
+        pieces.iter().map(|p| std::io::IoSlice::new(p)).collect();
     let tcp: &tokio::net::TcpStream = w.as_ref();
-    let Ok(mut n) = tcp.try_write_vectored(&slices) else {
-        return Direct::Rest;
-    };
+    let written = tcp.try_write_vectored(&slices);
     drop(slices);
+    if let Ok(n) = written {
+        drop_written(&mut pieces, n);
+    }
+    let all = pieces.is_empty();
+    frame.pieces = pieces.into();
+    if all {
+        Direct::All
+    } else {
+        Direct::Rest
+    }
+}
+
+/// Drop the first `n` bytes of `pieces`, which a write took.
+fn drop_written(pieces: &mut VecDeque<Bytes>, mut n: usize) {
     while n > 0 {
-        let Some(front) = frame.pieces.first_mut() else {
+        let Some(front) = pieces.front_mut() else {
             break;
         };
         if n >= front.len() {
             n -= front.len();
-            frame.pieces.remove(0);
+            pieces.pop_front();
         } else {
             front.advance(n);
             n = 0;
         }
-    }
-    if frame.pieces.is_empty() {
-        Direct::All
-    } else {
-        Direct::Rest
     }
 }
 
@@ -333,7 +338,7 @@ async fn write_pieces<W: AsyncWrite + Unpin>(
     pieces: &mut VecDeque<Bytes>,
 ) -> std::io::Result<()> {
     while !pieces.is_empty() {
-        let mut n = {
+        let n = {
             let slices: Vec<std::io::IoSlice<'_>> = pieces
                 .iter()
                 .take(64)
@@ -344,18 +349,7 @@ async fn write_pieces<W: AsyncWrite + Unpin>(
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
-        while n > 0 {
-            let Some(front) = pieces.front_mut() else {
-                break;
-            };
-            if n >= front.len() {
-                n -= front.len();
-                pieces.pop_front();
-            } else {
-                front.advance(n);
-                n = 0;
-            }
-        }
+        drop_written(pieces, n);
     }
     Ok(())
 }

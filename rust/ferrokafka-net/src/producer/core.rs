@@ -419,8 +419,8 @@ impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
 
     /// Whether a `step` may have anything to do now besides what its timer
     /// is for: batches queued, a producer id or bump to ask for, a
-    /// transaction under way. The runner is woken after an answer only
-    /// then (`runner::apply_answer`); an append, flush or close wakes it
+    /// transaction under way. An answer leads to a step only then
+    /// (`runner::apply_answer`); an append, flush or close asks for one
     /// itself.
     pub fn has_work(&self) -> bool {
         self.txn.is_some()
@@ -661,14 +661,12 @@ impl<B: EncodableBatch, T: RecordHandles> ProducerCore<B, T> {
             // A send blocked on memory is woken once a quarter of the
             // buffer is free, not per batch freed: woken per batch, it
             // filled the one batch's room and slept again at once, a
-            // context switch per batch for it and the thread waking it
-            // (a condvar notify is a syscall even with no waiter). It
-            // looks again every WAIT_SLICE regardless (docs/semantics.md
-            // §5.9).
-            // Only with a send waiting (a condvar notify is a syscall even
-            // with nobody waiting: one per answer when records go out one
-            // at a time, issue 17); a waiter counts itself in under this
-            // lock before it waits, so none is missed.
+            // context switch per batch for it and the thread waking it.
+            // It looks again every WAIT_SLICE regardless (docs/semantics.md
+            // §5.9). And only with a send waiting: a condvar notify is a
+            // syscall even with nobody waiting, one per answer when records
+            // go out one at a time (issue 17); a waiter counts itself in
+            // under this lock before it waits, so none is missed.
             if self.sender.accumulator.memory_waiters() > 0
                 && self.free_memory() >= self.cfg.buffer_memory / 4
             {
