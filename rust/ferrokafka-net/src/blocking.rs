@@ -8,23 +8,28 @@
 //!   socket call or a wait), so contention is brief and deadlock impossible:
 //!   no code path takes a second lock while holding it, except the event
 //!   receiver lock described next, which is always taken *before* it.
-//! * Connection tasks never touch the core. They only push [`Event`]s into a
-//!   std mpsc channel (non-blocking `send`, fine from async code). `poll`
-//!   sleeps on that channel *without* the core lock, so other threads (the
-//!   Python caller's other threads, the async driver) can `send` meanwhile;
-//!   their bytes go straight to the writer task, so I/O progresses even when
-//!   nobody is polling, and the completions wait in the channel.
-//! * The receiver sits in its own `Mutex`: only one poller consumes events at
-//!   a time (a second concurrent `poll` waits its turn), which keeps the
-//!   4.11 processing order per batch.
+//! * Connection tasks never touch the core. They only push [`Event`]s into
+//!   an [`EventQueue`] (a short lock, fine from async code). `poll` sleeps
+//!   on that queue *without* any lock, so other threads (the Python
+//!   caller's other threads, the async driver) can `send` meanwhile; their
+//!   bytes go straight to the writer task, so I/O progresses even when
+//!   nobody is polling, and the completions wait in the queue.
+//! * Events are taken and handled under the `apply` lock, taken *before*
+//!   the core's: one poller handles events at a time, in the order they
+//!   were queued (docs/semantics.md §4.11's order per batch), whichever
+//!   thread it is: the driver woken by the event, or a thread that found
+//!   events waiting first (`poll_pending`, the application's own thread).
 //! * Callbacks run after both locks are released, so a callback may call
-//!   `send` / `ready` on the same client.
+//!   `send` / `ready` on the same client; the `callbacks` lock, taken
+//!   before `apply` is let go, keeps one poller's callbacks before the next
+//!   one's. A poller holding the GIL must not wait for it: a callback may
+//!   take the GIL (an asyncio future's wake-up), so Python-facing pollers
+//!   release it first.
 //! * Whichever thread holds the core, or polls, logs as this client: the
 //!   client's log context is entered for as long (`log_context.rs`).
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -33,6 +38,7 @@ use tokio::runtime::Runtime;
 
 use crate::cluster::Node;
 use crate::error::Error;
+use crate::events::{EventQueue, EventSender};
 use crate::log_context::{self, LogContext, Scope};
 use crate::network_client::{
     Callback, ClientConfig, ClientRequest, ClientResponse, Event, NetworkClient,
@@ -59,8 +65,12 @@ pub const DRIVER_POLL: Duration = Duration::from_millis(20);
 /// the async driver and any thread that wants to send.
 pub struct BlockingClient {
     core: Mutex<NetworkClient>,
-    events: Mutex<Receiver<Event>>,
-    waker: Sender<Event>,
+    events: Arc<EventQueue>,
+    waker: EventSender,
+    /// Held while a poller takes and handles events (module comment).
+    apply: Mutex<()>,
+    /// Held while a poller runs its responses' callbacks (module comment).
+    callbacks: Mutex<()>,
     _runtime: Arc<Runtime>,
     /// For io-wait-ratio: when the client was made, and the µs its pollers
     /// spent blocked waiting for I/O events.
@@ -95,15 +105,18 @@ impl DerefMut for LockedCore<'_> {
 impl BlockingClient {
     pub fn new(cfg: ClientConfig, updater: Box<dyn MetadataUpdater>) -> Result<Self, Error> {
         let rt = runtime();
-        let (tx, rx) = mpsc::channel();
+        let events = EventQueue::new();
+        let tx = events.sender();
         let transport = Selector::new(rt.handle().clone(), tx.clone(), cfg.clone());
         let seed = rand::random::<u64>();
         let log = cfg.log.clone();
         let core = NetworkClient::new(cfg, updater, Box::new(transport), seed)?;
         Ok(BlockingClient {
             core: Mutex::new(core),
-            events: Mutex::new(rx),
+            events,
             waker: tx,
+            apply: Mutex::new(()),
+            callbacks: Mutex::new(()),
             _runtime: rt,
             created: Instant::now(),
             waited_us: AtomicU64::new(0),
@@ -242,22 +255,51 @@ impl BlockingClient {
         // The callbacks below run outside the core's lock: they log as this
         // client too.
         let _scope = log_context::enter(self.log.as_ref());
-        let rx = self.events.lock().unwrap_or_else(|p| p.into_inner());
         let wait_ms = self.core().maybe_update(now());
         let wait = timeout.min(Duration::from_millis(wait_ms.clamp(0, i64::MAX) as u64));
+        if !wait.is_zero() {
+            let blocked = Instant::now();
+            self.events.wait(wait);
+            self.waited_us
+                .fetch_add(blocked.elapsed().as_micros() as u64, Ordering::Relaxed);
+        }
+        let apply = self.apply.lock().unwrap_or_else(|p| p.into_inner());
+        self.handle_queued(apply, now)
+    }
+
+    /// Handle the events queued now, on this thread, unless none is queued
+    /// or another thread is handling events (it takes these too); true if
+    /// this thread did. For a thread that would otherwise wait for the
+    /// driver to pass an answer on: the application's thread spinning in
+    /// `Producer.poll(0)` applies an acknowledgement itself instead of
+    /// waiting for the driver to be woken and scheduled (`events.rs`).
+    /// Call without the GIL (module comment).
+    pub fn poll_pending(&self, now: &dyn Fn() -> i64) -> bool {
+        if !self.events.has_events() {
+            return false;
+        }
+        let Ok(apply) = self.apply.try_lock() else {
+            return false;
+        };
+        let _scope = log_context::enter(self.log.as_ref());
+        self.handle_queued(apply, now);
+        true
+    }
+
+    /// Whether events wait to be handled (no lock taken).
+    pub fn has_events(&self) -> bool {
+        self.events.has_events()
+    }
+
+    /// Take the queued events and handle them (`apply` held), then run the
+    /// responses' callbacks in order with the poller before (`callbacks`).
+    fn handle_queued(
+        &self,
+        apply: MutexGuard<'_, ()>,
+        now: &dyn Fn() -> i64,
+    ) -> (Vec<ClientResponse>, bool) {
         let mut events = Vec::new();
-        let blocked = Instant::now();
-        let got = rx.recv_timeout(wait);
-        self.waited_us
-            .fetch_add(blocked.elapsed().as_micros() as u64, Ordering::Relaxed);
-        match got {
-            Ok(ev) => events.push(ev),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {}
-        }
-        while let Ok(ev) = rx.try_recv() {
-            events.push(ev);
-        }
+        self.events.drain(&mut events);
         let progressed = events.iter().any(|e| !matches!(e, Event::Wakeup));
         let send_done = events.iter().any(|e| matches!(e, Event::SendDone { .. }));
         let mut responses = {
@@ -269,7 +311,8 @@ impl BlockingClient {
             core.maybe_update(now());
             r
         };
-        drop(rx);
+        let in_order = self.callbacks.lock().unwrap_or_else(|p| p.into_inner());
+        drop(apply);
         for r in &mut responses {
             if let Some(cb) = r.callback.take() {
                 // A panicking callback must not take the others (or the
@@ -277,6 +320,7 @@ impl BlockingClient {
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(r)));
             }
         }
+        drop(in_order);
         if send_done {
             if let Some(f) = self.send_done.get() {
                 f();
@@ -320,6 +364,8 @@ impl Drop for BlockingClient {
         if !core.is_closed() {
             core.close(now_ms());
         }
+        // The connection tasks' sends fail from now on: they stop.
+        self.events.close();
     }
 }
 
@@ -355,5 +401,53 @@ mod tests {
         }
         client.poll(Duration::from_millis(50));
         assert_eq!(calls.load(Ordering::SeqCst), 1, "once per poll");
+    }
+
+    /// A poller asleep waiting for events holds no lock, so another thread
+    /// handles queued events itself (`poll_pending`), on its own thread;
+    /// none queued, or another thread handling them, and it does nothing.
+    #[test]
+    fn poll_pending_handles_events_while_a_poller_sleeps() {
+        let client = Arc::new(
+            BlockingClient::new(
+                ClientConfig::default(),
+                Box::new(SimpleUpdater::new(vec![])),
+            )
+            .unwrap(),
+        );
+        let ran_on = Arc::new(Mutex::new(Vec::new()));
+        let r = ran_on.clone();
+        client.on_send_done(Box::new(move || {
+            r.lock().unwrap().push(std::thread::current().id());
+        }));
+        assert!(!client.poll_pending(&now_ms), "nothing queued");
+        let sleeper = {
+            let c = client.clone();
+            std::thread::spawn(move || c.poll(Duration::from_secs(30)))
+        };
+        while client.events.sleepers() == 0 {
+            std::thread::yield_now();
+        }
+        // With a std channel the sleeper held the receiver: nobody else
+        // could take an event until it woke.
+        assert!(client.apply.try_lock().is_ok(), "the sleeper holds nothing");
+        let busy = client.apply.lock().unwrap();
+        let done = Event::SendDone {
+            node: 7,
+            conn: 1,
+            written: 1,
+        };
+        // Queued straight into the queue's state, not through `send`: the
+        // sleeper is not woken, so which thread handles it is not a race.
+        client.events.push_quietly(done);
+        assert!(client.has_events());
+        assert!(!client.poll_pending(&now_ms), "another thread is handling");
+        assert!(client.has_events(), "left queued");
+        drop(busy);
+        assert!(client.poll_pending(&now_ms));
+        assert!(!client.has_events());
+        assert_eq!(*ran_on.lock().unwrap(), [std::thread::current().id()]);
+        client.wakeup();
+        sleeper.join().unwrap();
     }
 }

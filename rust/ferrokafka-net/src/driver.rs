@@ -35,7 +35,9 @@ use crate::wait::{self, Waited};
 pub type Answer = Result<(ResponseKind, i16), Error>;
 
 /// Called once with the answer (and the version it was sent at), on the
-/// driver thread: keep it short (push into a channel).
+/// thread that polls the client: the driver, or an application thread
+/// that found the answer waiting (`BlockingClient::poll_pending`). Keep it
+/// short (push into a channel).
 pub type Done = Box<dyn FnOnce(Answer) + Send>;
 
 /// A request body, or a builder for one when the fields depend on the version
@@ -251,7 +253,7 @@ impl AsyncClient {
 
     /// Sends `body` to `node` once its connection is ready (waiting at most
     /// `ready_timeout_ms` for that); `done` runs once with the answer, on the
-    /// driver thread (or here, if the client is closed).
+    /// thread polling the client (`Done`; here, if the client is closed).
     /// `ready_timeout_ms` bounds the wait for the connection.
     pub fn submit(
         &self,
@@ -400,7 +402,7 @@ impl Drop for AsyncClient {
 
 impl Requester for AsyncClient {
     /// `submit` with the answer delivered to the returned [`Reply`].
-    /// `then` runs on the driver thread right after the answer is queued
+    /// `then` runs on the polling thread (`Done`) right after the answer is queued
     /// (to wake a thread that waits on something else, e.g. a condvar); it
     /// must be short and must not own anything that owns this client, or
     /// the driver thread could end up joining itself.

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod consumer;
 pub mod driver;
 pub mod error;
+pub mod events;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod inflight;

@@ -7,7 +7,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -22,6 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::Node;
 use crate::error::Error;
+use crate::events::EventSender;
 use crate::network_client::{ClientConfig, Event, Transport, WriteOutcome};
 
 // ------------------------------------------------------------------ runtime
@@ -148,13 +148,13 @@ fn drop_written(pieces: &mut VecDeque<Bytes>, mut n: usize) {
 /// splits into a reader (this task) and a writer (a child task).
 pub struct Selector {
     handle: Handle,
-    events: Sender<Event>,
+    events: EventSender,
     conns: HashMap<i32, ConnHandle>,
     cfg: ClientConfig,
 }
 
 impl Selector {
-    pub fn new(handle: Handle, events: Sender<Event>, cfg: ClientConfig) -> Self {
+    pub fn new(handle: Handle, events: EventSender, cfg: ClientConfig) -> Self {
         Selector {
             handle,
             events,
@@ -357,7 +357,7 @@ async fn write_pieces<W: AsyncWrite + Unpin>(
 async fn run_connection(
     node: Node,
     conn: u64,
-    events: Sender<Event>,
+    events: EventSender,
     mut rx: tmpsc::UnboundedReceiver<Frame>,
     cfg: ClientConfig,
     shared: Arc<WriterShared>,
@@ -531,16 +531,20 @@ async fn run_connection(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::EventQueue;
     use std::io::Read;
-    use std::sync::mpsc::{channel, Receiver};
 
     /// A selector connected (as node 0, connection 1) to a listener of the
     /// test's, the peer's end of that socket, and the selector's events.
-    fn connected() -> (Selector, std::net::TcpStream, Receiver<Event>) {
+    fn connected() -> (Selector, std::net::TcpStream, Arc<EventQueue>) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let node = Node::new(0, "127.0.0.1", listener.local_addr().unwrap().port(), None);
-        let (tx, rx) = channel();
-        let mut sel = Selector::new(runtime().handle().clone(), tx, ClientConfig::default());
+        let rx = EventQueue::new();
+        let mut sel = Selector::new(
+            runtime().handle().clone(),
+            rx.sender(),
+            ClientConfig::default(),
+        );
         sel.connect(&node, 1);
         let (peer, _) = listener.accept().unwrap();
         assert!(matches!(
@@ -550,7 +554,7 @@ mod tests {
         (sel, peer, rx)
     }
 
-    fn next_event(rx: &Receiver<Event>) -> Event {
+    fn next_event(rx: &EventQueue) -> Event {
         rx.recv_timeout(Duration::from_secs(10))
             .expect("an event within 10 s")
     }

@@ -25,7 +25,7 @@ use crate::future::{
     run_callbacks, CallbackQueue, DeliveryFuture, FutureCell, FutureOwner, KeepAlive, KeepToken,
     RecordMetadata,
 };
-use crate::gil::{wait_detached, SignalCheck};
+use crate::gil::{detached, wait_detached, SignalCheck};
 
 mod batch_ref;
 mod byte_list;
@@ -191,7 +191,7 @@ impl PyProducer {
         // (held by others only for a few field updates, never while they
         // wait for the GIL or anything else) and only *tries* the producer's
         // state lock: its holders (the runner's `step`, answers on the
-        // driver thread) never take the GIL, and completions, which may
+        // polling thread) never take the GIL, and completions, which may
         // (an awaited future), run with no producer lock held (runner.rs).
         // Anything that would wait (metadata unknown, buffer full, the lock
         // busy) comes back as `WouldBlock` and goes the detached way below.
@@ -435,6 +435,15 @@ impl PyProducer {
     /// at least one when none is. Returns how many ran.
     #[pyo3(signature = (timeout=0.0))]
     fn poll(&self, py: Python<'_>, timeout: f64) -> PyResult<usize> {
+        // Answers the driver thread has not taken yet are applied here: a
+        // caller polling for delivery reports gets them without waiting
+        // for that thread to be woken (`events.rs` in the net crate). A
+        // closed producer has none to apply.
+        if let Ok(core) = self.core() {
+            if core.answers_waiting() {
+                detached(py, || core.poll_answers());
+            }
+        }
         let n = run_callbacks(py, &self.callbacks);
         if n > 0 || timeout <= 0.0 {
             return Ok(n);

@@ -522,6 +522,23 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         self.wake();
     }
 
+    /// Whether network answers wait to be applied (no lock taken): a cheap
+    /// look before `poll_answers`, for a caller that must give up the GIL
+    /// first.
+    pub fn answers_waiting(&self) -> bool {
+        self.shared.net.has_events()
+    }
+
+    /// Apply the network answers waiting now on this thread, unless none
+    /// waits or the driver thread is applying them already; true if this
+    /// thread did. For the application's thread polling for delivery
+    /// reports: an acknowledgement completes its records here instead of
+    /// waiting for the driver to be woken (`events.rs`). A callback may
+    /// take the GIL: call without it.
+    pub fn poll_answers(&self) -> bool {
+        self.shared.net.poll_pending(&now_ms)
+    }
+
     /// Wait until every record sent before this call is completed, or the
     /// timeout passes. Returns how many records were still pending.
     pub fn flush(&self, timeout: Option<Duration>) -> usize {

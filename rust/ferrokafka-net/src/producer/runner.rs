@@ -9,7 +9,8 @@
 //! Threads and locks (the reasoning the rest of the producer relies on):
 //! * `core` (one mutex) guards the `ProducerCore` (accumulator, idempotence,
 //!   partitioner). `send` holds it only to append; whoever steps holds it
-//!   only for `step`; the network driver thread for `on_answer`. Nobody
+//!   only for `step`; the thread polling the network client for
+//!   `on_answer`. Nobody
 //!   waits for I/O or calls user code under it.
 //! * `stepping` (one mutex) is held across a step and the carrying out of
 //!   its actions, so requests leave in the order the core drained them. The
@@ -23,13 +24,17 @@
 //!   the sender (callbacks are queued for `poll`). A `send` that steps the
 //!   core itself carries out that step's actions, and waits for no other
 //!   thread's.
-//! * Network callbacks run on the driver thread with no network lock held.
+//! * Network callbacks run with no network lock held on the thread polling
+//!   the network client: the driver thread, or the application's thread in
+//!   `Producer.poll` when it finds the answer waiting first (the GIL let go
+//!   there; `BlockingClient::poll_pending`), one poller's callbacks after
+//!   the previous one's.
 //!   A Produce answer is applied right there (`apply_answer`) rather than
 //!   queued for the runner thread, which saves a thread hop on every
 //!   acknowledgement; what the answer unblocked is stepped right there or by
 //!   the runner.
 //!   Cost: completing a future that an asyncio task awaits takes the GIL, now
-//!   on the driver thread.
+//!   on the polling thread.
 //! * Lock order everywhere: `core` before the network client's lock (`step`
 //!   asks the `ClusterView`, i.e. `net.ready`, under `core`), never the
 //!   reverse.
@@ -69,8 +74,8 @@ pub struct DeliveredRecord {
     pub value_size: i32,
 }
 
-/// Completes one record's future. Called on the runner or the network
-/// driver thread, with no producer lock held. A completion may stand for
+/// Completes one record's future. Called on the runner, a sending thread
+/// or the thread polling the network client, with no producer lock held. A completion may stand for
 /// a run of records (`RecordHandles`, one record by default).
 pub trait Completion: RecordHandles + Send + 'static {
     /// Keep the record's (create timestamp, key size, value size), what its

@@ -1,0 +1,224 @@
+//! The queue of socket events from the connection tasks to a client's
+//! pollers (`BlockingClient::poll_with`, `BlockingClient::poll_pending`).
+//!
+//! Why not a std channel: its receiver is taken by one thread at a time, and
+//! the driver thread took it (under a mutex) for the whole of its sleep, so
+//! an answer could only be applied by the thread sleeping on it. Waking that
+//! thread (a futex wake, then waiting for a CPU on a busy 2-core machine) was
+//! a hop of its own in every acknowledgement's round trip, while the
+//! application's thread, spinning in `Producer.poll(0)`, could have applied
+//! the answer itself (issue 17's latency goal). Here waiting for an event
+//! (`wait`) and taking events (`drain`) are separate: a poller sleeps
+//! without holding anything, and whichever thread gets to the events first
+//! takes them, in the order they were queued. The pollers order their
+//! handling among themselves (`BlockingClient`'s `apply` lock).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::network_client::Event;
+
+#[derive(Default)]
+struct State {
+    events: VecDeque<Event>,
+    /// Pollers in `wait`: a send notifies only when one is there, so a
+    /// queue nobody sleeps on costs no futex call per event.
+    sleepers: usize,
+    /// The client is gone: sends fail, so the connection tasks stop.
+    closed: bool,
+}
+
+#[derive(Default)]
+pub struct EventQueue {
+    state: Mutex<State>,
+    ready: Condvar,
+    /// Whether `events` holds anything, read without the lock by a thread
+    /// that checks for answers in a busy loop (`Producer.poll(0)`). Written
+    /// under the lock; a stale `false` only delays that thread to its next
+    /// look, or to the sleeping poller, which the send woke.
+    queued: AtomicBool,
+}
+
+/// The connection tasks' end: cheap to clone, `send` never blocks for long
+/// (a short lock).
+#[derive(Clone)]
+pub struct EventSender(Arc<EventQueue>);
+
+impl EventSender {
+    /// Queue `ev`; gives it back if the queue is closed (the client is
+    /// gone), as a std channel's send does once its receiver is dropped.
+    pub fn send(&self, ev: Event) -> Result<(), Event> {
+        let sleepers = {
+            let mut st = self.0.lock();
+            if st.closed {
+                return Err(ev);
+            }
+            st.events.push_back(ev);
+            self.0.queued.store(true, Ordering::Release);
+            st.sleepers
+        };
+        // After the lock is let go: notified under it, the woken poller
+        // and a thread draining the queue meanwhile (the application's,
+        // seeing `queued`) both blocked on the lock until this thread's
+        // futex call returned (perf trace: ~15 µs of an acknowledgement's
+        // round trip). A sleeper counted under the lock is inside its
+        // condvar wait by then, so it cannot miss this notify.
+        if sleepers > 0 {
+            // Every sleeper: one woken finds the events taken by another
+            // and sleeps again, but none must sleep through an event.
+            self.0.ready.notify_all();
+        }
+        Ok(())
+    }
+}
+
+impl EventQueue {
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    pub fn sender(self: &Arc<Self>) -> EventSender {
+        EventSender(self.clone())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Nothing panics while holding it; a poisoned queue is still whole.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether an event is queued (without the lock: see `queued`).
+    pub fn has_events(&self) -> bool {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// Wait up to `timeout` for an event to be queued, taking none; true if
+    /// one is queued when it returns. Returns at once when one already is,
+    /// or when the queue is closed.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        while st.events.is_empty() && !st.closed {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            st.sleepers += 1;
+            let (g, _) = self
+                .ready
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|p| p.into_inner());
+            st = g;
+            st.sleepers -= 1;
+        }
+        !st.events.is_empty()
+    }
+
+    /// Move every queued event to `out`, in the order they were sent.
+    pub fn drain(&self, out: &mut Vec<Event>) {
+        let mut st = self.lock();
+        out.extend(st.events.drain(..));
+        self.queued.store(false, Ordering::Release);
+    }
+
+    /// The first queued event, waiting up to `timeout` for one (tests).
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<Event> {
+        self.wait(timeout);
+        let mut st = self.lock();
+        let ev = st.events.pop_front();
+        self.queued.store(!st.events.is_empty(), Ordering::Release);
+        ev
+    }
+
+    /// Queue `ev` without waking a sleeper (tests: a thread other than
+    /// the sleeper's is to take it).
+    #[cfg(test)]
+    pub(crate) fn push_quietly(&self, ev: Event) {
+        self.lock().events.push_back(ev);
+        self.queued.store(true, Ordering::Release);
+    }
+
+    /// Pollers asleep in `wait` now (tests).
+    #[cfg(test)]
+    pub(crate) fn sleepers(&self) -> usize {
+        self.lock().sleepers
+    }
+
+    /// Refuse further events and wake every sleeper; what is queued is
+    /// dropped with the queue.
+    pub fn close(&self) {
+        let mut st = self.lock();
+        st.closed = true;
+        self.ready.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_come_out_in_the_order_sent() {
+        let q = EventQueue::new();
+        let tx = q.sender();
+        assert!(!q.has_events());
+        for n in 0..3 {
+            tx.send(Event::Connected { node: n, conn: 1 }).unwrap();
+        }
+        assert!(q.has_events());
+        let mut out = Vec::new();
+        q.drain(&mut out);
+        let nodes: Vec<i32> = out
+            .iter()
+            .map(|e| match e {
+                Event::Connected { node, .. } => *node,
+                _ => -1,
+            })
+            .collect();
+        assert_eq!(nodes, [0, 1, 2]);
+        assert!(!q.has_events());
+    }
+
+    #[test]
+    fn a_sleeping_poller_is_woken_by_a_send_and_takes_nothing() {
+        let q = EventQueue::new();
+        let tx = q.sender();
+        let waiter = {
+            let q = q.clone();
+            std::thread::spawn(move || q.wait(Duration::from_secs(30)))
+        };
+        // The waiter is asleep once it counts as a sleeper.
+        while q.sleepers() == 0 {
+            std::thread::yield_now();
+        }
+        tx.send(Event::Wakeup).unwrap();
+        assert!(waiter.join().unwrap(), "woken by the event");
+        assert!(q.has_events(), "waiting took nothing");
+        assert!(matches!(
+            q.recv_timeout(Duration::ZERO),
+            Some(Event::Wakeup)
+        ));
+    }
+
+    #[test]
+    fn wait_times_out_and_close_fails_senders_and_wakes_sleepers() {
+        let q = EventQueue::new();
+        let t = Instant::now();
+        assert!(!q.wait(Duration::from_millis(20)));
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        let waiter = {
+            let q = q.clone();
+            std::thread::spawn(move || q.wait(Duration::from_secs(30)))
+        };
+        while q.sleepers() == 0 {
+            std::thread::yield_now();
+        }
+        q.close();
+        assert!(
+            !waiter.join().unwrap(),
+            "woken by the close, nothing queued"
+        );
+        assert!(q.sender().send(Event::Wakeup).is_err());
+    }
+}
