@@ -165,6 +165,38 @@ def test_purge_fails_queued_records_and_the_producer_goes_on(bs):
         assert after.result(0).offset == 1, "only the warm-up record was written before"
 
 
+def test_a_thread_in_result_is_woken_when_its_record_fails_without_an_answer(bs):
+    """result() sleeps on the producer's network events (it applies its
+    record's acknowledgement itself, docs/semantics.md §12.5); a record
+    failed by something else (here purge) must wake it at once, not at its
+    next 100 ms look."""
+    topic = _topic(bs, 1)
+    with fk.Producer(bs, linger_ms=60_000) as p:
+        warm = p.send(topic, b"warm")  # lingers: sent by the flush
+        assert p.flush(30) == 0 and warm.result(0).offset == 0
+        woken = []
+        for _ in range(5):
+            f = p.send(topic, b"lingers")
+            failed_at = []
+
+            def wait(f=f, failed_at=failed_at):
+                with pytest.raises(fk.KafkaError):
+                    f.result(30)
+                failed_at.append(time.monotonic())
+
+            t = threading.Thread(target=wait)
+            t.start()
+            time.sleep(0.05)  # the waiter is asleep in result()
+            purged = time.monotonic()
+            p.purge(in_flight=False)
+            t.join(10)
+            assert failed_at, "result() did not return"
+            woken.append(failed_at[0] - purged)
+        woken.sort()
+        # Without the wake-up the median would be ~50 ms (the 100 ms look).
+        assert woken[2] < 0.03, woken
+
+
 def test_invalid_options_name_the_option():
     with pytest.raises(ValueError, match="acks"):
         fk.Producer("127.0.0.1:1", acks=2)

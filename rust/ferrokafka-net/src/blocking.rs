@@ -80,6 +80,10 @@ pub struct BlockingClient {
     log: Option<Arc<LogContext>>,
     /// Called after a poll that handled a `SendDone` (`on_send_done`).
     send_done: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Whether the driver thread has requests waiting for a connection
+    /// (`AsyncClient`'s queue): events an application thread handled may
+    /// have made one ready, so that thread wakes the driver then.
+    driver_waits: OnceLock<Box<dyn Fn() -> bool + Send + Sync>>,
 }
 
 /// The locked network client, with its log context entered while held.
@@ -122,6 +126,7 @@ impl BlockingClient {
             waited_us: AtomicU64::new(0),
             log,
             send_done: OnceLock::new(),
+            driver_waits: OnceLock::new(),
         })
     }
 
@@ -237,8 +242,11 @@ impl BlockingClient {
         }
     }
 
+    /// Wake the client's pollers (the driver thread) to look again: a
+    /// close, a metadata update asked for. Not the threads waiting for an
+    /// answer, whom a queued event would wake in the driver's place.
     pub fn wakeup(&self) {
-        let _ = self.waker.send(Event::Wakeup);
+        self.events.wake_pollers();
     }
 
     /// One round of docs/semantics.md §4.11: wait up to `timeout` (less if a deadline
@@ -283,7 +291,41 @@ impl BlockingClient {
         };
         let _scope = log_context::enter(self.log.as_ref());
         self.handle_queued(apply, now);
+        // The driver sleeps through events an application thread waits
+        // for (`wait_for_answer`); what they made ready (a connection, for
+        // a request it holds back) is its to send.
+        if self.driver_waits.get().is_some_and(|f| f()) {
+            self.events.wake_pollers();
+        }
         true
+    }
+
+    /// Wait up to `timeout` for an answer this thread wants, applying it
+    /// here: sleep until an event is queued (a send wakes this thread, not
+    /// the driver) or `done()` holds, then handle what is queued unless
+    /// another thread is at it. For a thread blocked on one record's
+    /// delivery (`DeliveryFuture.result()`): its acknowledgement completes
+    /// it without a hop through the driver thread (`events.rs`). Whatever
+    /// makes `done()` true must then call `wake_answer_waiters`. Call
+    /// without the GIL (module comment).
+    pub fn wait_for_answer(&self, timeout: Duration, done: &dyn Fn() -> bool) {
+        let blocked = Instant::now();
+        self.events.wait_for(timeout, done);
+        self.waited_us
+            .fetch_add(blocked.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.poll_pending(&now_ms);
+    }
+
+    /// Wake the threads in `wait_for_answer`: what they wait for may be
+    /// done (a record completed other than by an answer they applied).
+    pub fn wake_answer_waiters(&self) {
+        self.events.notify_apps();
+    }
+
+    /// Have `f` say whether the driver thread has requests waiting for a
+    /// connection (`AsyncClient::start`). Set once.
+    pub fn on_driver_waits(&self, f: Box<dyn Fn() -> bool + Send + Sync>) {
+        let _ = self.driver_waits.set(f);
     }
 
     /// Whether events wait to be handled (no lock taken).
@@ -449,5 +491,78 @@ mod tests {
         assert_eq!(*ran_on.lock().unwrap(), [std::thread::current().id()]);
         client.wakeup();
         sleeper.join().unwrap();
+    }
+
+    /// A thread waiting for an answer handles the event that wakes it on
+    /// its own thread, and the driver asleep in `poll` is not woken for it;
+    /// the driver is woken when it holds requests back for a connection.
+    #[test]
+    fn an_answer_waiter_handles_its_event_itself() {
+        let client = Arc::new(
+            BlockingClient::new(
+                ClientConfig::default(),
+                Box::new(SimpleUpdater::new(vec![])),
+            )
+            .unwrap(),
+        );
+        let ran_on = Arc::new(Mutex::new(Vec::new()));
+        let r = ran_on.clone();
+        client.on_send_done(Box::new(move || {
+            r.lock().unwrap().push(std::thread::current().id());
+        }));
+        let driver_waits = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let w = driver_waits.clone();
+        client.on_driver_waits(Box::new(move || w.load(Ordering::SeqCst)));
+        // The driver's sleep in `poll` (whose wait the updater may shorten).
+        let driver = {
+            let c = client.clone();
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                c.events.wait(Duration::from_secs(30));
+                t.elapsed()
+            })
+        };
+        while client.events.sleepers() == 0 {
+            std::thread::yield_now();
+        }
+        let waiter = {
+            let c = client.clone();
+            std::thread::spawn(move || {
+                c.wait_for_answer(Duration::from_secs(30), &|| false);
+                std::thread::current().id()
+            })
+        };
+        while client.events.waiting_apps() == 0 {
+            std::thread::yield_now();
+        }
+        let done = Event::SendDone {
+            node: 7,
+            conn: 1,
+            written: 1,
+        };
+        client.waker.send(done).unwrap();
+        let app_thread = waiter.join().unwrap();
+        assert_eq!(
+            *ran_on.lock().unwrap(),
+            [app_thread],
+            "handled by the waiter"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(client.events.sleepers(), 1, "the driver sleeps on");
+        // With requests held back, the waiter wakes the driver after.
+        driver_waits.store(true, Ordering::SeqCst);
+        let waiter = {
+            let c = client.clone();
+            std::thread::spawn(move || c.wait_for_answer(Duration::from_secs(30), &|| false))
+        };
+        while client.events.waiting_apps() == 0 {
+            std::thread::yield_now();
+        }
+        client.waker.send(Event::Wakeup).unwrap();
+        waiter.join().unwrap();
+        assert!(
+            driver.join().unwrap() < Duration::from_secs(10),
+            "woken to send"
+        );
     }
 }

@@ -219,6 +219,12 @@ impl AsyncClient {
     pub fn start(client: Arc<BlockingClient>) -> Self {
         let queue: Arc<Mutex<Vec<Pending>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
+        let waiting = Arc::downgrade(&queue);
+        client.on_driver_waits(Box::new(move || {
+            waiting
+                .upgrade()
+                .is_some_and(|q| !q.lock().unwrap_or_else(|p| p.into_inner()).is_empty())
+        }));
         let (c, q, s) = (client.clone(), queue.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("ferrokafka-driver".into())

@@ -26,6 +26,12 @@ struct State {
     /// Pollers in `wait`: a send notifies only when one is there, so a
     /// queue nobody sleeps on costs no futex call per event.
     sleepers: usize,
+    /// Application threads in `wait_for`, each waiting for one answer of
+    /// its own (`DeliveryFuture.result()`). A send wakes them instead of
+    /// the `wait` sleepers (the driver): the thread that wants the answer
+    /// applies it (`BlockingClient::wait_for_answer`), with no hop through
+    /// the driver, which sleeps on unless told (`wake_pollers`).
+    waiting_apps: usize,
     /// The client is gone: sends fail, so the connection tasks stop.
     closed: bool,
 }
@@ -34,6 +40,8 @@ struct State {
 pub struct EventQueue {
     state: Mutex<State>,
     ready: Condvar,
+    /// For `wait_for`'s sleepers (`State::waiting_apps`).
+    app_ready: Condvar,
     /// Whether `events` holds anything, read without the lock by a thread
     /// that checks for answers in a busy loop (`Producer.poll(0)`). Written
     /// under the lock; a stale `false` only delays that thread to its next
@@ -57,7 +65,7 @@ impl EventSender {
             }
             st.events.push_back(ev);
             self.0.queued.store(true, Ordering::Release);
-            st.sleepers
+            (st.waiting_apps, st.sleepers)
         };
         // After the lock is let go: notified under it, the woken poller
         // and a thread draining the queue meanwhile (the application's,
@@ -65,10 +73,12 @@ impl EventSender {
         // futex call returned (perf trace: ~15 µs of an acknowledgement's
         // round trip). A sleeper counted under the lock is inside its
         // condvar wait by then, so it cannot miss this notify.
-        if sleepers > 0 {
+        match sleepers {
+            (0, 0) => {}
             // Every sleeper: one woken finds the events taken by another
             // and sleeps again, but none must sleep through an event.
-            self.0.ready.notify_all();
+            (0, _) => self.0.ready.notify_all(),
+            _ => self.0.app_ready.notify_all(),
         }
         Ok(())
     }
@@ -115,6 +125,59 @@ impl EventQueue {
         !st.events.is_empty()
     }
 
+    /// Wait up to `timeout` for an event to be queued or `done()` to hold,
+    /// taking none; an application thread waiting for an answer of its own,
+    /// woken by a send in place of the `wait` sleepers. `done` is checked
+    /// under this queue's lock, and whatever makes it true must call
+    /// `notify_apps` after: then the wake-up cannot fall between the check
+    /// and the sleep.
+    pub fn wait_for(&self, timeout: Duration, done: &dyn Fn() -> bool) {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        while st.events.is_empty() && !st.closed && !done() {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            st.waiting_apps += 1;
+            let (g, _) = self
+                .app_ready
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|p| p.into_inner());
+            st = g;
+            st.waiting_apps -= 1;
+        }
+    }
+
+    /// Wake the `wait_for` sleepers (what they wait for may be done).
+    pub fn notify_apps(&self) {
+        let st = self.lock();
+        if st.waiting_apps > 0 {
+            drop(st);
+            self.app_ready.notify_all();
+        }
+    }
+
+    /// Queue a `Wakeup` for the `wait` sleepers (the driver) and wake them,
+    /// not the `wait_for` ones: a close, a metadata update asked for, or
+    /// events an application thread handled that unblocked the driver's
+    /// work. The event, not only the notify: `wait` sleeps on while the
+    /// queue is empty.
+    pub fn wake_pollers(&self) {
+        let sleepers = {
+            let mut st = self.lock();
+            if st.closed {
+                return;
+            }
+            st.events.push_back(Event::Wakeup);
+            self.queued.store(true, Ordering::Release);
+            st.sleepers
+        };
+        if sleepers > 0 {
+            self.ready.notify_all();
+        }
+    }
+
     /// Move every queued event to `out`, in the order they were sent.
     pub fn drain(&self, out: &mut Vec<Event>) {
         let mut st = self.lock();
@@ -139,6 +202,12 @@ impl EventQueue {
         self.queued.store(true, Ordering::Release);
     }
 
+    /// Threads asleep in `wait_for` now (tests).
+    #[cfg(test)]
+    pub(crate) fn waiting_apps(&self) -> usize {
+        self.lock().waiting_apps
+    }
+
     /// Pollers asleep in `wait` now (tests).
     #[cfg(test)]
     pub(crate) fn sleepers(&self) -> usize {
@@ -151,6 +220,7 @@ impl EventQueue {
         let mut st = self.lock();
         st.closed = true;
         self.ready.notify_all();
+        self.app_ready.notify_all();
     }
 }
 
@@ -220,5 +290,57 @@ mod tests {
             "woken by the close, nothing queued"
         );
         assert!(q.sender().send(Event::Wakeup).is_err());
+    }
+
+    /// A send wakes a thread waiting for an answer, not the pollers asleep
+    /// beside it; `done` becoming true wakes it too, through `notify_apps`.
+    #[test]
+    fn an_answer_waiter_is_woken_in_the_pollers_place() {
+        let q = EventQueue::new();
+        let poller = {
+            let q = q.clone();
+            std::thread::spawn(move || q.wait(Duration::from_secs(30)))
+        };
+        let done = Arc::new(AtomicBool::new(false));
+        let app = {
+            let (q, done) = (q.clone(), done.clone());
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                q.wait_for(Duration::from_secs(30), &|| done.load(Ordering::SeqCst));
+                t.elapsed()
+            })
+        };
+        while q.sleepers() == 0 || q.waiting_apps() == 0 {
+            std::thread::yield_now();
+        }
+        q.sender().send(Event::Wakeup).unwrap();
+        assert!(
+            app.join().unwrap() < Duration::from_secs(10),
+            "woken by the send"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(q.sleepers(), 1, "the poller sleeps on");
+        // Nothing queued that it waits for: woken by what completes it.
+        let mut out = Vec::new();
+        q.drain(&mut out);
+        let app = {
+            let (q, done) = (q.clone(), done.clone());
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                q.wait_for(Duration::from_secs(30), &|| done.load(Ordering::SeqCst));
+                t.elapsed()
+            })
+        };
+        while q.waiting_apps() == 0 {
+            std::thread::yield_now();
+        }
+        done.store(true, Ordering::SeqCst);
+        q.notify_apps();
+        assert!(
+            app.join().unwrap() < Duration::from_secs(10),
+            "woken by notify_apps"
+        );
+        q.close();
+        assert!(!poller.join().unwrap());
     }
 }

@@ -8,7 +8,10 @@
 //! owner's thread to be freed there (`FutureOwner::bury`, below).
 //! Python-facing effects of completion are kept off the sender's thread
 //! where possible:
-//! * `result(timeout)` waits on a Condvar with the GIL released;
+//! * `result(timeout)` waits with the GIL released: on the producer's
+//!   network events when it has a producer (`FutureOwner::set_network`),
+//!   applying the acknowledgement on its own thread (docs/semantics.md
+//!   §12.5), else on a Condvar;
 //! * callbacks added with `add_done_callback` are queued on the producer's
 //!   callback queue and run by `poll`/`flush` in the caller's thread (or at
 //!   once when added to a future that is already done, as concurrent.futures
@@ -22,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use ferrokafka_net::producer::client::DeliveredRecord;
-use ferrokafka_net::Error;
+use ferrokafka_net::{BlockingClient, Error};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -124,6 +127,10 @@ struct State {
     this: Option<Py<DeliveryFuture>>,
     /// (event loop, asyncio future) pairs of `await`ers.
     awaiters: Vec<(Py<PyAny>, Py<PyAny>)>,
+    /// Threads in `result()` waiting on the producer's network events
+    /// (`BlockingClient::wait_for_answer`): completion wakes them through
+    /// the network client when there are some, as for `waiters`.
+    net_waiters: usize,
     /// Threads in `result()` waiting on `done`. Completion notifies only
     /// when there are some: `notify_all` is a futex syscall even with no
     /// waiter, once per record on the completing thread otherwise. Read and
@@ -279,6 +286,10 @@ pub struct FutureOwner {
     graves: Mutex<Vec<Arc<FutureCell>>>,
     /// `graves.len()`, readable without the lock (checked on every send).
     buried: AtomicUsize,
+    /// The producer's network client, for `result()` to wait on its events
+    /// and apply the answer itself (`set_network`). Weak: a future kept
+    /// after its producer is gone waits on its condvar instead.
+    network: std::sync::OnceLock<Weak<BlockingClient>>,
 }
 
 pub type CallbackQueue = Arc<FutureOwner>;
@@ -298,7 +309,21 @@ impl FutureOwner {
             reporting: AtomicBool::new(false),
             graves: Mutex::new(Vec::new()),
             buried: AtomicUsize::new(0),
+            network: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The network client whose answers complete these futures: a thread
+    /// in `result()` then sleeps on its events and applies the record's
+    /// acknowledgement itself, instead of waiting for the driver thread to
+    /// apply it and wake this one (two thread hops; `events.rs` in the net
+    /// crate). Set once.
+    pub fn set_network(&self, net: &Arc<BlockingClient>) {
+        let _ = self.network.set(Arc::downgrade(net));
+    }
+
+    fn network(&self) -> Option<Arc<BlockingClient>> {
+        self.network.get().and_then(Weak::upgrade)
     }
 
     /// Report failed futures dropped unread to `f` (None: stop); applies to
@@ -353,6 +378,7 @@ impl FutureCell {
                 callbacks: Vec::new(),
                 this: None,
                 awaiters: Vec::new(),
+                net_waiters: 0,
                 waiters: 0,
                 retrieved: false,
             }),
@@ -410,6 +436,11 @@ impl FutureCell {
     /// future was dropped): such a cell is worth burying.
     pub fn unclaimed(cell: &Arc<FutureCell>) -> bool {
         Arc::strong_count(cell) == 1
+    }
+
+    /// The producer's `FutureOwner`, while it lives.
+    fn owner(&self) -> Option<Arc<FutureOwner>> {
+        self.queue.as_ref().and_then(Weak::upgrade)
     }
 
     /// Whether the outcome is still unknown.
@@ -553,12 +584,21 @@ impl DeliveryFuture {
             .and_then(|this| cell.queue_callbacks(this, callbacks));
         let aws = std::mem::take(&mut st.awaiters);
         let notify = st.waiters > 0;
+        let notify_net = st.net_waiters > 0;
         drop(st);
         // Only now: freeing the future's object may run Python code that
         // takes the state lock (`report_if_unread`).
         drop(unqueued);
         if notify {
             cell.done.notify_all();
+        }
+        if notify_net {
+            // After the state lock (the waiter checks the outcome under the
+            // event queue's lock, then sleeps: `EventQueue::wait_for`). A
+            // waiter that applied the answer itself is awake already.
+            if let Some(net) = cell.owner().and_then(|o| o.network()) {
+                net.wake_answer_waiters();
+            }
         }
         if !aws.is_empty() {
             Python::attach(|py| {
@@ -618,6 +658,7 @@ impl DeliveryFuture {
             None => None,
         };
         let cell = self.cell.clone();
+        let net = cell.owner().and_then(|o| o.network());
         let finished = wait_detached(py, dur, move |slice| {
             let mut st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
             if !matches!(st.outcome, Outcome::Pending) {
@@ -625,12 +666,20 @@ impl DeliveryFuture {
             }
             // Counted under the lock the completer sets the outcome under:
             // it notifies iff a waiter is counted (see `State::waiters`).
-            st.waiters += 1;
-            let (mut st, _) = cell
-                .done
-                .wait_timeout(st, slice)
-                .unwrap_or_else(|p| p.into_inner());
-            st.waiters -= 1;
+            let Some(net) = &net else {
+                st.waiters += 1;
+                let (mut st, _) = cell
+                    .done
+                    .wait_timeout(st, slice)
+                    .unwrap_or_else(|p| p.into_inner());
+                st.waiters -= 1;
+                return (!matches!(st.outcome, Outcome::Pending)).then_some(());
+            };
+            st.net_waiters += 1;
+            drop(st);
+            net.wait_for_answer(slice, &|| !cell.is_pending());
+            let mut st = cell.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.net_waiters -= 1;
             (!matches!(st.outcome, Outcome::Pending)).then_some(())
         })?;
         match (finished, self.outcome_to_py(py)) {

@@ -282,6 +282,8 @@ impl PyProducer {
         let transactional = pcfg.transactional_id.is_some();
         let (md, net) = crate::config::metadata_and_network(&e)?;
         let log_id = crate::logbridge::client_log_id(&net);
+        let callbacks = FutureOwner::new();
+        callbacks.set_network(&net);
         let producer = Producer::new(
             pcfg,
             md,
@@ -293,7 +295,7 @@ impl PyProducer {
         .map_err(FkError)?;
         Ok(PyProducer {
             inner: Mutex::new(Some(Arc::new(producer))),
-            callbacks: FutureOwner::new(),
+            callbacks,
             keep: Arc::new(KeepAlive::default()),
             buffer_memory: pcfg_buffer_memory,
             deferral: Mutex::new(None),

@@ -134,7 +134,6 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             wake: tx,
             pending: AtomicUsize::new(0),
             pending_lock: Mutex::new(0),
-            pending_zero: Condvar::new(),
             closing: AtomicBool::new(false),
             stats: Stats::default(),
             stepping: Mutex::new(()),
@@ -582,28 +581,32 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
 
     /// One flush step of at most `slice`, for callers that must come back to
     /// check signals (the Python binding). Returns the pending count.
+    ///
+    /// The flushing thread waits on the network client's events and applies
+    /// the answers itself (`BlockingClient::wait_for_answer`, as a thread in
+    /// `DeliveryFuture.result()` does; docs/semantics.md §12.5): a
+    /// `send`-then-`flush` per record gets its acknowledgement without a hop
+    /// through the driver thread. Call without the GIL.
     pub fn flush_step(&self, slice: Duration) -> usize {
-        let mut g = self
-            .shared
-            .pending_lock
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        *g += 1;
-        if self.shared.pending.load(Ordering::Acquire) > 0 {
-            g = self
-                .shared
-                .pending_zero
-                .wait_timeout(g, slice)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+        let pending = || self.shared.pending.load(Ordering::Acquire);
+        // Counted before `pending` is read: a completion that takes it to
+        // zero after this wakes the thread (`complete_deliveries`), one
+        // before it leaves zero to read.
+        *self.shared.flushers() += 1;
+        if pending() > 0 {
+            self.shared.net.wait_for_answer(slice, &|| pending() == 0);
         }
-        *g -= 1;
-        self.shared.pending.load(Ordering::Acquire)
+        *self.shared.flushers() -= 1;
+        pending()
     }
 
+    /// Make every batch sendable now (`flush`'s first step), and step the
+    /// core on this thread to send them unless a step is under way
+    /// (`step_here_or_wake`): woken for it, the runner thread was one more
+    /// hop in each `send`-then-`flush`, usually with nothing to send.
     pub fn begin_flush(&self) {
         self.lock().begin_flush();
-        self.wake();
+        runner::step_here_or_wake(&self.shared);
     }
 
     pub fn end_flush(&self) {

@@ -249,12 +249,12 @@ pub(crate) struct Shared<B, C> {
     /// under `core` before the lock is released, so a completion (which
     /// follows the lock) can never count a record down first.
     pub(crate) pending: AtomicUsize,
-    /// Flushes waiting on `pending_zero`: a completion that counts
-    /// `pending` down to zero notifies only when there are some (a condvar
-    /// notify is a syscall even with nobody waiting: one per answer when
-    /// records go out one at a time, issue 17).
+    /// Flushes waiting for `pending` to reach zero: a completion that
+    /// counts it down to zero wakes them only when there are some (a
+    /// wake-up is a syscall even with nobody waiting: one per answer when
+    /// records go out one at a time, issue 17). They wait on the network
+    /// client's events (`Producer::flush_step`).
     pub(crate) pending_lock: Mutex<usize>,
-    pub(crate) pending_zero: Condvar,
     pub(crate) closing: AtomicBool,
     pub(crate) stats: Stats,
     /// Held by whoever steps the core and carries out the step's actions
@@ -268,6 +268,11 @@ pub(crate) struct Shared<B, C> {
 impl<B, C> Shared<B, C> {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Core<B, C>> {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The count of flushes waiting (`pending_lock`).
+    pub(crate) fn flushers(&self) -> MutexGuard<'_, usize> {
+        self.pending_lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn wake(&self) {
@@ -681,15 +686,15 @@ fn complete_deliveries<B, C: Completion>(
     if n > 0 {
         let before = shared.pending.fetch_sub(n, Ordering::AcqRel);
         if before <= n {
-            let flushers = shared
-                .pending_lock
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let flushers = shared.flushers();
             // Under the lock a flusher counts itself in before it reads
             // `pending`: one that reads it after the decrement above sees
-            // zero and does not wait, one that read it before is counted.
+            // zero and does not wait, one that read it before is counted
+            // and woken (it checks `pending` again under the event queue's
+            // lock before it sleeps: `EventQueue::wait_for`).
             if *flushers > 0 {
-                shared.pending_zero.notify_all();
+                drop(flushers);
+                shared.net.wake_answer_waiters();
             }
         }
     }
