@@ -12,6 +12,13 @@ figure of record). Two measures:
 * ``sequential``: one record at a time, its delivery callback awaited with
   ``poll(0)``, then 5 ms of polling before the next: the round trip with every
   thread idle when the record is sent.
+* ``result`` / ``flush``: one record at a time, waited for as synchronous code
+  waits: ``send(...).result()`` (kafka-python's ``send(...).get()``), or
+  ``send`` then ``flush()`` (with ``--confluent``, confluent-kafka's
+  ``produce`` then ``flush()`` too); defaults but ``linger_ms=0``, the calling
+  thread blocked, not polling, until the acknowledgement. These also print
+  the client process's CPU a record (``getrusage``, all its threads; the
+  broker is another process).
 
 Builds run in turn, round after round, each from a copy of the package, so
 the VM's drifting noise falls on all of them alike; p50 and p99 (paced) or p50
@@ -20,6 +27,7 @@ and p90 (sequential) per run are printed, in ms:
     cp python/ferrokafka/_core.abi3.so /tmp/before.so   # then change, rebuild
     python benches/latency_builds.py --rounds 3 --confluent /tmp/before.so python/ferrokafka/_core.abi3.so
     python benches/latency_builds.py --mode sequential --records 1000 /tmp/before.so python/ferrokafka/_core.abi3.so
+    python benches/latency_builds.py --mode flush --confluent /tmp/before.so python/ferrokafka/_core.abi3.so
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -61,6 +70,46 @@ def sequential(bootstrap: str, records: int) -> dict:
     return {"p50": round(lat[len(lat) // 2] * 1000, 4), "p90": round(lat[int(len(lat) * 0.9)] * 1000, 4)}
 
 
+def blocking(bootstrap: str, records: int, mode: str, client: str) -> dict:
+    """The measured child of ``--mode result`` and ``--mode flush``."""
+    import ferrokafka as fk
+    topic = "latency-" + os.urandom(5).hex()
+    fk.Admin(bootstrap).create_topics([fk.NewTopic(topic, 1, 1)])
+    payload = b"x" * 100
+    if client == "confluent":
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        p.produce(topic, b"warm-up")
+        p.flush(30)
+
+        def one() -> None:
+            p.produce(topic, payload)
+            p.flush(5)
+    else:
+        p = fk.Producer(bootstrap, linger_ms=0)
+        p.send(topic, b"warm-up").result(30)
+        if mode == "result":
+            def one() -> None:
+                p.send(topic, payload).result(5)
+        else:
+            def one() -> None:
+                p.send(topic, payload)
+                p.flush(5)
+    lat = []
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    for _ in range(records):
+        t = time.perf_counter()
+        one()
+        lat.append(time.perf_counter() - t)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    if client != "confluent":
+        p.close()
+    lat.sort()
+    cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+    return {"p50": round(lat[len(lat) // 2] * 1000, 4), "p90": round(lat[int(len(lat) * 0.9)] * 1000, 4),
+            "cpu_us": round(cpu / records * 1e6, 1)}
+
+
 def run(build: str, spec: dict) -> dict:
     """One run of `spec` with `build` (None: the confluent-kafka client), in
     a child process with the build's package first on its path."""
@@ -83,6 +132,9 @@ def child(spec: dict) -> None:
     if spec["mode"] == "sequential":
         print(json.dumps(sequential(spec["bootstrap"], spec["records"])))
         return
+    if spec["mode"] in ("result", "flush"):
+        print(json.dumps(blocking(spec["bootstrap"], spec["records"], spec["mode"], spec["client"])))
+        return
     sys.path.insert(0, HERE)
     import compare
 
@@ -101,14 +153,15 @@ def main() -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("builds", nargs="+", help="paths of _core.abi3.so builds")
-    ap.add_argument("--mode", default="paced", choices=["paced", "sequential"])
+    ap.add_argument("--mode", default="paced", choices=["paced", "sequential", "result", "flush"])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--records", type=int, default=1000, help="records a sequential run")
-    ap.add_argument("--confluent", action="store_true", help="paced: confluent-kafka's run in each round too")
+    ap.add_argument("--records", type=int, default=1000, help="records a sequential, result or flush run")
+    ap.add_argument("--confluent", action="store_true",
+                    help="paced, flush: confluent-kafka's run in each round too")
     args = ap.parse_args()
     from ferrokafka.testing import EmbeddedBroker
 
-    variants = list(args.builds) + ([None] if args.confluent and args.mode == "paced" else [])
+    variants = list(args.builds) + ([None] if args.confluent and args.mode in ("paced", "flush") else [])
     with EmbeddedBroker() as broker:
         for r in range(args.rounds):
             # Rotated, so no variant always runs first.
@@ -119,7 +172,9 @@ def main() -> None:
                 out = run(build, spec)
                 name = build or "confluent-kafka"
                 second = ("p99", out["p99"]) if args.mode == "paced" else ("p90", out["p90"])
-                print(f"round {r + 1} {name}: p50 {out['p50']:.3f} {second[0]} {second[1]:.3f} ms", flush=True)
+                cpu = f", {out['cpu_us']:.1f} µs CPU a record" if "cpu_us" in out else ""
+                print(f"round {r + 1} {name}: p50 {out['p50']:.3f} {second[0]} {second[1]:.3f} ms{cpu}",
+                      flush=True)
 
 
 if __name__ == "__main__":
