@@ -190,7 +190,7 @@ impl BlockingClient {
     pub fn send(&self, req: ClientRequest, now: i64) -> Result<(), Error> {
         let r = self.core().send(req, now);
         // A locally completed request (version mismatch) must not wait for
-        // a socket event: nudge any poller sleeping on the channel.
+        // a socket event: nudge a poller sleeping on the event queue.
         let _ = self.waker.send(Event::Wakeup);
         r
     }
@@ -445,11 +445,9 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1, "once per poll");
     }
 
-    /// A poller asleep waiting for events holds no lock, so another thread
-    /// handles queued events itself (`poll_pending`), on its own thread;
-    /// none queued, or another thread handling them, and it does nothing.
-    #[test]
-    fn poll_pending_handles_events_while_a_poller_sleeps() {
+    /// A client whose send-done hook records the threads it runs on: the
+    /// threads that handled a `SendDone`.
+    fn recording_send_done() -> (Arc<BlockingClient>, Arc<Mutex<Vec<std::thread::ThreadId>>>) {
         let client = Arc::new(
             BlockingClient::new(
                 ClientConfig::default(),
@@ -462,6 +460,15 @@ mod tests {
         client.on_send_done(Box::new(move || {
             r.lock().unwrap().push(std::thread::current().id());
         }));
+        (client, ran_on)
+    }
+
+    /// A poller asleep waiting for events holds no lock, so another thread
+    /// handles queued events itself (`poll_pending`), on its own thread;
+    /// none queued, or another thread handling them, and it does nothing.
+    #[test]
+    fn poll_pending_handles_events_while_a_poller_sleeps() {
+        let (client, ran_on) = recording_send_done();
         assert!(!client.poll_pending(&now_ms), "nothing queued");
         let sleeper = {
             let c = client.clone();
@@ -498,18 +505,7 @@ mod tests {
     /// the driver is woken when it holds requests back for a connection.
     #[test]
     fn an_answer_waiter_handles_its_event_itself() {
-        let client = Arc::new(
-            BlockingClient::new(
-                ClientConfig::default(),
-                Box::new(SimpleUpdater::new(vec![])),
-            )
-            .unwrap(),
-        );
-        let ran_on = Arc::new(Mutex::new(Vec::new()));
-        let r = ran_on.clone();
-        client.on_send_done(Box::new(move || {
-            r.lock().unwrap().push(std::thread::current().id());
-        }));
+        let (client, ran_on) = recording_send_done();
         let driver_waits = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let w = driver_waits.clone();
         client.on_driver_waits(Box::new(move || w.load(Ordering::SeqCst)));

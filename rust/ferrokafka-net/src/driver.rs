@@ -9,7 +9,7 @@
 //! `BlockingClient` as everyone else, so Python callers and Rust callers share
 //! connections, correlation ids and in-flight limits.
 //!
-//! Why a thread and not a tokio task: `poll` blocks on a std channel, and
+//! Why a thread and not a tokio task: `poll` blocks on the event queue (`events.rs`), and
 //! blocking inside the runtime would steal one of its two worker threads.
 //!
 //! The consumer does not use `AsyncClient`: its own thread polls its client

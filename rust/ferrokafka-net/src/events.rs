@@ -1,5 +1,5 @@
 //! The queue of socket events from the connection tasks to a client's
-//! pollers (`BlockingClient::poll_with`, `BlockingClient::poll_pending`).
+//! pollers (`BlockingClient::poll_with`, `poll_pending`, `wait_for_answer`).
 //!
 //! Why not a std channel: its receiver is taken by one thread at a time, and
 //! the driver thread took it (under a mutex) for the whole of its sleep, so
@@ -12,6 +12,12 @@
 //! without holding anything, and whichever thread gets to the events first
 //! takes them, in the order they were queued. The pollers order their
 //! handling among themselves (`BlockingClient`'s `apply` lock).
+//!
+//! Two kinds of sleeper: pollers (`wait`: the driver thread, a consumer's
+//! thread) and application threads blocked until an answer of theirs is
+//! in (`wait_for`: `DeliveryFuture.result()`, `flush`). A send wakes the
+//! latter when there are any, the pollers otherwise: the thread that wants
+//! the answer applies it, and the driver is not woken to do it first.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +40,17 @@ struct State {
     waiting_apps: usize,
     /// The client is gone: sends fail, so the connection tasks stop.
     closed: bool,
+}
+
+impl State {
+    /// The sleepers of `wait` (`app` false) or of `wait_for`.
+    fn count(&mut self, app: bool) -> &mut usize {
+        if app {
+            &mut self.waiting_apps
+        } else {
+            &mut self.sleepers
+        }
+    }
 }
 
 #[derive(Default)]
@@ -107,22 +124,7 @@ impl EventQueue {
     /// one is queued when it returns. Returns at once when one already is,
     /// or when the queue is closed.
     pub fn wait(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut st = self.lock();
-        while st.events.is_empty() && !st.closed {
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            st.sleepers += 1;
-            let (g, _) = self
-                .ready
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|p| p.into_inner());
-            st = g;
-            st.sleepers -= 1;
-        }
-        !st.events.is_empty()
+        self.sleep(timeout, false, &|| false)
     }
 
     /// Wait up to `timeout` for an event to be queued or `done()` to hold,
@@ -132,21 +134,28 @@ impl EventQueue {
     /// `notify_apps` after: then the wake-up cannot fall between the check
     /// and the sleep.
     pub fn wait_for(&self, timeout: Duration, done: &dyn Fn() -> bool) {
+        self.sleep(timeout, true, done);
+    }
+
+    /// `wait` (`app` false: counted in `sleepers`, woken by `ready`) or
+    /// `wait_for` (`app`: `waiting_apps`, `app_ready`).
+    fn sleep(&self, timeout: Duration, app: bool, done: &dyn Fn() -> bool) -> bool {
         let deadline = Instant::now() + timeout;
+        let cv = if app { &self.app_ready } else { &self.ready };
         let mut st = self.lock();
         while st.events.is_empty() && !st.closed && !done() {
             let now = Instant::now();
             if now >= deadline {
-                return;
+                return false;
             }
-            st.waiting_apps += 1;
-            let (g, _) = self
-                .app_ready
+            *st.count(app) += 1;
+            st = cv
                 .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|p| p.into_inner());
-            st = g;
-            st.waiting_apps -= 1;
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            *st.count(app) -= 1;
         }
+        !st.events.is_empty()
     }
 
     /// Wake the `wait_for` sleepers (what they wait for may be done).
@@ -292,6 +301,19 @@ mod tests {
         assert!(q.sender().send(Event::Wakeup).is_err());
     }
 
+    /// A thread in `wait_for` until `done`; joined, how long it waited.
+    fn waiting_for(
+        q: &Arc<EventQueue>,
+        done: &Arc<AtomicBool>,
+    ) -> std::thread::JoinHandle<Duration> {
+        let (q, done) = (q.clone(), done.clone());
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            q.wait_for(Duration::from_secs(30), &|| done.load(Ordering::SeqCst));
+            t.elapsed()
+        })
+    }
+
     /// A send wakes a thread waiting for an answer, not the pollers asleep
     /// beside it; `done` becoming true wakes it too, through `notify_apps`.
     #[test]
@@ -302,14 +324,7 @@ mod tests {
             std::thread::spawn(move || q.wait(Duration::from_secs(30)))
         };
         let done = Arc::new(AtomicBool::new(false));
-        let app = {
-            let (q, done) = (q.clone(), done.clone());
-            std::thread::spawn(move || {
-                let t = Instant::now();
-                q.wait_for(Duration::from_secs(30), &|| done.load(Ordering::SeqCst));
-                t.elapsed()
-            })
-        };
+        let app = waiting_for(&q, &done);
         while q.sleepers() == 0 || q.waiting_apps() == 0 {
             std::thread::yield_now();
         }
@@ -323,14 +338,7 @@ mod tests {
         // Nothing queued that it waits for: woken by what completes it.
         let mut out = Vec::new();
         q.drain(&mut out);
-        let app = {
-            let (q, done) = (q.clone(), done.clone());
-            std::thread::spawn(move || {
-                let t = Instant::now();
-                q.wait_for(Duration::from_secs(30), &|| done.load(Ordering::SeqCst));
-                t.elapsed()
-            })
-        };
+        let app = waiting_for(&q, &done);
         while q.waiting_apps() == 0 {
             std::thread::yield_now();
         }
