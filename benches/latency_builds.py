@@ -12,10 +12,11 @@ figure of record). Two measures:
 * ``sequential``: one record at a time, its delivery callback awaited with
   ``poll(0)``, then 5 ms of polling before the next: the round trip with every
   thread idle when the record is sent.
-* ``result`` / ``flush``: one record at a time, waited for as synchronous code
-  waits: ``send(...).result()`` (kafka-python's ``send(...).get()``), or
-  ``send`` then ``flush()`` (with ``--confluent``, confluent-kafka's
-  ``produce`` then ``flush()`` too); defaults but ``linger_ms=0``, the calling
+* ``result`` / ``flush`` / ``poll``: one record at a time, waited for as
+  synchronous code waits: ``send(...).result()`` (kafka-python's
+  ``send(...).get()``), ``send`` then ``flush()``, or ``send`` with a delivery
+  callback then ``poll(1)`` until it ran (with ``--confluent``,
+  confluent-kafka's ``produce`` then ``flush()`` or ``poll(1)`` too); defaults but ``linger_ms=0``, the calling
   thread blocked, not polling, until the acknowledgement. These also print
   the client process's CPU a record (``getrusage``, all its threads; the
   broker is another process).
@@ -71,7 +72,7 @@ def sequential(bootstrap: str, records: int) -> dict:
 
 
 def blocking(bootstrap: str, records: int, mode: str, client: str) -> dict:
-    """The measured child of ``--mode result`` and ``--mode flush``."""
+    """The measured child of ``--mode result``, ``flush`` and ``poll``."""
     import ferrokafka as fk
     topic = "latency-" + os.urandom(5).hex()
     fk.Admin(bootstrap).create_topics([fk.NewTopic(topic, 1, 1)])
@@ -82,15 +83,28 @@ def blocking(bootstrap: str, records: int, mode: str, client: str) -> dict:
         p.produce(topic, b"warm-up")
         p.flush(30)
 
-        def one() -> None:
-            p.produce(topic, payload)
-            p.flush(5)
+        if mode == "poll":
+            def one() -> None:
+                done: list = []
+                p.produce(topic, payload, on_delivery=lambda err, msg: done.append(err))
+                while not done:
+                    p.poll(1)
+        else:
+            def one() -> None:
+                p.produce(topic, payload)
+                p.flush(5)
     else:
         p = fk.Producer(bootstrap, linger_ms=0)
         p.send(topic, b"warm-up").result(30)
         if mode == "result":
             def one() -> None:
                 p.send(topic, payload).result(5)
+        elif mode == "poll":
+            def one() -> None:
+                done: list = []
+                p.send(topic, payload).add_done_callback(done.append)
+                while not done:
+                    p.poll(1)
         else:
             def one() -> None:
                 p.send(topic, payload)
@@ -132,7 +146,7 @@ def child(spec: dict) -> None:
     if spec["mode"] == "sequential":
         print(json.dumps(sequential(spec["bootstrap"], spec["records"])))
         return
-    if spec["mode"] in ("result", "flush"):
+    if spec["mode"] in ("result", "flush", "poll"):
         print(json.dumps(blocking(spec["bootstrap"], spec["records"], spec["mode"], spec["client"])))
         return
     sys.path.insert(0, HERE)
@@ -153,15 +167,15 @@ def main() -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("builds", nargs="+", help="paths of _core.abi3.so builds")
-    ap.add_argument("--mode", default="paced", choices=["paced", "sequential", "result", "flush"])
+    ap.add_argument("--mode", default="paced", choices=["paced", "sequential", "result", "flush", "poll"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--records", type=int, default=1000, help="records a sequential, result or flush run")
     ap.add_argument("--confluent", action="store_true",
-                    help="paced, flush: confluent-kafka's run in each round too")
+                    help="paced, flush, poll: confluent-kafka's run in each round too")
     args = ap.parse_args()
     from ferrokafka.testing import EmbeddedBroker
 
-    variants = list(args.builds) + ([None] if args.confluent and args.mode in ("paced", "flush") else [])
+    variants = list(args.builds) + ([None] if args.confluent and args.mode in ("paced", "flush", "poll") else [])
     with EmbeddedBroker() as broker:
         for r in range(args.rounds):
             # Rotated, so no variant always runs first.

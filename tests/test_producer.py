@@ -197,6 +197,39 @@ def test_a_thread_in_result_is_woken_when_its_record_fails_without_an_answer(bs)
         assert woken[2] < 0.03, woken
 
 
+def test_poll_with_a_timeout_returns_once_a_callback_is_due(bs):
+    """poll(timeout) sleeps on the producer's network events until a
+    delivery callback is queued (docs/semantics.md §12.5): it returns with
+    an answer's callback as soon as it is applied, and with one queued by
+    something else (here purge) at once, not at its next 100 ms look."""
+    topic = _topic(bs, 1)
+    with fk.Producer(bs, linger_ms=0) as p:
+        p.send(topic, b"warm").result(30)
+        got = []
+        p.send(topic, b"v").add_done_callback(lambda f: got.append(f.result(0).offset))
+        t = time.monotonic()
+        assert p.poll(30) == 1 and got == [1]
+        assert time.monotonic() - t < 5
+        t = time.monotonic()
+        assert p.poll(0.3) == 0, "nothing pending: the whole timeout"
+        assert time.monotonic() - t >= 0.29
+    with fk.Producer(bs, linger_ms=60_000) as p:
+        woken = []
+        for _ in range(5):
+            p.send(topic, b"lingers").add_done_callback(lambda f: None)
+            returned = []
+            t = threading.Thread(target=lambda r=returned: r.append((p.poll(30), time.monotonic())))
+            t.start()
+            time.sleep(0.05)  # the thread is asleep in poll
+            purged = time.monotonic()
+            p.purge(in_flight=False)
+            t.join(10)
+            assert returned and returned[0][0] == 1, returned
+            woken.append(returned[0][1] - purged)
+        woken.sort()
+        assert woken[2] < 0.03, woken
+
+
 def test_invalid_options_name_the_option():
     with pytest.raises(ValueError, match="acks"):
         fk.Producer("127.0.0.1:1", acks=2)

@@ -290,6 +290,10 @@ pub struct FutureOwner {
     /// and apply the answer itself (`set_network`). Weak: a future kept
     /// after its producer is gone waits on its condvar instead.
     network: std::sync::OnceLock<Weak<BlockingClient>>,
+    /// Threads in the producer's `poll(timeout)` waiting on those events for
+    /// a callback to be queued (`wait_for_callbacks`): a completion that
+    /// queues callbacks wakes them when there are some.
+    polling: AtomicUsize,
 }
 
 pub type CallbackQueue = Arc<FutureOwner>;
@@ -310,6 +314,7 @@ impl FutureOwner {
             graves: Mutex::new(Vec::new()),
             buried: AtomicUsize::new(0),
             network: std::sync::OnceLock::new(),
+            polling: AtomicUsize::new(0),
         })
     }
 
@@ -324,6 +329,29 @@ impl FutureOwner {
 
     fn network(&self) -> Option<Arc<BlockingClient>> {
         self.network.get().and_then(Weak::upgrade)
+    }
+
+    /// Wait up to `slice` for a callback to be queued, applying the network
+    /// answers that come meanwhile on this thread (the producer's
+    /// `poll(timeout)`; docs/semantics.md §12.5); true if one is queued.
+    /// Without a network client (the producer is gone) a short sleep.
+    /// Call without the GIL.
+    pub fn wait_for_callbacks(&self, slice: Duration) -> bool {
+        let queued = || !self.lock().is_empty();
+        if queued() {
+            return true;
+        }
+        let Some(net) = self.network() else {
+            std::thread::sleep(slice.min(Duration::from_millis(5)));
+            return queued();
+        };
+        // Counted before the check under the event queue's lock: a
+        // completion that queues callbacks after it reads this count
+        // (`resolve`) and wakes the thread.
+        self.polling.fetch_add(1, Ordering::SeqCst);
+        net.wait_for_answer(slice, &queued);
+        self.polling.fetch_sub(1, Ordering::SeqCst);
+        queued()
     }
 
     /// Report failed futures dropped unread to `f` (None: stop); applies to
@@ -578,10 +606,12 @@ impl DeliveryFuture {
         }
         st.outcome = outcome;
         let callbacks = std::mem::take(&mut st.callbacks);
+        let has_callbacks = !callbacks.is_empty();
         let unqueued = st
             .this
             .take()
             .and_then(|this| cell.queue_callbacks(this, callbacks));
+        let queued = has_callbacks && unqueued.is_none();
         let aws = std::mem::take(&mut st.awaiters);
         let notify = st.waiters > 0;
         let notify_net = st.net_waiters > 0;
@@ -592,12 +622,17 @@ impl DeliveryFuture {
         if notify {
             cell.done.notify_all();
         }
-        if notify_net {
-            // After the state lock (the waiter checks the outcome under the
-            // event queue's lock, then sleeps: `EventQueue::wait_for`). A
-            // waiter that applied the answer itself is awake already.
-            if let Some(net) = cell.owner().and_then(|o| o.network()) {
-                net.wake_answer_waiters();
+        // After the state lock (a waiter checks the outcome, or the queued
+        // callbacks, under the event queue's lock, then sleeps:
+        // `EventQueue::wait_for`). A waiter that applied the answer itself
+        // is awake already.
+        if notify_net || queued {
+            if let Some(owner) = cell.owner() {
+                if notify_net || owner.polling.load(Ordering::SeqCst) > 0 {
+                    if let Some(net) = owner.network() {
+                        net.wake_answer_waiters();
+                    }
+                }
             }
         }
         if !aws.is_empty() {

@@ -450,13 +450,12 @@ impl PyProducer {
         if n > 0 || timeout <= 0.0 {
             return Ok(n);
         }
+        // Waits on the network events, applying the answers here, until a
+        // callback is queued (a 5 ms sleep loop before: a report could wait
+        // that long, and an idle `poll(1)` loop woke 200 times a second).
         let q = self.callbacks.clone();
         wait_detached(py, Some(Duration::from_secs_f64(timeout)), move |slice| {
-            if !q.lock().is_empty() {
-                return Some(());
-            }
-            std::thread::sleep(slice.min(Duration::from_millis(5)));
-            None
+            q.wait_for_callbacks(slice).then_some(())
         })?;
         Ok(run_callbacks(py, &self.callbacks))
     }
