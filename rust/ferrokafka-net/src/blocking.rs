@@ -22,7 +22,8 @@
 //! * Callbacks run after both locks are released, so a callback may call
 //!   `send` / `ready` on the same client; the `callbacks` lock, taken
 //!   before `apply` is let go, keeps one poller's callbacks before the next
-//!   one's. A poller holding the GIL must not wait for it: a callback may
+//!   one's (so a callback must not poll this client: it would wait for
+//!   itself; none does, they hand answers on). A poller holding the GIL must not wait for it: a callback may
 //!   take the GIL (an asyncio future's wake-up), so Python-facing pollers
 //!   release it first.
 //! * Whichever thread holds the core, or polls, logs as this client: the
