@@ -329,6 +329,13 @@ impl BlockingClient {
         let _ = self.driver_waits.set(f);
     }
 
+    /// The client's event queue, for a caller that looks for waiting events
+    /// on every call (`Producer.poll(0)`) without reaching the client
+    /// through locks (`EventQueue::has_events`).
+    pub fn event_queue(&self) -> Arc<EventQueue> {
+        self.events.clone()
+    }
+
     /// Whether events wait to be handled (no lock taken).
     pub fn has_events(&self) -> bool {
         self.events.has_events()

@@ -521,13 +521,6 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         self.wake();
     }
 
-    /// Whether network answers wait to be applied (no lock taken): a cheap
-    /// look before `poll_answers`, for a caller that must give up the GIL
-    /// first.
-    pub fn answers_waiting(&self) -> bool {
-        self.shared.net.has_events()
-    }
-
     /// Apply the network answers waiting now on this thread, unless none
     /// waits or the driver thread is applying them already; true if this
     /// thread did. For the application's thread polling for delivery
