@@ -83,32 +83,32 @@ def blocking(bootstrap: str, records: int, mode: str, client: str) -> dict:
         p.produce(topic, b"warm-up")
         p.flush(30)
 
-        if mode == "poll":
-            def one() -> None:
-                done: list = []
-                p.produce(topic, payload, on_delivery=lambda err, msg: done.append(err))
-                while not done:
-                    p.poll(1)
-        else:
-            def one() -> None:
-                p.produce(topic, payload)
-                p.flush(5)
+        def send_with_callback(done: list) -> None:
+            p.produce(topic, payload, on_delivery=lambda err, msg: done.append(err))
+
+        def send() -> None:
+            p.produce(topic, payload)
     else:
         p = fk.Producer(bootstrap, linger_ms=0)
         p.send(topic, b"warm-up").result(30)
+
+        def send_with_callback(done: list) -> None:
+            p.send(topic, payload).add_done_callback(done.append)
+
+        def send() -> None:
+            p.send(topic, payload)
+
+    def one() -> None:
         if mode == "result":
-            def one() -> None:
-                p.send(topic, payload).result(5)
+            p.send(topic, payload).result(5)
         elif mode == "poll":
-            def one() -> None:
-                done: list = []
-                p.send(topic, payload).add_done_callback(done.append)
-                while not done:
-                    p.poll(1)
+            done: list = []
+            send_with_callback(done)
+            while not done:
+                p.poll(1)
         else:
-            def one() -> None:
-                p.send(topic, payload)
-                p.flush(5)
+            send()
+            p.flush(5)
     lat = []
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(records):
