@@ -6,8 +6,8 @@
 //! * All protocol state lives in one `NetworkClient` behind one `Mutex`. It is
 //!   only ever held for short, non-blocking work (never across an await, a
 //!   socket call or a wait), so contention is brief and deadlock impossible:
-//!   no code path takes a second lock while holding it, except the event
-//!   receiver lock described next, which is always taken *before* it.
+//!   no code path takes a second lock while holding it, except the `apply`
+//!   lock described below, which is always taken *before* it.
 //! * Connection tasks never touch the core. They only push [`Event`]s into
 //!   an [`EventQueue`] (a short lock, fine from async code). `poll` sleeps
 //!   on that queue *without* any lock, so other threads (the Python
@@ -23,9 +23,9 @@
 //!   `send` / `ready` on the same client; the `callbacks` lock, taken
 //!   before `apply` is let go, keeps one poller's callbacks before the next
 //!   one's (so a callback must not poll this client: it would wait for
-//!   itself; none does, they hand answers on). A poller holding the GIL must not wait for it: a callback may
-//!   take the GIL (an asyncio future's wake-up), so Python-facing pollers
-//!   release it first.
+//!   itself; none does, they hand answers on). A poller holding the GIL
+//!   must not wait for it: a callback may take the GIL (an asyncio future's
+//!   wake-up), so Python-facing pollers release it first.
 //! * Whichever thread holds the core, or polls, logs as this client: the
 //!   client's log context is entered for as long (`log_context.rs`).
 
@@ -336,11 +336,6 @@ impl BlockingClient {
         self.events.clone()
     }
 
-    /// Whether events wait to be handled (no lock taken).
-    pub fn has_events(&self) -> bool {
-        self.events.has_events()
-    }
-
     /// Take the queued events and handle them (`apply` held), then run the
     /// responses' callbacks in order with the poller before (`callbacks`).
     fn handle_queued(
@@ -497,12 +492,12 @@ mod tests {
         // Queued straight into the queue's state, not through `send`: the
         // sleeper is not woken, so which thread handles it is not a race.
         client.events.push_quietly(done);
-        assert!(client.has_events());
+        assert!(client.events.has_events());
         assert!(!client.poll_pending(&now_ms), "another thread is handling");
-        assert!(client.has_events(), "left queued");
+        assert!(client.events.has_events(), "left queued");
         drop(busy);
         assert!(client.poll_pending(&now_ms));
-        assert!(!client.has_events());
+        assert!(!client.events.has_events());
         assert_eq!(*ran_on.lock().unwrap(), [std::thread::current().id()]);
         client.wakeup();
         sleeper.join().unwrap();

@@ -9,8 +9,9 @@
 //! `BlockingClient` as everyone else, so Python callers and Rust callers share
 //! connections, correlation ids and in-flight limits.
 //!
-//! Why a thread and not a tokio task: `poll` blocks on the event queue (`events.rs`), and
-//! blocking inside the runtime would steal one of its two worker threads.
+//! Why a thread and not a tokio task: `poll` blocks on the event queue
+//! (`events.rs`), and blocking inside the runtime would steal one of its two
+//! worker threads.
 //!
 //! The consumer does not use `AsyncClient`: its own thread polls its client
 //! and sends with [`try_send`], the same send-when-ready step as the driver
@@ -408,8 +409,8 @@ impl Drop for AsyncClient {
 
 impl Requester for AsyncClient {
     /// `submit` with the answer delivered to the returned [`Reply`].
-    /// `then` runs on the polling thread (`Done`) right after the answer is queued
-    /// (to wake a thread that waits on something else, e.g. a condvar); it
+    /// `then` runs on the polling thread (`Done`) right after the answer is
+    /// queued (to wake a thread that waits on something else, e.g. a condvar); it
     /// must be short and must not own anything that owns this client, or
     /// the driver thread could end up joining itself.
     fn request(

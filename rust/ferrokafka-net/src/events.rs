@@ -195,7 +195,8 @@ impl EventQueue {
     }
 
     /// The first queued event, waiting up to `timeout` for one (tests).
-    pub fn recv_timeout(&self, timeout: Duration) -> Option<Event> {
+    #[cfg(test)]
+    pub(crate) fn recv_timeout(&self, timeout: Duration) -> Option<Event> {
         self.wait(timeout);
         let mut st = self.lock();
         let ev = st.events.pop_front();

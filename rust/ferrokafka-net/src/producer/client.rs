@@ -133,7 +133,6 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             net: net.clone(),
             wake: tx,
             pending: AtomicUsize::new(0),
-            pending_lock: Mutex::new(0),
             closing: AtomicBool::new(false),
             stats: Stats::default(),
             stepping: Mutex::new(()),
@@ -582,14 +581,12 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
     /// through the driver thread. Call without the GIL.
     pub fn flush_step(&self, slice: Duration) -> usize {
         let pending = || self.shared.pending.load(Ordering::Acquire);
-        // Counted before `pending` is read: a completion that takes it to
-        // zero after this wakes the thread (`complete_deliveries`), one
-        // before it leaves zero to read.
-        *self.shared.flushers() += 1;
+        // A completion that takes `pending` to zero wakes this thread
+        // (`complete_deliveries`); `wait_for_answer` reads it again before
+        // it sleeps.
         if pending() > 0 {
             self.shared.net.wait_for_answer(slice, &|| pending() == 0);
         }
-        *self.shared.flushers() -= 1;
         pending()
     }
 

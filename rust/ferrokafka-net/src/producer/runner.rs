@@ -10,8 +10,7 @@
 //! * `core` (one mutex) guards the `ProducerCore` (accumulator, idempotence,
 //!   partitioner). `send` holds it only to append; whoever steps holds it
 //!   only for `step`; the thread polling the network client for
-//!   `on_answer`. Nobody
-//!   waits for I/O or calls user code under it.
+//!   `on_answer`. Nobody waits for I/O or calls user code under it.
 //! * `stepping` (one mutex) is held across a step and the carrying out of
 //!   its actions, so requests leave in the order the core drained them. The
 //!   runner thread takes it; a thread that made a batch sendable (a `send`,
@@ -75,8 +74,9 @@ pub struct DeliveredRecord {
 }
 
 /// Completes one record's future. Called on the runner, a sending thread
-/// or the thread polling the network client, with no producer lock held. A completion may stand for
-/// a run of records (`RecordHandles`, one record by default).
+/// or the thread polling the network client, with no producer lock held.
+/// A completion may stand for a run of records (`RecordHandles`, one
+/// record by default).
 pub trait Completion: RecordHandles + Send + 'static {
     /// Keep the record's (create timestamp, key size, value size), what its
     /// outcome reports; called as its handle is made (again if a record is
@@ -249,12 +249,6 @@ pub(crate) struct Shared<B, C> {
     /// under `core` before the lock is released, so a completion (which
     /// follows the lock) can never count a record down first.
     pub(crate) pending: AtomicUsize,
-    /// Flushes waiting for `pending` to reach zero: a completion that
-    /// counts it down to zero wakes them only when there are some (a
-    /// wake-up is a syscall even with nobody waiting: one per answer when
-    /// records go out one at a time, issue 17). They wait on the network
-    /// client's events (`Producer::flush_step`).
-    pub(crate) pending_lock: Mutex<usize>,
     pub(crate) closing: AtomicBool,
     pub(crate) stats: Stats,
     /// Held by whoever steps the core and carries out the step's actions
@@ -268,11 +262,6 @@ pub(crate) struct Shared<B, C> {
 impl<B, C> Shared<B, C> {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Core<B, C>> {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The count of flushes waiting (`pending_lock`).
-    pub(crate) fn flushers(&self) -> MutexGuard<'_, usize> {
-        self.pending_lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn wake(&self) {
@@ -686,16 +675,13 @@ fn complete_deliveries<B, C: Completion>(
     if n > 0 {
         let before = shared.pending.fetch_sub(n, Ordering::AcqRel);
         if before <= n {
-            let flushers = shared.flushers();
-            // Under the lock a flusher counts itself in before it reads
-            // `pending`: one that reads it after the decrement above sees
-            // zero and does not wait, one that read it before is counted
-            // and woken (it checks `pending` again under the event queue's
-            // lock before it sleeps: `EventQueue::wait_for`).
-            if *flushers > 0 {
-                drop(flushers);
-                shared.net.wake_answer_waiters();
-            }
+            // Flushes wait on the network client's events for `pending` to
+            // reach zero (`Producer::flush_step`), checking it under the
+            // event queue's lock before they sleep: this wake-up, which
+            // takes that lock after the decrement above, cannot fall
+            // between their check and their sleep. It notifies only when a
+            // thread waits there (no syscall per answer otherwise, issue 17).
+            shared.net.wake_answer_waiters();
         }
     }
 }
