@@ -38,15 +38,19 @@ fn values() -> Vec<Vec<u8>> {
 }
 
 fn ours_encode(values: &[Vec<u8>], codec: Compression) -> BytesMut {
-    ours_encode_into(values, codec, BytesMut::with_capacity(128 * 1024))
+    BytesMut::from(Bytes::from(ours_encode_into(
+        values,
+        codec,
+        Vec::with_capacity(128 * 1024),
+    )))
 }
 
-fn ours_encode_into(values: &[Vec<u8>], codec: Compression, buf: BytesMut) -> BytesMut {
+fn ours_encode_into(values: &[Vec<u8>], codec: Compression, buf: Vec<u8>) -> Vec<u8> {
     let mut b = RecordBatchBuilder::with_buffer(codec, buf).producer(1, 0, 0);
     for (i, v) in values.iter().enumerate() {
         b.append(TS + i as i64, None, Some(v), &[]).unwrap();
     }
-    b.finish().unwrap()
+    b.finish_vec().unwrap()
 }
 
 fn ours_decode(bytes: &[u8]) -> usize {
@@ -97,7 +101,7 @@ fn record_batch(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(encoded.len() as u64));
     // Both encoders write into a recycled buffer, as a producer would.
     g.bench_function("encode/ferrokafka", |b| {
-        let mut buf = Some(BytesMut::with_capacity(128 * 1024));
+        let mut buf = Some(Vec::with_capacity(128 * 1024));
         b.iter(|| {
             let out = ours_encode_into(black_box(&values), Compression::None, buf.take().unwrap());
             black_box(out.len());

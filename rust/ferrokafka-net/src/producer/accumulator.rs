@@ -259,8 +259,8 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
                     // holds (docs/semantics.md §5: `buffer_memory` bounds the
                     // bytes of every batch not yet released).
                     let grow = growth(last, record_size, batch_size);
-                    if grow > free && self.pool.release() > 0 {
-                        free = all_free;
+                    if grow > free {
+                        free += self.pool.release(grow - free);
                     }
                     if grow <= free {
                         if let Some(bytes) = last.builder.try_append(record) {
@@ -288,22 +288,25 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
         // batch size (1 MiB by default) many partitions' lingering batches
         // would otherwise reserve the whole buffer while holding little.
         let mut reserve = batch_size.min(FIRST_CHUNK).max(record_size);
-        // A kept buffer is room the producer holds already: a hot
-        // partition's batch takes one whole (`reserve_total`), its bytes
-        // moving from the pool to the batch, what is held unchanged, as
-        // Java's `BufferPool.allocate` hands out a pooled buffer before
-        // anything else. Without this, a producer held at `buffer_memory`
-        // (the ceiling run: it appends faster than batches are sent) opened
-        // its batches at a first chunk, and growing one let the pool go:
-        // the kept buffers were freed and the batch's room allocated and
+        // A kept buffer is room the producer holds already: a new batch
+        // takes one whole (`reserve_total`), its bytes moving from the pool
+        // to the batch, what is held unchanged, as Java's
+        // `BufferPool.allocate` hands out a pooled buffer before anything
+        // else. Without this, a producer held at `buffer_memory` (the
+        // ceiling run: it appends faster than batches are sent) opened its
+        // batches at a first chunk, and growing one let the pool go: the
+        // kept buffers were freed and the batch's room allocated and
         // faulted in anew (`thread_cpu.py send_batch_arrow`, three runs
         // each, calling thread: 1.2 / 3.1 / 2.1 -> 1.5 / 1.4 / 1.8 page
-        // faults a 1,000 records; issue 17).
-        let reuse = hot && record_size <= batch_size && self.pool.kept_bytes() >= batch_size;
-        if hot && (batch_size.max(record_size) <= all_free / 2 || reuse) {
+        // faults a 1,000 records; issue 17). Any new batch, not only a hot
+        // partition's: the first batch after the buffer ran full is not
+        // hot (its predecessor was sealed for want of room, not full), and
+        // opened at a first chunk it let the pool go as it grew (session
+        // 32).
+        let reuse = record_size <= batch_size && self.pool.kept_bytes() >= batch_size;
+        if reuse || (hot && batch_size.max(record_size) <= all_free / 2) {
             // Else only while memory is plentiful: a full-size batch per
-            // hot partition must not starve the others. (The pool's
-            // buffers count as free: such a batch takes one of them.)
+            // hot partition must not starve the others.
             reserve = batch_size.max(record_size);
         }
         if reuse {
@@ -311,8 +314,8 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
             // the kept bytes become the batch's.
             free += batch_size;
         }
-        if reserve > free && self.pool.release() > 0 {
-            free = all_free;
+        if reserve > free {
+            free += self.pool.release(reserve - free);
         }
         if reserve > free {
             return Err(AppendError::NeedMemory {
@@ -327,7 +330,7 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
             if reuse && self.pool.kept_bytes() >= kept {
                 // The builder took no kept buffer (a builder without one's
                 // use for them): the room counted above must be let go.
-                self.pool.release();
+                self.pool.release(batch_size);
             }
         }
         let Some(bytes) = builder.try_append(record) else {

@@ -40,7 +40,8 @@ pub struct ProducerRecordBatch {
     /// bit: read_committed consumers hold it back until the commit marker).
     transactional: bool,
     /// Set for a full-size batch (`reserve_total`): its buffer goes back
-    /// there when the batch is dropped.
+    /// there when the last holder of its finished bytes (the batch, or a
+    /// request that carried them) lets go (`finished_bytes`).
     pool: Option<Arc<BufferPool>>,
 }
 
@@ -145,23 +146,6 @@ impl BatchBuilder for ProducerRecordBatch {
     }
 }
 
-impl Drop for ProducerRecordBatch {
-    /// A full-size batch's buffer goes back to the pool once the requests
-    /// that carried it are gone (`give` keeps it only then): its bytes as
-    /// the first encode finished them, or as the encoding job left them if
-    /// nothing read them back.
-    fn drop(&mut self) {
-        let Some(pool) = self.pool.take() else { return };
-        let finished = self.finished.take().or_else(|| {
-            let slot = Arc::try_unwrap(self.pending.take()?).ok()?;
-            slot.into_inner()?.ok()
-        });
-        if let Some(bytes) = finished {
-            pool.give(bytes);
-        }
-    }
-}
-
 impl EncodableBatch for ProducerRecordBatch {
     fn split(&mut self, target_bytes: usize) -> Result<Vec<Self>, Error> {
         self.split_records(target_bytes)
@@ -173,8 +157,12 @@ impl EncodableBatch for ProducerRecordBatch {
         let slot = Arc::new(OnceLock::new());
         self.pending = Some(slot.clone());
         self.finished_fields = p;
+        let pool = self.pool.clone();
         Some(Box::new(move || {
-            let r = b.finish().map(|m| m.freeze()).map_err(Error::from);
+            let r = b
+                .finish_vec()
+                .map(|v| finished_bytes(v, pool.as_ref()))
+                .map_err(Error::from);
             let _ = slot.set(r.clone());
             r
         }))
@@ -194,7 +182,7 @@ impl EncodableBatch for ProducerRecordBatch {
         }
         if let Some(b) = self.builder.take() {
             let b = b.producer(p.producer_id, p.producer_epoch, p.base_sequence);
-            self.finished = Some(b.finish()?.freeze());
+            self.finished = Some(finished_bytes(b.finish_vec()?, self.pool.as_ref()));
             self.finished_fields = p;
         }
         let bytes = self.finished.as_ref().ok_or_else(|| Error::State {
@@ -218,6 +206,15 @@ impl EncodableBatch for ProducerRecordBatch {
             self.finished_fields = p;
         }
         Ok(self.finished.clone().expect("set above"))
+    }
+}
+
+/// A finished batch's buffer as the `Bytes` its requests share: a
+/// full-size batch's goes back to `pool` once the last of them is dropped.
+fn finished_bytes(buf: Vec<u8>, pool: Option<&Arc<BufferPool>>) -> Bytes {
+    match pool {
+        Some(pool) => pool.returning(buf),
+        None => Bytes::from(buf),
     }
 }
 
@@ -350,8 +347,9 @@ mod tests {
     }
 
     /// A full-size batch builds in the buffer the last one gave back, once
-    /// no request holds that one's bytes, and the records it writes there
-    /// are its own (the buffer was emptied).
+    /// neither that batch nor a request holds its bytes (whichever lets go
+    /// last), and the records it writes there are its own (the buffer was
+    /// emptied).
     #[test]
     fn a_full_size_batch_reuses_the_last_sent_batchs_buffer() {
         let pool = Arc::new(BufferPool::new(4096, 1 << 20));
@@ -368,23 +366,25 @@ mod tests {
         let at = request.as_ptr();
         drop(first);
         assert_eq!(pool.kept_bytes(), 0, "a request still holds the bytes");
+        drop(request);
+        assert!(pool.kept_bytes() >= 4096, "the request let go last");
 
         let mut second = ProducerRecordBatch::new(Compression::None, None, 4096);
         second.reserve_total(4096, &pool);
         second.try_append(&r(b"second")).unwrap();
         let job = second.encode_later(ProducerFields::NONE).unwrap();
         let bytes = job().unwrap();
-        assert_ne!(bytes.as_ptr(), at, "nothing was kept to reuse");
-        let second_at = bytes.as_ptr();
-        drop((request, bytes));
-        drop(second); // its bytes only in the job's slot now
+        assert_eq!(bytes.as_ptr(), at, "the first batch's buffer");
+        drop(bytes);
+        assert_eq!(pool.kept_bytes(), 0, "the job's slot still holds them");
+        drop(second);
         assert!(pool.kept_bytes() >= 4096);
 
         let mut third = ProducerRecordBatch::new(Compression::None, None, 4096);
         third.reserve_total(4096, &pool);
         third.try_append(&r(b"third")).unwrap();
         let bytes = third.encode(ProducerFields::NONE).unwrap();
-        assert_eq!(bytes.as_ptr(), second_at, "the kept buffer");
+        assert_eq!(bytes.as_ptr(), at, "the kept buffer");
         let opts = DecodeOptions::default();
         let (batch, _) = RecordBatch::parse(&bytes, &opts).unwrap();
         batch.verify_crc().unwrap();

@@ -370,15 +370,14 @@ impl RecordBatchBuilder {
     pub fn with_capacity(compression: Compression, capacity: usize) -> Self {
         Self::with_buffer(
             compression,
-            BytesMut::with_capacity(capacity.max(BATCH_HEADER_SIZE) + STAMP_SLACK),
+            Vec::with_capacity(capacity.max(BATCH_HEADER_SIZE) + STAMP_SLACK),
         )
     }
 
     /// Build into `buf` (cleared first), so a producer can recycle the
     /// buffers of sent batches instead of allocating (and page-faulting in)
     /// a fresh one per batch.
-    pub fn with_buffer(compression: Compression, buf: BytesMut) -> Self {
-        let mut buf = Vec::from(buf);
+    pub fn with_buffer(compression: Compression, mut buf: Vec<u8>) -> Self {
         buf.clear();
         buf.resize(BATCH_HEADER_SIZE, 0);
         RecordBatchBuilder {
@@ -629,7 +628,14 @@ impl RecordBatchBuilder {
     }
 
     /// Write the header (and compress, if asked) and return the finished batch.
-    pub fn finish(mut self) -> Result<BytesMut> {
+    pub fn finish(self) -> Result<BytesMut> {
+        // Vec -> Bytes -> BytesMut hands the allocation over; nothing is copied.
+        Ok(BytesMut::from(bytes::Bytes::from(self.finish_vec()?)))
+    }
+
+    /// `finish`, as the buffer the batch was built in (a producer hands it
+    /// back to its pool once no request holds it).
+    pub fn finish_vec(mut self) -> Result<Vec<u8>> {
         if self.compression != Compression::None {
             let mut compressed = Vec::with_capacity(self.buf.len() / 2 + 64);
             compression::compress(
@@ -684,8 +690,7 @@ impl RecordBatchBuilder {
             super::crc::checksum(&self.buf[ATTRIBUTES_OFFSET..])
         };
         self.buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
-        // Vec -> Bytes -> BytesMut hands the allocation over; nothing is copied.
-        Ok(BytesMut::from(bytes::Bytes::from(self.buf)))
+        Ok(self.buf)
     }
 }
 

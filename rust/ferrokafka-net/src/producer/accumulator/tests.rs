@@ -188,22 +188,23 @@ fn reservation_grows_with_the_batch() {
 }
 
 /// The pool's kept buffers count as free for the metrics (as Java's
-/// `availableMemory`) but are held: a batch that needs their room makes the
-/// pool let them go instead of waiting for memory, and until then they
-/// keep what the producer holds within `buffer_memory`.
+/// `availableMemory`) but are held: growing a batch by a chunk does not let
+/// them go, a new batch takes one whole (here with a builder that has no
+/// use for it, so the pool lets that room go), and what the producer holds
+/// stays within `buffer_memory`.
 #[test]
 fn kept_buffers_are_let_go_before_an_append_waits_for_memory() {
     let mut c = cfg();
     c.batch_size = 40_000;
-    c.buffer_memory = 100_000; // keeps one buffer (an eighth)
+    c.buffer_memory = 100_000;
     let mut acc = RecordAccumulator::new(c);
-    let mut kept = bytes::BytesMut::with_capacity(50_000);
-    kept.resize(10, 0);
-    acc.pool.give(kept.freeze());
-    assert_eq!(acc.pool.kept_bytes(), 50_000);
     for p in 0..3 {
         append(&mut acc, &TopicPartition::new("t", p), &[0; 50], 0, 0).unwrap();
     }
+    let mut kept = Vec::with_capacity(50_000);
+    kept.resize(10, 0);
+    acc.pool.give(kept);
+    assert_eq!(acc.pool.kept_bytes(), 50_000);
     assert_eq!(
         acc.free_memory(),
         100_000 - 3 * FIRST_CHUNK,
@@ -221,15 +222,12 @@ fn kept_buffers_are_let_go_before_an_append_waits_for_memory() {
     );
     assert_eq!(out.appended, 0);
     assert_eq!(acc.pool.kept_bytes(), 50_000);
-    // ...and a new batch makes the pool let them go instead of waiting.
+    // ...and a new batch is given their room whole instead of waiting.
     append(&mut acc, &TopicPartition::new("t", 3), &[0; 50], 0, 0).unwrap();
     assert_eq!(acc.pool.kept_bytes(), 0);
-    assert_eq!(acc.free_memory(), 100_000 - 4 * FIRST_CHUNK);
-    for p in 4..6 {
-        append(&mut acc, &TopicPartition::new("t", p), &[0; 50], 0, 0).unwrap();
-    }
+    assert_eq!(acc.free_memory(), 100_000 - 3 * FIRST_CHUNK - 40_000);
     assert!(matches!(
-        append(&mut acc, &TopicPartition::new("t", 6), &[0; 50], 0, 0),
+        append(&mut acc, &TopicPartition::new("t", 4), &[0; 50], 0, 0),
         Err(AppendError::NeedMemory { .. })
     ));
 }
@@ -239,7 +237,7 @@ fn kept_buffers_are_let_go_before_an_append_waits_for_memory() {
 struct PooledBuilder {
     inner: FakeBuilder,
     takes: bool,
-    took: Option<bytes::BytesMut>,
+    took: Option<Vec<u8>>,
 }
 
 impl BatchBuilder for PooledBuilder {
@@ -269,7 +267,7 @@ fn a_hot_partition_takes_a_kept_buffer_when_memory_is_short() {
     for takes in [true, false] {
         let mut c = cfg();
         c.batch_size = 40_000;
-        c.buffer_memory = 200_000; // keeps one buffer (a quarter)
+        c.buffer_memory = 200_000;
         let mut acc: RecordAccumulator<PooledBuilder, u32> = RecordAccumulator::new(c);
         let new = |cap| PooledBuilder {
             inner: FakeBuilder { cap, size: 0, n: 0 },
@@ -289,9 +287,9 @@ fn a_hot_partition_takes_a_kept_buffer_when_memory_is_short() {
             let other = TopicPartition::new("t", p);
             acc.append(&other, &rec(&[0; 50]), 58, 0, 0, new).unwrap();
         }
-        let mut kept = bytes::BytesMut::with_capacity(40_000);
+        let mut kept = Vec::with_capacity(40_000);
         kept.resize(10, 0);
-        acc.pool.give(kept.freeze());
+        acc.pool.give(kept);
         assert_eq!(acc.pool.kept_bytes(), 40_000);
         assert!(acc.free_memory() < 2 * 40_000, "memory is short");
         assert!(acc.used_memory + acc.pool.kept_bytes() <= 200_000);
