@@ -12,6 +12,7 @@
 //! counting fake.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::cluster::TopicPartition;
@@ -34,6 +35,23 @@ pub trait BatchBuilder {
     /// when it is dropped.
     fn reserve_total(&mut self, total: usize, pool: &Arc<BufferPool>) {
         let _ = (total, pool);
+    }
+    /// Append the records `record(i)` for `i` in `range`, in order, in one
+    /// pass while each fits in `room` more bytes; stop at the first that
+    /// does not, or is `None`. Returns the records appended and their
+    /// bytes. What it leaves, `try_append` takes record by record; this
+    /// default leaves them all.
+    fn append_run<'a, R>(
+        &mut self,
+        range: Range<usize>,
+        room: usize,
+        record: &mut R,
+    ) -> (usize, usize)
+    where
+        R: FnMut(usize) -> Option<(RecordRef<'a>, usize)>,
+    {
+        let _ = (range, room, record);
+        (0, 0)
     }
 }
 
@@ -415,7 +433,31 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
         }
         let first = range.start;
         let per_record = run.is_none();
-        for i in range {
+        let mut i = range.start;
+        while i < range.end {
+            if !per_record {
+                // A run's records share one handle: as many as the
+                // batch's reservation holds without growing go in one
+                // pass (`append_run`); the loop below takes the record
+                // that stopped it, growing the reservation if need be.
+                let room = last
+                    .reserved_bytes
+                    .saturating_sub(last.builder.size_bytes())
+                    .min(stop_after_bytes.saturating_sub(out.bytes));
+                let (n, bytes) = last.builder.append_run(i..range.end, room, &mut record);
+                out.appended += n;
+                out.bytes += bytes;
+                i += n;
+                if n > 0 {
+                    if last.is_full(batch_size) {
+                        out.became_sendable = true;
+                        break;
+                    }
+                    if out.bytes >= stop_after_bytes || i == range.end {
+                        break;
+                    }
+                }
+            }
             let Some((r, size)) = record(i) else { break };
             let grow = growth(last, size, batch_size);
             if grow > limit.saturating_sub(*used) {
@@ -429,6 +471,7 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
             if per_record {
                 push_handle(&mut last.handles, handle(i, &r));
             }
+            i += 1;
             out.appended += 1;
             out.bytes += bytes;
             if last.is_full(batch_size) {

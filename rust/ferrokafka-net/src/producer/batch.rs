@@ -4,11 +4,14 @@
 
 use bytes::{Bytes, BytesMut};
 use ferrokafka_protocol::compression::Compression;
-use ferrokafka_protocol::record::{DecodeOptions, Header, RecordBatch, RecordBatchBuilder};
+use ferrokafka_protocol::record::{
+    DecodeOptions, Header, RecordBatch, RecordBatchBuilder, RUN_RECORD_OVERHEAD,
+};
 
 use crate::error::Error;
 use crate::producer::accumulator::{BatchBuilder, RecordRef, FIRST_CHUNK};
 use crate::producer::buffer_pool::BufferPool;
+use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use crate::producer::sender::{EncodableBatch, Encode, ProducerFields};
@@ -73,14 +76,18 @@ impl ProducerRecordBatch {
     }
 }
 
+/// What a record adds to its key and value at most, as `try_append` counts
+/// it: length, attributes, timestamp delta, offset delta, key/value lengths,
+/// header count: at most 5 + 1 + 10 + 5 + 5 + 5 + 5 bytes of varints.
+const RECORD_OVERHEAD: usize = 36;
+
 /// Upper bound of a record's encoded size inside a batch.
 // Per record in the run loop; as a call it was a tenth of `try_append`'s
 // own instructions (callgrind of the calling thread, issue 17).
 #[inline(always)]
 pub fn record_size_upper_bound(r: &RecordRef<'_>) -> usize {
-    // length, attributes, timestamp delta, offset delta, key/value lengths,
-    // header count: at most 5 + 1 + 10 + 5 + 5 + 5 + 5 bytes of varints.
-    36 + r.key.map_or(0, |k| k.len())
+    RECORD_OVERHEAD
+        + r.key.map_or(0, |k| k.len())
         + r.value.map_or(0, |v| v.len())
         + r.headers
             .iter()
@@ -118,6 +125,41 @@ impl BatchBuilder for ProducerRecordBatch {
         self.count += 1;
         self.size = builder.size_in_bytes();
         Some(self.size - before)
+    }
+
+    // Inlined into the accumulator's loop for the same reason as
+    // `try_append`. The room is also bounded by the batch's capacity, less
+    // what `try_append`'s bound for a record (`RECORD_OVERHEAD`) adds to
+    // the run's (`RUN_RECORD_OVERHEAD`): a run stops where `try_append`
+    // would have, and a batch ends at the same record whichever appended it.
+    #[inline(always)]
+    fn append_run<'a, R>(
+        &mut self,
+        range: Range<usize>,
+        room: usize,
+        record: &mut R,
+    ) -> (usize, usize)
+    where
+        R: FnMut(usize) -> Option<(RecordRef<'a>, usize)>,
+    {
+        let Some(builder) = self.builder.as_mut() else {
+            return (0, 0);
+        };
+        let before = builder.size_in_bytes();
+        let room = room.min(
+            self.capacity
+                .saturating_sub(before + (RECORD_OVERHEAD - RUN_RECORD_OVERHEAD)),
+        );
+        let start = range.start;
+        let n = builder.append_run(range.len(), room, |j| {
+            let (r, _) = record(start + j)?;
+            r.headers
+                .is_empty()
+                .then_some((r.timestamp_ms, r.key, r.value))
+        });
+        self.count += n;
+        self.size = builder.size_in_bytes();
+        (n, self.size - before)
     }
 
     fn size_bytes(&self) -> usize {

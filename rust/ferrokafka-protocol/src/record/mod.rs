@@ -17,7 +17,8 @@ mod v2;
 pub use legacy::{encode_legacy_message, LegacyMessage, LEGACY_MAGIC_V0, LEGACY_MAGIC_V1};
 pub use v2::{
     control_batch, BatchHeader, ControlRecord, ControlRecordType, RecordBatch, RecordBatchBuilder,
-    RecordIter, RecordVisitor, BATCH_HEADER_SIZE, MAGIC_V2, MIN_RECORD_SIZE,
+    RecordIter, RecordVisitor, RunRecord, BATCH_HEADER_SIZE, MAGIC_V2, MIN_RECORD_SIZE,
+    RUN_RECORD_OVERHEAD,
 };
 
 use crate::compression::DEFAULT_MAX_DECOMPRESSED;

@@ -28,7 +28,9 @@ use bytes::{BufMut, BytesMut};
 use std::borrow::Cow;
 
 mod records;
+mod run;
 pub use records::{RecordIter, RecordVisitor};
+pub use run::{RunRecord, RUN_RECORD_OVERHEAD};
 
 pub const MAGIC_V2: i8 = 2;
 pub const BATCH_HEADER_SIZE: usize = 61;
@@ -595,21 +597,12 @@ impl RecordBatchBuilder {
         let most = 2 + payload + MAX_BODY_OVERHEAD;
         self.buf.reserve(most + STAMP_SLACK);
         let start = self.buf.len();
-        // SAFETY: room for `most + STAMP_SLACK` bytes past `start`: each
-        // stamp writes at most 10 bytes from a position inside the record,
-        // each copy inside the record; the record is at most `most` bytes.
-        // The key and value lengths fit an i32 (the payload is below 8 KiB).
+        // SAFETY: room for `most + STAMP_SLACK` bytes past `start`, as
+        // `write_two_byte_length_record_at` needs.
         unsafe {
             let base = self.buf.as_mut_ptr().add(start);
-            let mut p = stamp_fields(base.add(2), ts_delta, offset_delta, key, value);
-            *p = 0; // no headers (a zigzagged 0)
-            p = p.add(1);
-            let body = p.offset_from(base.add(2)) as usize;
-            // The payload's range makes this so: every field at least one
-            // byte, and at most MAX_BODY_OVERHEAD bytes besides the payload.
-            debug_assert!((64..8192).contains(&body));
-            stamp_uvarlong(base, zigzag32(body as i32) as u64);
-            self.buf.set_len(start + 2 + body);
+            let n = write_two_byte_length_record_at(base, ts_delta, offset_delta, key, value);
+            self.buf.set_len(start + n);
         }
     }
 
@@ -618,13 +611,19 @@ impl RecordBatchBuilder {
     #[inline(always)]
     fn after_append(&mut self, timestamp: i64) {
         if self.compression == Compression::None && self.buf.len() - self.crc_upto >= CRC_CHUNK {
-            self.records_crc = super::crc::append(self.records_crc, &self.buf[self.crc_upto..]);
-            self.crc_upto = self.buf.len();
+            self.checksum_appended();
         }
         if timestamp > self.max_timestamp {
             self.max_timestamp = timestamp;
         }
         self.count += 1;
+    }
+
+    /// The running CRC over the bytes appended since it last ran.
+    #[inline]
+    fn checksum_appended(&mut self) {
+        self.records_crc = super::crc::append(self.records_crc, &self.buf[self.crc_upto..]);
+        self.crc_upto = self.buf.len();
     }
 
     /// Write the header (and compress, if asked) and return the finished batch.
@@ -691,6 +690,39 @@ impl RecordBatchBuilder {
         };
         self.buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         Ok(self.buf)
+    }
+}
+
+/// A header-less record whose key and value add up to
+/// `TWO_BYTE_LENGTH_PAYLOAD` bytes written at `base`: its fields two bytes
+/// past it, then its length (two bytes) in front. Returns its size.
+///
+/// # Safety
+/// `base` must be valid for writes of `2 + payload + MAX_BODY_OVERHEAD +
+/// STAMP_SLACK` bytes (`payload`: the key's and value's lengths), which is in
+/// that range.
+#[inline(always)]
+unsafe fn write_two_byte_length_record_at(
+    base: *mut u8,
+    ts_delta: i64,
+    offset_delta: i32,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+) -> usize {
+    // SAFETY: each stamp writes at most 10 bytes from a position inside the
+    // record, each copy inside the record; the record is at most `2 +
+    // payload + MAX_BODY_OVERHEAD` bytes. The key and value lengths fit an
+    // i32 (the payload is below 8 KiB).
+    unsafe {
+        let mut p = stamp_fields(base.add(2), ts_delta, offset_delta, key, value);
+        *p = 0; // no headers (a zigzagged 0)
+        p = p.add(1);
+        let body = p.offset_from(base.add(2)) as usize;
+        // The payload's range makes this so: every field at least one
+        // byte, and at most MAX_BODY_OVERHEAD bytes besides the payload.
+        debug_assert!((64..8192).contains(&body));
+        stamp_uvarlong(base, zigzag32(body as i32) as u64);
+        2 + body
     }
 }
 

@@ -497,3 +497,76 @@ fn flush_makes_everything_ready() {
     acc.end_flush();
     assert!(acc.ready(0, |_| Some(3)).ready_nodes.is_empty());
 }
+
+/// `extend_open` with a run handle appends through the batch's one-pass
+/// path (`append_run`) and with per-record handles record by record: the
+/// same records land in the same batches, byte for byte, and the memory
+/// charged follows the batch's reservation as it grows either way.
+#[test]
+fn a_run_and_records_one_by_one_build_the_same_batches() {
+    use crate::producer::batch::{record_size_upper_bound, ProducerRecordBatch};
+    use crate::producer::sender::{EncodableBatch, ProducerFields};
+    use ferrokafka_protocol::compression::Compression;
+
+    type Acc = RecordAccumulator<ProducerRecordBatch, IndexRun>;
+    let tp = TopicPartition::new("t", 0);
+    let values: Vec<Vec<u8>> = (0..3000)
+        .map(|i| vec![i as u8; [100, 100, 57, 300, 9000][i % 5]])
+        .collect();
+    let at = |i: usize| {
+        let r = RecordRef {
+            timestamp_ms: 5 + (i % 3) as i64,
+            key: None,
+            value: Some(&values[i][..]),
+            headers: &[],
+        };
+        Some((r, record_size_upper_bound(&r)))
+    };
+    let build = |by_run: bool| {
+        let mut c = cfg();
+        c.batch_size = 64 * 1024;
+        c.buffer_memory = 64 << 20;
+        let mut acc: Acc = RecordAccumulator::new(c);
+        let new = |cap| ProducerRecordBatch::new(Compression::None, None, cap);
+        let mut i = 0;
+        let mut used = Vec::new();
+        while i < values.len() {
+            let (r, size) = at(i).unwrap();
+            acc.append(&tp, &r, size, IndexRun(i as u32, 1), 5, new)
+                .unwrap();
+            i += 1;
+            let mut make = |r: Range<usize>| IndexRun(r.start as u32, r.len() as u32);
+            let out = acc.extend_open(
+                &tp,
+                i..values.len(),
+                at,
+                |j, _| IndexRun(j as u32, 1),
+                by_run.then_some(&mut make as &mut dyn FnMut(Range<usize>) -> IndexRun),
+                usize::MAX,
+            );
+            i += out.appended;
+            used.push(acc.used_memory);
+        }
+        let batches: Vec<_> = acc.queues.get_mut(&tp).unwrap().drain(..).collect();
+        let encoded: Vec<_> = batches
+            .into_iter()
+            .map(|mut b| {
+                assert!(b.reserved_bytes >= b.builder.size_bytes(), "reserved");
+                (
+                    count_records(&b.handles),
+                    b.builder.encode(ProducerFields::NONE).unwrap(),
+                )
+            })
+            .collect();
+        (encoded, used)
+    };
+    let (one, used_one) = build(false);
+    let (run, used_run) = build(true);
+    assert!(one.len() > 3, "several batches");
+    assert_eq!(used_one, used_run, "memory charged");
+    assert_eq!(one.len(), run.len());
+    for (a, b) in one.iter().zip(&run) {
+        assert_eq!(a.0, b.0, "records a batch");
+        assert_eq!(a.1, b.1, "the same bytes");
+    }
+}
