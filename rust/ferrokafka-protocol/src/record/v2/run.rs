@@ -121,13 +121,33 @@ mod tests {
         (r.0, r.1.as_deref(), r.2.as_deref())
     }
 
+    /// Long stretches of one shape (the same timestamp and key and value
+    /// lengths, as a `send_batch` call's records), keyed and not, whose
+    /// offset deltas pass the one- and two-byte varints, then a change of
+    /// timestamp, of length, of key presence.
+    fn runs_of_one_shape() -> Vec<Owned> {
+        (0..9000)
+            .map(|i| match i {
+                0..=8299 => (7, None, Some(vec![i as u8; 100])),
+                8300..=8599 => (7, Some(vec![i as u8; 16]), Some(vec![3; 100])),
+                8600..=8799 => (9, Some(vec![i as u8; 16]), Some(vec![3; 100])),
+                _ => (9, None, Some(vec![4; 99])),
+            })
+            .collect()
+    }
+
     /// A batch built by runs (and `append` for what a run refuses) is the
     /// batch `append` builds record by record, byte for byte.
     #[test]
     fn a_run_writes_what_append_writes() {
-        let recs = records();
+        for recs in [records(), runs_of_one_shape()] {
+            runs_match_appends(&recs);
+        }
+    }
+
+    fn runs_match_appends(recs: &[Owned]) {
         let mut one = RecordBatchBuilder::new(Compression::None);
-        for r in &recs {
+        for r in recs {
             let (ts, k, v) = get(r);
             one.append(ts, k, v, &[]).unwrap();
         }
