@@ -46,7 +46,8 @@ pub struct ClientConfig {
     pub reconnect_backoff_max_ms: i64,
     pub connections_max_idle_ms: i64,
     pub socket_connection_setup_timeout_ms: i64,
-    /// SO_SNDBUF / SO_RCVBUF; -1 = OS default.
+    /// SO_SNDBUF / SO_RCVBUF; -1 = the OS sizes it (the option table has
+    /// the defaults and why).
     pub send_buffer_bytes: i32,
     pub receive_buffer_bytes: i32,
     pub max_response_size: usize,
@@ -70,7 +71,7 @@ impl Default for ClientConfig {
             reconnect_backoff_max_ms: 1000,
             connections_max_idle_ms: 540_000,
             socket_connection_setup_timeout_ms: 10_000,
-            send_buffer_bytes: -1,
+            send_buffer_bytes: 1024 * 1024,
             receive_buffer_bytes: -1,
             max_response_size: ferrokafka_protocol::DEFAULT_MAX_RESPONSE_SIZE,
             security: crate::security::Security::plaintext(),

@@ -204,7 +204,7 @@ _ROWS = [
     _n("receive_buffer_bytes", "PCA", None, convert=_none_omits,
        note="None keeps ferrokafka's default (-1: the OS default)"),
     _n("send_buffer_bytes", "PCA", None, convert=_none_omits,
-       note="None keeps ferrokafka's default (-1: the OS default)"),
+       note="None keeps ferrokafka's default (1048576; -1 is the OS default)"),
     _only("socket_options", "PCA", _NODELAY, (_NODELAY,),
           "ferrokafka's sockets (in Rust) always set TCP_NODELAY, and nothing else can be set"),
     _n("retry_backoff_ms", "PCA", 100),
