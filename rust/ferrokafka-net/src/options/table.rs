@@ -156,7 +156,7 @@ pub static OPTIONS: &[Spec] = &[
         .java("send.buffer.bytes")
         .aliases(&["socket.send.buffer.bytes"])
         .max(INT_MAX)
-        .core(&["ClientConfig.send_buffer_bytes"], "SO_SNDBUF of each connection, and how much of a request counts as written once it is in ours (docs/semantics.md §4.7); -1 leaves it to the OS (librdkafka's default), whose autotuning grows it up to tcp_wmem's maximum. The default, 1 MiB (Java's is 131072), holds a whole Produce request of a default batch; against -1 the ceiling run's send_batch took 10-15% less CPU a record (issue 17, session 32). A fixed buffer bounds a connection to about twice it per round trip: raise it (or set -1) for long-haul links."),
+        .core(&["ClientConfig.send_buffer_bytes"], "SO_SNDBUF of each connection, and how much of a request counts as written once it is in ours (docs/semantics.md §4.7); -1 leaves it to the OS (librdkafka's default), whose autotuning grows it up to tcp_wmem's maximum. The default, 1 MiB (Java's is 131072), holds a whole Produce request of a default batch; against -1 the ceiling run's send_batch took 7-12% less CPU a record (medians of four alternating comparisons; issue 17, session 32). A fixed buffer bounds a connection to about twice it per round trip: raise it (or set -1) for long-haul links."),
     int("receive_buffer_bytes", -1, -1, PCA | S | N)
         .java("receive.buffer.bytes")
         .aliases(&["socket.receive.buffer.bytes"])
