@@ -278,7 +278,10 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
                     // bytes of every batch not yet released).
                     let grow = growth(last, record_size, batch_size);
                     if grow > free {
-                        free += self.pool.release(grow - free);
+                        // Read again, not added up: a buffer a request
+                        // let go of meanwhile is held too.
+                        self.pool.release(grow - free);
+                        free = all_free.saturating_sub(self.pool.kept_bytes());
                     }
                     if grow <= free {
                         if let Some(bytes) = last.builder.try_append(record) {
@@ -327,13 +330,13 @@ impl<B: BatchBuilder, T: RecordHandles> RecordAccumulator<B, T> {
             // hot partition must not starve the others.
             reserve = batch_size.max(record_size);
         }
-        if reuse {
-            // The buffer taken leaves the pool: at least `batch_size` of
-            // the kept bytes become the batch's.
-            free += batch_size;
-        }
+        // The buffer taken leaves the pool: at least `batch_size` of the
+        // kept bytes become the batch's.
+        let taken = if reuse { batch_size } else { 0 };
+        free += taken;
         if reserve > free {
-            free += self.pool.release(reserve - free);
+            self.pool.release(reserve - free);
+            free = all_free.saturating_sub(self.pool.kept_bytes()) + taken;
         }
         if reserve > free {
             return Err(AppendError::NeedMemory {
