@@ -75,15 +75,7 @@ impl EventSender {
     /// Queue `ev`; gives it back if the queue is closed (the client is
     /// gone), as a std channel's send does once its receiver is dropped.
     pub fn send(&self, ev: Event) -> Result<(), Event> {
-        let sleepers = {
-            let mut st = self.0.lock();
-            if st.closed {
-                return Err(ev);
-            }
-            st.events.push_back(ev);
-            self.0.queued.store(true, Ordering::Release);
-            (st.waiting_apps, st.sleepers)
-        };
+        let sleepers = self.0.push(ev)?;
         // After the lock is let go: notified under it, the woken poller
         // and a thread draining the queue meanwhile (the application's,
         // seeing `queued`) both blocked on the lock until this thread's
@@ -173,18 +165,24 @@ impl EventQueue {
     /// work. The event, not only the notify: `wait` sleeps on while the
     /// queue is empty.
     pub fn wake_pollers(&self) {
-        let sleepers = {
-            let mut st = self.lock();
-            if st.closed {
-                return;
+        if let Ok((_, sleepers)) = self.push(Event::Wakeup) {
+            if sleepers > 0 {
+                self.ready.notify_all();
             }
-            st.events.push_back(Event::Wakeup);
-            self.queued.store(true, Ordering::Release);
-            st.sleepers
-        };
-        if sleepers > 0 {
-            self.ready.notify_all();
         }
+    }
+
+    /// Queue `ev` unless the queue is closed (then it is given back);
+    /// returns the sleepers of `wait_for` and of `wait` counted as it was
+    /// queued, for the caller to wake after letting go of the lock.
+    fn push(&self, ev: Event) -> Result<(usize, usize), Event> {
+        let mut st = self.lock();
+        if st.closed {
+            return Err(ev);
+        }
+        st.events.push_back(ev);
+        self.queued.store(true, Ordering::Release);
+        Ok((st.waiting_apps, st.sleepers))
     }
 
     /// Move every queued event to `out`, in the order they were sent.
