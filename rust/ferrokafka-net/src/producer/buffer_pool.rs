@@ -132,21 +132,19 @@ impl BufferPool {
     /// next batches were then allocated and faulted in anew: 24-62 of ~300
     /// buffers a run (session 32).
     pub fn release(&self, at_least: usize) -> usize {
-        let freed: Vec<Vec<u8>> = {
+        let (freed, bytes) = {
             let mut kept = self.lock();
-            let mut bytes = 0;
-            let n = kept
-                .iter()
-                .take_while(|b| {
-                    let more = bytes < at_least;
-                    bytes += b.capacity();
-                    more
-                })
-                .count();
-            kept.drain(..n).collect()
+            let (mut n, mut bytes) = (0, 0);
+            while bytes < at_least && n < kept.len() {
+                bytes += kept[n].capacity();
+                n += 1;
+            }
+            self.kept_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            (kept.drain(..n).collect::<Vec<_>>(), bytes)
         };
-        let bytes = freed.iter().map(Vec::capacity).sum();
-        self.kept_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        // Freed after the lock is let go: a `give` on another thread need
+        // not wait for the allocator.
+        drop(freed);
         bytes
     }
 
