@@ -10,8 +10,8 @@
 //! connections, correlation ids and in-flight limits.
 //!
 //! Why a thread and not a tokio task: `poll` blocks on the event queue
-//! (`events.rs`), and blocking inside the runtime would steal one of its two
-//! worker threads.
+//! (`events.rs`), and blocking inside the runtime would stall its one
+//! worker thread, and with it every connection (`selector::runtime`).
 //!
 //! The consumer does not use `AsyncClient`: its own thread polls its client
 //! and sends with [`try_send`], the same send-when-ready step as the driver

@@ -47,9 +47,23 @@ pub fn runtime() -> Arc<Runtime> {
     if let Some(old) = g.take() {
         std::mem::forget(old);
     }
+    // One worker. Why not two: a task woken from outside the runtime (a
+    // frame handed to a writer, a socket turning readable) unparks one
+    // worker, and tokio's scheduler has that worker unpark the other to
+    // keep a thread searching for more work, which there seldom is: a
+    // wake-up, a search and a park on the other core per request and per
+    // answer. On the ceiling run (`benches/ab_builds.py`, 6 rounds each,
+    // session 33) one worker took `send_batch(list)` from 0.037 / 0.044 to
+    // 0.034 / 0.038 µs a record (best / median), pyarrow 0.038 / 0.038 to
+    // 0.035 / 0.036, `poll_arrow` 0.028 to 0.026 best, latency unchanged.
+    // (In session 29 one worker lost, when a connection's reader still
+    // waited behind its writer's lock and every frame went through the
+    // writer task: both since changed.) A runtime task must never block:
+    // it would stop every connection of the process (the driver and the
+    // runner are threads of their own for that reason).
     let rt = Arc::new(
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(1)
             .thread_name("ferrokafka-io")
             .enable_all()
             .build()
