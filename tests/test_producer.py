@@ -203,10 +203,15 @@ def test_poll_with_a_timeout_returns_once_a_callback_is_due(bs):
     an answer's callback as soon as it is applied, and with one queued by
     something else (here purge) at once, not at its next 100 ms look."""
     topic = _topic(bs, 1)
-    with fk.Producer(bs, linger_ms=0) as p:
+    # The record lingers 100 ms: its callback is surely added before it
+    # can be acknowledged (added to a future already done, a callback runs
+    # at once and poll would have nothing to return; with linger 0 a quick
+    # round trip on a loaded machine did that).
+    with fk.Producer(bs, linger_ms=100) as p:
         p.send(topic, b"warm").result(30)
         got = []
         p.send(topic, b"v").add_done_callback(lambda f: got.append(f.result(0).offset))
+        assert got == []
         t = time.monotonic()
         assert p.poll(30) == 1 and got == [1]
         assert time.monotonic() - t < 5
