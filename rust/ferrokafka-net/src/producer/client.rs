@@ -153,12 +153,16 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             None
         };
         // A connection that can take requests again after a full send
-        // buffer wakes the runner (a weak handle: the network client must
-        // not keep the producer alive).
+        // buffer steps the core on the polling thread, as an answer does
+        // (`step_here_or_wake`), or wakes the runner if a step is under
+        // way: on the ceiling run each full batch is queued behind the one
+        // the writer is copying, and waking the runner for it was a third
+        // thread hop per batch (io, driver, runner; session 33). A weak
+        // handle: the network client must not keep the producer alive.
         let weak = Arc::downgrade(&shared);
         net.on_send_done(Box::new(move || {
             if let Some(s) = weak.upgrade() {
-                s.wake();
+                runner::step_here_or_wake(&s);
             }
         }));
         let log = net.log_context();
