@@ -306,16 +306,26 @@ def test_send_batch_lists_and_arrow(bs):
         assert len(p.send_batch(topic, big).result(10)) == 3
         chunked = pa.chunked_array([pa.array(["c1"], pa.large_string()), pa.array(["c2", None], pa.large_string())])
         assert len(p.send_batch(topic, chunked, keys=pa.array([b"a", b"b", b"c"])).result(10)) == 3
+        # Columns without nulls are read by a path of their own: a sliced
+        # one must start at its slice, with and without (dense) keys.
+        dense = pa.array([b"d0", b"d1", b"", b"d333"], pa.binary()).slice(1)
+        mds3 = p.send_batch(topic, dense).result(10)
+        assert [m.serialized_value_size for m in mds3] == [2, 0, 4]
+        mds4 = p.send_batch(topic, dense, keys=pa.array(["k0", "key1", "k", "k3"]).slice(1)).result(10)
+        assert [(m.serialized_key_size, m.serialized_value_size) for m in mds4] == [(4, 2), (1, 0), (2, 4)]
 
         async def main():
             return await p.send_batch(topic, [b"q"])
 
         assert len(asyncio.run(main())) == 1
-    got = _consume_all(bs, topic, 2, 14)
+    got = _consume_all(bs, topic, 2, 20)
     values = [m.value() for m in got]
     assert sorted(v or b"" for v in values) == sorted(
-        [b"a", b"b", b"", b"x", b"y", b"z", b"w", b"q", b"", b"", b"l4", b"c1", b"c2", b""])
+        [b"a", b"b", b"", b"x", b"y", b"z", b"w", b"q", b"", b"", b"l4", b"c1", b"c2", b""]
+        + [b"d1", b"", b"d333"] * 2)
     assert values.count(None) == 3, "Arrow nulls and list None become null values, not empty ones"
+    assert sorted((m.key(), m.value()) for m in got if m.value() in (b"d1", b"d333") and m.key()) == [
+        (b"k3", b"d333"), (b"key1", b"d1")]
 
 
 def test_librdkafka_partitioners_and_a_python_callable(bs):

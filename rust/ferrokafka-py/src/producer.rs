@@ -439,9 +439,21 @@ impl PyProducer {
             .transpose()?;
         check_key_count(keys.as_ref().map(|k| k.len()), values.len())?;
         let sizes = call_sizes(values.len(), keys.as_ref(), &values);
-        Self::send_each(slf, &topic, partition, sizes, block, |i| {
-            (keys.as_ref().and_then(|k| k.get(i)), values.get(i))
-        })
+        // Columns without nulls (what pyarrow makes of a list without None)
+        // are read without a per-item null or width check (`DenseBinary`).
+        match (keys.as_ref().map(|k| k.dense()), values.dense()) {
+            (None, Some(v)) => Self::send_each(slf, &topic, partition, sizes, block, |i| {
+                (None, Some(v.get(i)))
+            }),
+            (Some(Some(k)), Some(v)) => {
+                Self::send_each(slf, &topic, partition, sizes, block, |i| {
+                    (Some(k.get(i)), Some(v.get(i)))
+                })
+            }
+            _ => Self::send_each(slf, &topic, partition, sizes, block, |i| {
+                (keys.as_ref().and_then(|k| k.get(i)), values.get(i))
+            }),
+        }
     }
 
     /// Run delivery callbacks that are due; waits up to `timeout` seconds for
