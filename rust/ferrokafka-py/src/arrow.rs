@@ -724,6 +724,13 @@ pub(crate) struct DenseBinary<'c> {
 unsafe impl Send for DenseBinary<'_> {}
 unsafe impl Sync for DenseBinary<'_> {}
 
+impl crate::producer::ItemSizes for DenseBinary<'_> {
+    #[inline]
+    fn size_of(&self, i: usize) -> i32 {
+        self.get(i).len() as i32
+    }
+}
+
 impl<'c> DenseBinary<'c> {
     /// Item `i`'s bytes, as `BinaryColumn::get` reads them.
     #[inline(always)]

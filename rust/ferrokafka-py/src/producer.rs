@@ -438,21 +438,29 @@ impl PyProducer {
             .map(|k| crate::arrow::BinaryColumn::from_pycapsule(k, "keys"))
             .transpose()?;
         check_key_count(keys.as_ref().map(|k| k.len()), values.len())?;
-        let sizes = call_sizes(values.len(), keys.as_ref(), &values);
+        let n = values.len();
         // Columns without nulls (what pyarrow makes of a list without None)
-        // are read without a per-item null or width check (`DenseBinary`).
+        // are read without a per-item null or width check (`DenseBinary`),
+        // their sizes too.
         match (keys.as_ref().map(|k| k.dense()), values.dense()) {
-            (None, Some(v)) => Self::send_each(slf, &topic, partition, sizes, block, |i| {
-                (None, Some(v.get(i)))
-            }),
+            (None, Some(v)) => {
+                let sizes = call_sizes(n, None, &v);
+                Self::send_each(slf, &topic, partition, sizes, block, |i| {
+                    (None, Some(v.get(i)))
+                })
+            }
             (Some(Some(k)), Some(v)) => {
+                let sizes = call_sizes(n, Some(&k), &v);
                 Self::send_each(slf, &topic, partition, sizes, block, |i| {
                     (Some(k.get(i)), Some(v.get(i)))
                 })
             }
-            _ => Self::send_each(slf, &topic, partition, sizes, block, |i| {
-                (keys.as_ref().and_then(|k| k.get(i)), values.get(i))
-            }),
+            _ => {
+                let sizes = call_sizes(n, keys.as_ref(), &values);
+                Self::send_each(slf, &topic, partition, sizes, block, |i| {
+                    (keys.as_ref().and_then(|k| k.get(i)), values.get(i))
+                })
+            }
         }
     }
 
