@@ -417,9 +417,15 @@ impl PyProducer {
     ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
         check_key_count(keys.as_ref().map(ByteList::len), values.len())?;
         let sizes = call_sizes(values.len(), keys.as_ref(), &values);
-        Self::send_each(slf, &topic, partition, sizes, block, |i| {
-            (keys.as_ref().and_then(|k| k.get(i)), values.get(i))
-        })
+        // Read through `Copy` views, and without a key check per record
+        // when there are no keys: see `byte_list::Spans`.
+        let v = values.spans();
+        match keys.as_ref().map(ByteList::spans) {
+            None => Self::send_each(slf, &topic, partition, sizes, block, |i| (None, v.get(i))),
+            Some(k) => Self::send_each(slf, &topic, partition, sizes, block, |i| {
+                (k.get(i), v.get(i))
+            }),
+        }
     }
 
     /// `send_many` for Arrow columns (PyCapsule interface): keys and values
