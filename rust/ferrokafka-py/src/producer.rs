@@ -417,12 +417,15 @@ impl PyProducer {
     ) -> PyResult<(Py<DeliveryFuture>, PyBatchResult)> {
         check_key_count(keys.as_ref().map(ByteList::len), values.len())?;
         let sizes = call_sizes(values.len(), keys.as_ref(), &values);
-        // Read through `Copy` views, and without a key check per record
-        // when there are no keys: see `byte_list::Spans`.
+        // Read through `Copy` views held by the closures (`move`: captured
+        // by reference, a view was reloaded for every record), and without
+        // a key check per record when there are no keys: `byte_list::Spans`.
         let v = values.spans();
         match keys.as_ref().map(ByteList::spans) {
-            None => Self::send_each(slf, &topic, partition, sizes, block, |i| (None, v.get(i))),
-            Some(k) => Self::send_each(slf, &topic, partition, sizes, block, |i| {
+            None => Self::send_each(slf, &topic, partition, sizes, block, move |i| {
+                (None, v.get(i))
+            }),
+            Some(k) => Self::send_each(slf, &topic, partition, sizes, block, move |i| {
                 (k.get(i), v.get(i))
             }),
         }
@@ -451,13 +454,13 @@ impl PyProducer {
         match (keys.as_ref().map(|k| k.dense()), values.dense()) {
             (None, Some(v)) => {
                 let sizes = call_sizes(n, None, &v);
-                Self::send_each(slf, &topic, partition, sizes, block, |i| {
+                Self::send_each(slf, &topic, partition, sizes, block, move |i| {
                     (None, Some(v.get(i)))
                 })
             }
             (Some(Some(k)), Some(v)) => {
                 let sizes = call_sizes(n, Some(&k), &v);
-                Self::send_each(slf, &topic, partition, sizes, block, |i| {
+                Self::send_each(slf, &topic, partition, sizes, block, move |i| {
                     (Some(k.get(i)), Some(v.get(i)))
                 })
             }
