@@ -224,12 +224,41 @@ impl<'a, 'py> FromPyObject<'a, 'py> for ByteList {
             unsafe { ffi::PyObject_GC_UnTrack(items.as_ptr().cast()) };
         }
         let n = items.len();
-        let mut spans = Vec::with_capacity(n);
+        let mut spans: Vec<(*const u8, usize)> = Vec::with_capacity(n);
         let mut others = Vec::new();
         // SAFETY: the interpreter's singletons and type objects live forever.
         let (none, bytes_type) = unsafe { (ffi::Py_None(), ptr::addr_of_mut!(ffi::PyBytes_Type)) };
         let layout = Layout::get(py);
-        for i in 0..n {
+        // Items that are exact `bytes` or None, read where CPython keeps
+        // them, in a loop of their own: the general loop below checks the
+        // layout and the vector's capacity per item, 27 instructions an
+        // item; with this loop the calling thread's pass went from 250.2 to
+        // 238.2 instructions a record (`benches/instructions.py`, session
+        // 33). It stops at the first item of another kind, which the
+        // general loop takes from there.
+        let mut first_other = 0;
+        if let Some(l) = layout {
+            // SAFETY: `n` items of a live tuple, each borrowed from it; the
+            // writes stay within the `n` spans reserved above, and the
+            // length covers only the spans written.
+            unsafe {
+                let out = spans.as_mut_ptr();
+                while first_other < n {
+                    let item = l.item(items.as_ptr(), first_other);
+                    let span = if item == none {
+                        (ptr::null(), 0)
+                    } else if ffi::Py_TYPE(item) == bytes_type {
+                        l.bytes(item)
+                    } else {
+                        break;
+                    };
+                    out.add(first_other).write(span);
+                    first_other += 1;
+                }
+                spans.set_len(first_other);
+            }
+        }
+        for i in first_other..n {
             // SAFETY: `i` is in range of a live tuple; the item is borrowed
             // from it, which holds it as long as `items` does.
             let item = unsafe {
