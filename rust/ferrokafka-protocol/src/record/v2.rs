@@ -555,7 +555,7 @@ impl RecordBatchBuilder {
             let base = self.buf.as_mut_ptr().add(start);
             let mut p = base;
             p = p.add(stamp_uvarlong(p, zigzag32(body_i32) as u64));
-            p = stamp_fields(p, ts_delta, offset_delta, key, value);
+            p = stamp_fields::<false>(p, ts_delta, offset_delta, key, value);
             p = p.add(stamp_uvarlong(p, zigzag32(n_headers) as u64));
             let written = p.offset_from(base) as usize;
             debug_assert!(written <= total);
@@ -714,23 +714,9 @@ unsafe fn write_two_byte_length_record_at(
     // payload + MAX_BODY_OVERHEAD` bytes. The key and value lengths fit an
     // i32 (the payload is below 8 KiB).
     unsafe {
-        let mut p = base.add(2);
-        *p = 0; // record attributes: unused
-        p = p.add(1);
-        p = p.add(stamp_uvarlong(p, zigzag64(ts_delta)));
-        p = p.add(stamp_uvarlong(p, zigzag32(offset_delta) as u64));
         // The key's and the value's lengths are below 8 KiB (the payload's
-        // range): their varints are one or two bytes.
-        p = p.add(stamp_short_field_tag(p, key));
-        if let Some(k) = key {
-            std::ptr::copy_nonoverlapping(k.as_ptr(), p, k.len());
-            p = p.add(k.len());
-        }
-        p = p.add(stamp_short_field_tag(p, value));
-        if let Some(v) = value {
-            std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len());
-            p = p.add(v.len());
-        }
+        // range): their varints are one or two bytes (`SHORT`).
+        let mut p = stamp_fields::<true>(base.add(2), ts_delta, offset_delta, key, value);
         *p = 0; // no headers (a zigzagged 0)
         p = p.add(1);
         let body = p.offset_from(base.add(2)) as usize;
@@ -785,14 +771,17 @@ unsafe fn stamp_two_byte_uvarint(p: *mut u8, v: u32) {
 
 /// A record's fields from its attributes to its value written at `p`
 /// (each varint stamped, the key and value copied), returning the position
-/// after them, for a record of any size (`write_two_byte_length_record_at`
-/// writes the same fields of a short one with its narrower stamps).
+/// after them: the part both of `append`'s paths write alike. `SHORT`: the
+/// key and value are each below 8 KiB (a record of the two-byte length
+/// path), so their lengths take the one- and two-byte stamps
+/// (`stamp_short_field_tag`).
 ///
 /// # Safety
 /// `p` must be valid for writes of the fields' bytes and 10 more; the key
-/// and value lengths must fit an i32 (checked when the record was sized).
-#[inline]
-unsafe fn stamp_fields(
+/// and value lengths must fit an i32 (checked when the record was sized),
+/// and with `SHORT` be below 8 KiB.
+#[inline(always)]
+unsafe fn stamp_fields<const SHORT: bool>(
     mut p: *mut u8,
     ts_delta: i64,
     offset_delta: i32,
@@ -805,12 +794,12 @@ unsafe fn stamp_fields(
         p = p.add(1);
         p = p.add(stamp_uvarlong(p, zigzag64(ts_delta)));
         p = p.add(stamp_uvarlong(p, zigzag32(offset_delta) as u64));
-        p = p.add(stamp_uvarlong(p, field_tag(key)));
+        p = p.add(stamp_field_tag::<SHORT>(p, key));
         if let Some(k) = key {
             std::ptr::copy_nonoverlapping(k.as_ptr(), p, k.len());
             p = p.add(k.len());
         }
-        p = p.add(stamp_uvarlong(p, field_tag(value)));
+        p = p.add(stamp_field_tag::<SHORT>(p, value));
         if let Some(v) = value {
             std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len());
             p = p.add(v.len());
@@ -819,13 +808,24 @@ unsafe fn stamp_fields(
     }
 }
 
-/// The zigzagged varint that precedes a nullable field: its length or -1.
-/// Lengths were checked to fit an i32 when the record was sized.
+/// The zigzagged varint that precedes a nullable field (its length or -1)
+/// stamped at `p`; its size. Lengths were checked to fit an i32 when the
+/// record was sized.
+///
+/// # Safety
+/// As `stamp_fields`.
 #[inline(always)]
-fn field_tag(f: Option<&[u8]>) -> u64 {
-    match f {
-        None => 1,
-        Some(v) => zigzag32(v.len() as i32) as u64,
+unsafe fn stamp_field_tag<const SHORT: bool>(p: *mut u8, f: Option<&[u8]>) -> usize {
+    // SAFETY: as the function's contract says.
+    unsafe {
+        if SHORT {
+            return stamp_short_field_tag(p, f);
+        }
+        let tag = match f {
+            None => 1,
+            Some(v) => zigzag32(v.len() as i32) as u64,
+        };
+        stamp_uvarlong(p, tag)
     }
 }
 
