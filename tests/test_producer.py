@@ -495,6 +495,54 @@ def test_send_batch_sends_the_items_it_was_given_while_the_caller_changes_the_li
     assert got[1 + n:] == [b"f", None, b"ba", b"sub", None, b"b", b"t1", b"t2"]
 
 
+def test_concurrent_send_batch_calls_apply_the_answers_left_to_them_in_order(mock_cluster):
+    """Answers and steps that arrive while a `send_batch` call holds the
+    producer's lock are left to that call, which applies them between slices
+    of its appends (producer/handover.rs); one that runs out of memory applies
+    them before it waits. Two threads append long calls at once past a small
+    buffer, with acknowledgements 20 ms away, while a third sends one record
+    at a time: every record is delivered once, each thread's records in call
+    order in the partition, and nothing is left pending."""
+    m = mock_cluster
+    m.create_topic("hand", 1, 1)
+    m.set_partition_leader("hand", 0, 1)
+    calls, per_call = 4, 3000
+    with fk.Producer(m.bootstrap_servers, buffer_memory=128 * 1024, batch_size=16 * 1024) as p:
+        p.send("hand", b"warm-up").result(30)
+        m.set_rtt(1, 20)
+        results: dict = {}
+
+        def batches(t):
+            out = []
+            for c in range(calls):
+                vals = [b"%d:%02d:%05d" % (t, c, i) + b"." * 40 for i in range(per_call)]
+                out.append(p.send_batch("hand", vals))
+            results[t] = [md for f in out for md in f.result(60)]
+
+        def singles():
+            results["s"] = [p.send("hand", b"s:%04d" % i).result(60) for i in range(200)]
+
+        threads = [threading.Thread(target=batches, args=(t,)) for t in (1, 2)]
+        threads.append(threading.Thread(target=singles))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not any(t.is_alive() for t in threads)
+        assert p.flush(30) == 0
+        assert p.metrics()["records_errored"] == 0
+    for t in (1, 2):
+        offs = [md.offset for md in results[t]]
+        assert len(offs) == calls * per_call
+        assert offs == sorted(offs) and len(set(offs)) == len(offs), f"thread {t}"
+    every = [md.offset for md in results[1] + results[2] + results["s"]]
+    assert len(set(every)) == len(every) == 2 * calls * per_call + 200
+    got = _consume_all(m.bootstrap_servers, "hand", 1, 1 + len(every), timeout=60)
+    for t in (b"1", b"2"):
+        seq = [g.value()[:8] for g in got if g.value().startswith(t + b":")]
+        assert seq == sorted(seq) and len(seq) == calls * per_call
+
+
 def test_keyed_send_batch_past_a_full_buffer_keeps_each_partitions_call_order(bs):
     """A keyed call is appended partition by partition; when the buffer fills
     part way (block=False hands the rest to the deferral, in call order), every

@@ -51,6 +51,11 @@ mod txn;
 const SEND_MANY_CHUNK: usize = 8192;
 const SEND_MANY_CHUNK_BYTES: usize = 1 << 20;
 
+/// Records `send_many` appends between two looks at what other threads
+/// left to it (`producer/handover.rs`): about 20 µs of 100-byte records,
+/// the longest an answer or a sealed batch waits for it.
+const SEND_MANY_SLICE: usize = 1024;
+
 /// Longest a blocked `send` waits before asking its interrupt check again
 /// (the Python binding answers it with `check_signals`: Ctrl-C within this).
 const WAIT_SLICE: Duration = Duration::from_millis(50);
@@ -138,6 +143,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             stepping: Mutex::new(()),
             // Before the runner's first step: any step elsewhere wakes it.
             runner_wake_at: AtomicI64::new(i64::MAX),
+            handover: Default::default(),
         });
         // The driver thread polls the network client (I/O, metadata refresh,
         // callbacks); the runner thread steps the producer's state machine.
@@ -474,6 +480,24 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 Err(Refused::Failed(e, h)) => return (st, Err((e, h.completion))),
                 Err(Refused::NeedMemory(h)) => handle = h,
             }
+            // A `send_batch` call applies what was left to it first (those
+            // answers may be what frees memory) and tries again; it waits
+            // as no appender, so that answers arriving meanwhile are
+            // applied by the driver (handover.rs).
+            let appender = self.shared.handover.is_appending();
+            if appender {
+                let handed = runner::end_hold(&self.shared, &mut st);
+                if !handed.is_empty() {
+                    self.shared
+                        .pending
+                        .fetch_add(std::mem::take(appended), Ordering::AcqRel);
+                    drop(st);
+                    runner::carry_out(&self.shared, handed, now_ms());
+                    st = self.lock();
+                    self.shared.handover.begin();
+                    continue;
+                }
+            }
             // Full buffer: make everything sendable now and wait for a batch
             // to be freed (the runner needs the lock to drain).
             st.memory_waiter(true);
@@ -493,6 +517,9 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             };
             if let Some(e) = give_up {
                 st.memory_waiter(false);
+                if appender {
+                    self.shared.handover.begin();
+                }
                 return (st, Err((e, handle.completion)));
             }
             self.shared
@@ -508,6 +535,9 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
             st.memory_waiter(false);
+            if appender {
+                self.shared.handover.begin();
+            }
             // As Java: the batch's creation time is after the wait.
             now = now_ms();
         }

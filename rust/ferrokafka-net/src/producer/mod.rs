@@ -9,6 +9,7 @@ pub mod client;
 pub mod config;
 pub mod core;
 pub mod handles;
+mod handover;
 pub mod idempotence;
 pub mod partitioner;
 pub mod request;

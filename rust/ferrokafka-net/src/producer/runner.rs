@@ -34,6 +34,10 @@
 //!   the runner.
 //!   Cost: completing a future that an asyncio task awaits takes the GIL, now
 //!   on the polling thread.
+//!   While a `send_batch` call holds `core` to append, neither the polling
+//!   thread nor the runner waits for it: the answer is queued and the step
+//!   marked as wanted, and the call applies and carries them out between
+//!   slices of its appends (`handover.rs`, docs/semantics.md §5.11).
 //! * Lock order everywhere: `core` before the network client's lock (`step`
 //!   asks the `ClusterView`, i.e. `net.ready`, under `core`), never the
 //!   reverse.
@@ -54,8 +58,9 @@ use crate::error::Error;
 use crate::metadata::Metadata;
 use crate::network_client::ClientResponse;
 use crate::producer::config::ProducerConfig;
-use crate::producer::core::{Action, Answer, ClusterView, ProducerCore};
+use crate::producer::core::{Action, Answer, ClusterView, ProducerCore, HELD_BACK_RECHECK_MS};
 use crate::producer::handles::{count_records, RecordHandles};
+use crate::producer::handover::Handover;
 use crate::producer::request::parse_produce_response;
 use crate::producer::sender::{Delivery, EncodableBatch, ProduceCall};
 use crate::producer::txn::TxnRequest;
@@ -257,11 +262,21 @@ pub(crate) struct Shared<B, C> {
     /// When the runner will step next unless woken (ms), written under
     /// `stepping`.
     pub(crate) runner_wake_at: AtomicI64,
+    /// Answers and steps left to a `send_batch` call holding `core`.
+    pub(crate) handover: Handover,
 }
 
 impl<B, C> Shared<B, C> {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Core<B, C>> {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn try_lock(&self) -> Option<MutexGuard<'_, Core<B, C>>> {
+        match self.core.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 
     pub(crate) fn wake(&self) {
@@ -326,6 +341,15 @@ pub(crate) fn run<B: EncodableBatch + Send + 'static, C: Completion>(
             let actions = shared.lock().abort_all(Error::Closed { what: "producer" });
             execute(&shared, actions, now);
             return;
+        }
+        if shared.handover.defer_step() {
+            // A `send_batch` call holds the core: it steps at its next
+            // slice (handover.rs). Look again soon, as for a held-back
+            // batch: this thread's schedule (linger, timeouts) is stale
+            // while it does not step, and a step elsewhere wakes it only
+            // for a time before that schedule.
+            wait = Duration::from_millis(HELD_BACK_RECHECK_MS as u64);
+            continue;
         }
         let wake_at = step_and_execute(&shared, now);
         // Under `stepping`, so a step elsewhere after this one compares
@@ -392,6 +416,9 @@ pub(crate) fn step_here_or_wake<B: EncodableBatch + Send + 'static, C: Completio
     if shared.closing.load(Ordering::Acquire) {
         return shared.wake();
     }
+    if shared.handover.defer_step() {
+        return;
+    }
     let Ok(stepping) = shared.stepping.try_lock() else {
         return shared.wake();
     };
@@ -453,22 +480,99 @@ fn execute<B: EncodableBatch + Send + 'static, C: Completion>(
 /// went over an empty accumulator once a record when records go out one at
 /// a time, a context switch each on a machine whose other core the
 /// application keeps busy (issue 17).
+///
+/// While a `send_batch` call holds the core, the answer is left to it
+/// instead of waiting for the lock (handover.rs); answers queued before this
+/// one are applied first, by whichever thread applies them.
 fn apply_answer<B: EncodableBatch + Send + 'static, C: Completion>(
     shared: &Arc<Shared<B, C>>,
     tag: u64,
     result: Result<Answer, Error>,
 ) {
-    let now = now_ms();
-    let (actions, txn, wake) = {
-        let mut core = shared.lock();
-        let a = core.on_answer(tag, result, now);
-        (a, core.txn().is_some(), core.has_work())
+    let mut answer = Some((tag, result));
+    let mut core = loop {
+        if let Some(core) = shared.try_lock() {
+            break core;
+        }
+        if !shared.handover.is_appending() {
+            break shared.lock();
+        }
+        if let Some(a) = answer.take() {
+            if shared.handover.queue(a) {
+                return;
+            }
+        } else if shared.handover.is_appending() {
+            // Queued before, and the appender took the lock back (it
+            // takes the queue when it lets go).
+            return;
+        }
     };
-    if txn {
+    let now = now_ms();
+    let mut answers = shared.handover.take();
+    answers.extend(answer);
+    let handed = apply_answers(&mut core, answers, false, now);
+    drop(core);
+    carry_out(shared, handed, now);
+}
+
+/// What applying answers (and a wanted step) leaves to do once the core's
+/// lock is let go (`carry_out`).
+pub(crate) struct Handed<C: Completion> {
+    actions: Vec<Action<RecordHandle<C>>>,
+    /// Answers were applied to a transactional producer.
+    txn: bool,
+    pub(crate) step: bool,
+}
+
+impl<C: Completion> Handed<C> {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.actions.is_empty() && !self.txn && !self.step
+    }
+}
+
+/// Apply `answers` in order to the core (its lock held). `step`: a step
+/// was wanted besides what the answers leave.
+fn apply_answers<B: EncodableBatch + Send + 'static, C: Completion>(
+    core: &mut Core<B, C>,
+    answers: Vec<crate::producer::handover::QueuedAnswer>,
+    step: bool,
+    now: i64,
+) -> Handed<C> {
+    let any = !answers.is_empty();
+    let mut actions = Vec::new();
+    for (tag, result) in answers {
+        actions.extend(core.on_answer(tag, result, now));
+    }
+    Handed {
+        actions,
+        txn: any && core.txn().is_some(),
+        step: step || (any && core.has_work()),
+    }
+}
+
+/// A `send_batch` call is about to let go of the core (its lock held):
+/// what was left to it (handover.rs), applied now; carry it out after
+/// letting go (`carry_out`).
+pub(crate) fn end_hold<B: EncodableBatch + Send + 'static, C: Completion>(
+    shared: &Shared<B, C>,
+    core: &mut Core<B, C>,
+) -> Handed<C> {
+    let (answers, step) = shared.handover.end();
+    apply_answers(core, answers, step, now_ms())
+}
+
+/// The actions of applied answers, and the step they or another thread
+/// wanted, with no lock held.
+pub(crate) fn carry_out<B: EncodableBatch + Send + 'static, C: Completion>(
+    shared: &Arc<Shared<B, C>>,
+    handed: Handed<C>,
+    now: i64,
+) {
+    if handed.txn {
         shared.txn_changed.notify_all();
     }
-    execute(shared, actions, now);
-    if wake {
+    execute(shared, handed.actions, now);
+    if handed.step {
         step_here_or_wake(shared);
     }
 }

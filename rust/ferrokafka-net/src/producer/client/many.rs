@@ -9,13 +9,13 @@ use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::Instant;
 
-use super::{Producer, SEND_MANY_CHUNK, SEND_MANY_CHUNK_BYTES};
+use super::{Producer, SEND_MANY_CHUNK, SEND_MANY_CHUNK_BYTES, SEND_MANY_SLICE};
 use crate::blocking::now_ms;
 use crate::error::Error;
 use crate::producer::accumulator::RecordRef;
 use crate::producer::core::TopicInfo;
 use crate::producer::partitioner::Partitioner;
-use crate::producer::runner::{Completion, Core, RecordHandle};
+use crate::producer::runner::{self, Completion, Core, RecordHandle};
 use crate::producer::sender::EncodableBatch;
 
 impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
@@ -182,6 +182,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             failed: Vec::new(),
         };
         let mut st = self.lock();
+        self.shared.handover.begin();
         let call = Call {
             topic,
             info,
@@ -241,10 +242,12 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         self.shared
             .pending
             .fetch_add(pass.appended, Ordering::AcqRel);
+        let handed = runner::end_hold(&self.shared, &mut st);
         drop(st);
         if pass.wake {
             self.wake();
         }
+        runner::carry_out(&self.shared, handed, now_ms());
         // Handed back in call order, as a caller that retries them expects.
         pass.failed.sort_by_key(|(i, _, _)| *i);
         failed.extend(pass.failed.into_iter().map(|(_, e, c)| (e, c)));
@@ -305,9 +308,11 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             match result {
                 Ok(w) => {
                     pass.wake |= w;
-                    let end = positions
-                        .end
-                        .min(q + SEND_MANY_CHUNK.saturating_sub(pass.held));
+                    let end = positions.end.min(
+                        q + SEND_MANY_CHUNK
+                            .saturating_sub(pass.held)
+                            .min(SEND_MANY_SLICE),
+                    );
                     pass.held_bytes += record_bytes(&rec);
                     let bytes_left = SEND_MANY_CHUNK_BYTES.saturating_sub(pass.held_bytes);
                     if q < end && bytes_left > 0 {
@@ -340,16 +345,25 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 }
                 Err((e, c)) => pass.failed.push((i, e, c)),
             }
-            if pass.held >= SEND_MANY_CHUNK || pass.held_bytes >= SEND_MANY_CHUNK_BYTES {
-                // Bound the lock hold: answers and draining wait on it.
+            if pass.held >= SEND_MANY_CHUNK
+                || pass.held_bytes >= SEND_MANY_CHUNK_BYTES
+                || pass.wake
+                || self.shared.handover.wanted()
+            {
+                // Bound the lock hold, and do what other threads left to
+                // this call (answers, a step) with the lock let go for
+                // their completions and requests; a batch this call made
+                // sendable is stepped here too, not left to the runner,
+                // which would wait for the lock (handover.rs).
                 self.shared
                     .pending
                     .fetch_add(std::mem::take(&mut pass.appended), Ordering::AcqRel);
+                let mut handed = runner::end_hold(&self.shared, &mut st);
                 drop(st);
-                if std::mem::take(&mut pass.wake) {
-                    self.wake();
-                }
+                handed.step |= std::mem::take(&mut pass.wake);
+                runner::carry_out(&self.shared, handed, now_ms());
                 st = self.lock();
+                self.shared.handover.begin();
                 pass.held = 0;
                 pass.held_bytes = 0;
             }
