@@ -4,17 +4,15 @@
 //!
 //! Why: a `send_batch` call appends thousands of records per hold of the
 //! lock, and takes it back the moment it lets go. The driver (applying an
-//! answer) and the runner (draining a sealed batch) then sleep on the lock
-//! until a release they mostly lose again. At the start of a fast producer's
-//! life this left the io thread idle for 40% of the time while sealed
-//! batches waited to be drained and answered ones to be applied, so the
-//! queue grew to `buffer_memory` in fresh, page-faulted memory (~4.5 ns a
-//! record in the ceiling run; perf of the run's first 25 ms, session 34).
-//! Handing the lock over (a fair unlock) showed that prompt draining keeps
-//! those faults away, but each hand-over cost more than it saved. Here
-//! nobody waits: the waiting threads leave their work with the appender,
-//! which does it between two slices of its appends, where it holds the lock
-//! anyway.
+//! answer) and the runner (draining a sealed batch) then slept on the lock
+//! until a release they mostly lost again: at a fast producer's start the
+//! io thread idled 40% of the time while sealed batches waited to be drained
+//! and answered ones to be applied (perf of the ceiling run's first 25 ms,
+//! session 34). Handing the lock over (a fair unlock) cost more than it
+//! saved. Here nobody waits: the waiting threads leave their work with the
+//! appender, which does it between two slices of its appends, where it holds
+//! the lock anyway. The driver's and the runner's CPU on the ceiling run went
+//! from 3.9 to 1.7 ns a record (docs/benchmarks-components.md, Session 34).
 //!
 //! The protocol (all flags `SeqCst`):
 //! * `appending` is true only while an appender holds the lock: set after it
