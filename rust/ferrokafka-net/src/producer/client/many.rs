@@ -345,11 +345,10 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 }
                 Err((e, c)) => pass.failed.push((i, e, c)),
             }
-            if pass.held >= SEND_MANY_CHUNK
-                || pass.held_bytes >= SEND_MANY_CHUNK_BYTES
-                || pass.wake
-                || self.shared.handover.wanted()
-            {
+            // At most once a slice, however many partitions the call's
+            // records go to: a step looks at every partition.
+            let due = pass.held >= SEND_MANY_SLICE && (pass.wake || self.shared.handover.wanted());
+            if pass.held >= SEND_MANY_CHUNK || pass.held_bytes >= SEND_MANY_CHUNK_BYTES || due {
                 // Bound the lock hold, and do what other threads left to
                 // this call (answers, a step) with the lock let go for
                 // their completions and requests; a batch this call made
