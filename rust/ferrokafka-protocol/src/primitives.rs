@@ -481,11 +481,23 @@ pub unsafe fn stamp_uvarlong(p: *mut u8, v: u64) -> usize {
         return 1;
     }
     if v < 0x4000 {
-        let w = ((v & 0x7f) | 0x80 | ((v >> 7) << 8)) as u16;
-        std::ptr::write_unaligned(p as *mut u16, w.to_le());
+        stamp_two_byte_uvarint(p, v as u32);
         return 2;
     }
     stamp_uvarlong_long(p, v)
+}
+
+/// The two-byte varint of `v` (0x80 <= v < 0x4000) at `p`: `stamp_uvarlong`'s
+/// second case, for a caller that knows the range (a short record's length).
+///
+/// # Safety
+/// `p` must be valid for writes of two bytes.
+#[inline(always)]
+pub unsafe fn stamp_two_byte_uvarint(p: *mut u8, v: u32) {
+    debug_assert!((0x80..0x4000).contains(&v));
+    let w = ((v & 0x7f) | 0x80 | ((v >> 7) << 8)) as u16;
+    // SAFETY: as the function's contract says.
+    unsafe { std::ptr::write_unaligned(p as *mut u16, w.to_le()) };
 }
 
 /// `stamp_uvarlong` of three bytes or more.

@@ -203,6 +203,28 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
         self.shared.wake();
     }
 
+    /// A `send_batch` call lets go of the lock to carry out what was left
+    /// to it (`handed`, from `runner::end_hold`: queued answers applied,
+    /// a step wanted), then takes it back as the appender again
+    /// (`producer/handover.rs`). `appended` is counted as pending first,
+    /// under the lock, so no completion can count one of its records down
+    /// before it is counted.
+    fn carry_out_and_relock<'g>(
+        &'g self,
+        st: MutexGuard<'g, Core<B, C>>,
+        handed: runner::Handed<C>,
+        appended: &mut usize,
+    ) -> MutexGuard<'g, Core<B, C>> {
+        self.shared
+            .pending
+            .fetch_add(std::mem::take(appended), Ordering::AcqRel);
+        drop(st);
+        runner::carry_out(&self.shared, handed, now_ms());
+        let st = self.lock();
+        self.shared.handover.begin();
+        st
+    }
+
     fn metadata_timeout(&self, topic: &str) -> Error {
         Error::Timeout {
             what: format!(
@@ -316,10 +338,8 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             value,
             headers,
         };
-        let mut st = match self.shared.core.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return TrySend::WouldBlock(completion),
+        let Some(mut st) = self.shared.try_lock() else {
+            return TrySend::WouldBlock(completion);
         };
         let handle = RecordHandle::new(completion, record.timestamp_ms, key, value);
         let info = TopicInfo {
@@ -488,13 +508,7 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
             if appender {
                 let handed = runner::end_hold(&self.shared, &mut st);
                 if !handed.is_empty() {
-                    self.shared
-                        .pending
-                        .fetch_add(std::mem::take(appended), Ordering::AcqRel);
-                    drop(st);
-                    runner::carry_out(&self.shared, handed, now_ms());
-                    st = self.lock();
-                    self.shared.handover.begin();
+                    st = self.carry_out_and_relock(st, handed, appended);
                     continue;
                 }
             }

@@ -271,7 +271,7 @@ impl<B, C> Shared<B, C> {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn try_lock(&self) -> Option<MutexGuard<'_, Core<B, C>>> {
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, Core<B, C>>> {
         match self.core.try_lock() {
             Ok(g) => Some(g),
             Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),

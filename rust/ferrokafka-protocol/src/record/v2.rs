@@ -22,7 +22,8 @@ use super::{DecodeOptions, Header, Record, TimestampType};
 use crate::compression::{self, Compression};
 use crate::error::{ProtocolError, Result};
 use crate::primitives::{
-    put_varint, stamp_uvarlong, varint_len, varlong_len, zigzag32, zigzag64, Reader,
+    put_varint, stamp_two_byte_uvarint, stamp_uvarlong, varint_len, varlong_len, zigzag32,
+    zigzag64, Reader,
 };
 use bytes::{BufMut, BytesMut};
 use std::borrow::Cow;
@@ -755,18 +756,6 @@ unsafe fn stamp_short_field_tag(p: *mut u8, f: Option<&[u8]>) -> usize {
             2
         }
     }
-}
-
-/// The two-byte varint of `v` (0x80 <= v < 0x4000) at `p`.
-///
-/// # Safety
-/// `p` must be valid for writes of two bytes.
-#[inline(always)]
-unsafe fn stamp_two_byte_uvarint(p: *mut u8, v: u32) {
-    debug_assert!((0x80..0x4000).contains(&v));
-    let w = ((v & 0x7f) | 0x80 | ((v >> 7) << 8)) as u16;
-    // SAFETY: as the function's contract says.
-    unsafe { std::ptr::write_unaligned(p as *mut u16, w.to_le()) };
 }
 
 /// A record's fields from its attributes to its value written at `p`

@@ -354,15 +354,9 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 // their completions and requests; a batch this call made
                 // sendable is stepped here too, not left to the runner,
                 // which would wait for the lock (handover.rs).
-                self.shared
-                    .pending
-                    .fetch_add(std::mem::take(&mut pass.appended), Ordering::AcqRel);
                 let mut handed = runner::end_hold(&self.shared, &mut st);
-                drop(st);
                 handed.step |= std::mem::take(&mut pass.wake);
-                runner::carry_out(&self.shared, handed, now_ms());
-                st = self.lock();
-                self.shared.handover.begin();
+                st = self.carry_out_and_relock(st, handed, &mut pass.appended);
                 pass.held = 0;
                 pass.held_bytes = 0;
             }
