@@ -96,20 +96,42 @@ struct WriterShared {
     /// node until its newest send is done.
     notify_at: AtomicU64,
     /// A plain socket's write half, once connected, for `Selector::write`
-    /// to write small frames itself.
+    /// to write frames itself ("Direct writes").
     direct: OnceLock<Arc<tokio::net::tcp::OwnedWriteHalf>>,
 }
 
-/// Frames up to this size are written by the thread that sends them when
-/// the connection's writer has nothing in hand (`Selector::write`).
-///
-/// Why: handed to the writer task, each request woke an io thread (an
-/// eventfd write, a scheduler wake-up, often a second worker woken too)
-/// before its `writev`: about 25 µs of a produce request's round trip at
-/// 10k records a second, linger 0, on a 2-core machine (perf sched, issue
-/// 17). Larger frames (full batches) still go to the writer, so the io
-/// threads copy them into the socket while the producer goes on.
-const DIRECT_MAX: usize = 64 * 1024;
+// Direct writes. A frame that fits in the connection's send buffer
+// (`Selector::send_buffer`: `send_buffer_bytes`, 1 MiB by default, a whole
+// Produce request of a default batch) is written by the thread that sends
+// it, when the connection's writer has nothing in hand; what the socket
+// does not take at once goes to the writer.
+//
+// Why the sending thread: handed to the writer task, each request woke the
+// io thread (an eventfd write, a scheduler wake-up) before its `writev`:
+// about 25 µs of a produce request's round trip at 10k records a second,
+// linger 0, on a 2-core machine (perf sched, issue 17). Frames up to 64 KiB
+// were written so first.
+//
+// Why full batches too (session 35): left to the io thread, the producer
+// went on appending while the io thread copied, so the queue of unsent
+// batches ran ahead of the socket until it held `buffer_memory`: each of
+// its first 32 MiB of buffers was faulted in fresh, and the io thread then
+// copied batches written ~32 MiB earlier, long out of the caches. Written
+// by the thread that made it sendable (a `send_batch` call, `send`, the
+// driver after an answer), a batch goes out while it is still in that
+// core's cache, and the queue grows only while the socket is full.
+// The ceiling run's `send_batch` (`benches/ab_builds.py`, client CPU a
+// record, best / median of alternating rounds): list 0.030 / 0.035 ->
+// 0.028 / 0.030 µs (10 rounds), pyarrow 0.031 / 0.033 -> 0.028 / 0.028
+// (8 rounds), at the same records a second or more; the io thread's ~10-19
+// ns a record became ~1, the calling thread's 18-31 became 25-32.
+// The costs: the thread that makes a batch sendable spends the copy, ~0.1
+// ms for a 1 MB request here (`send` from an event loop included), under
+// the network client's lock, which keeps frames in the in-flight queue's
+// order; and appending and copying into the socket no longer overlap on
+// two cores for one sending thread, which measured ~4.3 GB/s of records on
+// this machine's loopback (more than a 25 Gb/s link carries), no less than
+// before.
 
 /// What a direct write did with a frame.
 enum Direct {
@@ -176,6 +198,17 @@ impl Selector {
             cfg,
         }
     }
+
+    /// How much of a request counts as written once it is in ours, and the
+    /// most a sending thread writes itself (see "Direct writes"): `send_buffer_bytes`,
+    /// 128 KiB when the kernel sizes the buffer (docs/semantics.md §4.7).
+    fn send_buffer(&self) -> usize {
+        if self.cfg.send_buffer_bytes > 0 {
+            self.cfg.send_buffer_bytes as usize
+        } else {
+            128 * 1024
+        }
+    }
 }
 
 impl Transport for Selector {
@@ -212,11 +245,7 @@ impl Transport for Selector {
     /// writer reports when it is out, giving the same backpressure as a full
     /// socket buffer in Java's selector.
     fn write(&mut self, node_id: i32, conn: u64, frame: Frame) -> WriteOutcome {
-        let limit = if self.cfg.send_buffer_bytes > 0 {
-            self.cfg.send_buffer_bytes as usize
-        } else {
-            128 * 1024
-        };
+        let limit = self.send_buffer();
         let Some(c) = self.conns.get_mut(&node_id).filter(|c| c.conn == conn) else {
             return WriteOutcome::Closed;
         };
@@ -226,7 +255,7 @@ impl Transport for Selector {
         // at zero it is not writing and nothing waits in its channel, and
         // nothing can be handed to it meanwhile (`write` takes `&mut
         // self`). Bytes reach the socket in the order they were sent.
-        if frame.len() <= DIRECT_MAX && c.shared.unwritten.load(Ordering::SeqCst) == 0 {
+        if frame.len() <= limit && c.shared.unwritten.load(Ordering::SeqCst) == 0 {
             if let Some(w) = c.shared.direct.get() {
                 if let Direct::All = write_direct(w, &mut frame) {
                     // Not the writer's: its count of frames (`queued`,
@@ -579,11 +608,14 @@ mod tests {
     #[test]
     fn unwritten_counts_what_a_stalled_broker_has_not_taken() {
         let (mut sel, mut peer, rx) = connected();
-        // More than loopback's socket buffers hold (a few MB each way).
+        // More than loopback's socket buffers hold (a few MB each way), in
+        // frames a byte larger than the send buffer: none is written
+        // directly, every one goes to the writer.
         let frames = 32;
+        let size = ClientConfig::default().send_buffer_bytes as usize + 1;
         let mut last = WriteOutcome::Buffered;
         for _ in 0..frames {
-            last = sel.write(0, 1, Frame::from(Bytes::from(vec![0u8; 1 << 20])));
+            last = sel.write(0, 1, Frame::from(Bytes::from(vec![0u8; size])));
         }
         assert_eq!(last, WriteOutcome::Queued(frames));
         std::thread::sleep(Duration::from_millis(200));
@@ -610,12 +642,12 @@ mod tests {
         }
         assert_eq!(sel.unwritten(), 0);
         drop(sel);
-        assert_eq!(reader.join().unwrap(), (frames as usize) << 20);
+        assert_eq!(reader.join().unwrap(), frames as usize * size);
     }
 
-    /// A small frame is written by the sending thread when the writer holds
-    /// nothing (`DIRECT_MAX`); behind a frame the writer still holds it
-    /// goes to the writer too, and the peer reads every frame in order.
+    /// A frame that fits in the send buffer is written by the sending thread
+    /// when the writer holds nothing; behind a frame the writer still holds
+    /// it goes to the writer too, and the peer reads every frame in order.
     #[test]
     fn small_frames_written_directly_keep_their_order() {
         let (mut sel, mut peer, _events) = connected();
@@ -665,5 +697,13 @@ mod tests {
         let mut last = vec![0u8; 4096];
         peer.read_exact(&mut last).unwrap();
         assert!(last.iter().all(|&b| b == 5));
+        // A batch-sized frame too (a default Produce request of a full
+        // batch is ~1 MB): 256 KiB, which an idle loopback socket takes whole.
+        let batch = 256 << 10;
+        assert_eq!(sel.write(0, 1, frame(6, batch)), WriteOutcome::Buffered);
+        assert_eq!(sel.conns[&0].queued, 3, "written directly");
+        let mut got = vec![0u8; batch];
+        peer.read_exact(&mut got).unwrap();
+        assert!(got.iter().all(|&b| b == 6));
     }
 }
