@@ -4,6 +4,7 @@
 //! connection tasks report back only by pushing [`Event`]s into a channel,
 //! never by touching the state machine. `blocking.rs` glues the two together.
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -126,12 +127,39 @@ struct WriterShared {
 // (8 rounds), at the same records a second or more; the io thread's ~10-19
 // ns a record became ~1, the calling thread's 18-31 became 25-32.
 // The costs: the thread that makes a batch sendable spends the copy, ~0.1
-// ms for a 1 MB request here (`send` from an event loop included), under
-// the network client's lock, which keeps frames in the in-flight queue's
-// order; and appending and copying into the socket no longer overlap on
+// ms for a 1 MB request here, under the network client's lock, which keeps
+// frames in the in-flight queue's order (a thread that holds the GIL writes
+// no more than `SHORT_DIRECT_MAX` itself: `short_direct_writes`); and
+// appending and copying into the socket no longer overlap on
 // two cores for one sending thread, which measured ~4.3 GB/s of records on
 // this machine's loopback (more than a 25 Gb/s link carries), no less than
 // before.
+
+/// The most a thread inside `short_direct_writes` writes itself: what it
+/// wrote before full batches were written directly too.
+const SHORT_DIRECT_MAX: usize = 64 * 1024;
+
+thread_local! {
+    /// This thread is inside `short_direct_writes`.
+    static SHORT_DIRECT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` with this thread's direct writes bounded by `SHORT_DIRECT_MAX`
+/// (a larger frame goes to the connection's writer, on the io thread): for
+/// a call that must not spend ~0.1 ms copying a full batch into a socket,
+/// such as a `send` made with the GIL held, which would stall every other
+/// Python thread meanwhile.
+pub fn short_direct_writes<T>(f: impl FnOnce() -> T) -> T {
+    /// Restores the flag however `f` ends.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SHORT_DIRECT.set(self.0);
+        }
+    }
+    let _restore = Restore(SHORT_DIRECT.replace(true));
+    f()
+}
 
 /// What a direct write did with a frame.
 enum Direct {
@@ -246,6 +274,11 @@ impl Transport for Selector {
     /// socket buffer in Java's selector.
     fn write(&mut self, node_id: i32, conn: u64, frame: Frame) -> WriteOutcome {
         let limit = self.send_buffer();
+        let direct_max = if SHORT_DIRECT.get() {
+            limit.min(SHORT_DIRECT_MAX)
+        } else {
+            limit
+        };
         let Some(c) = self.conns.get_mut(&node_id).filter(|c| c.conn == conn) else {
             return WriteOutcome::Closed;
         };
@@ -255,7 +288,7 @@ impl Transport for Selector {
         // at zero it is not writing and nothing waits in its channel, and
         // nothing can be handed to it meanwhile (`write` takes `&mut
         // self`). Bytes reach the socket in the order they were sent.
-        if frame.len() <= limit && c.shared.unwritten.load(Ordering::SeqCst) == 0 {
+        if frame.len() <= direct_max && c.shared.unwritten.load(Ordering::SeqCst) == 0 {
             if let Some(w) = c.shared.direct.get() {
                 if let Direct::All = write_direct(w, &mut frame) {
                     // Not the writer's: its count of frames (`queued`,
@@ -705,5 +738,17 @@ mod tests {
         let mut got = vec![0u8; batch];
         peer.read_exact(&mut got).unwrap();
         assert!(got.iter().all(|&b| b == 6));
+        // Not on a thread inside `short_direct_writes`: there it goes to
+        // the writer, a small one still directly.
+        short_direct_writes(|| {
+            assert_eq!(sel.write(0, 1, frame(7, 4096)), WriteOutcome::Buffered);
+            assert_eq!(sel.conns[&0].queued, 3, "a small frame, directly");
+            assert_eq!(sel.write(0, 1, frame(8, batch)), WriteOutcome::Buffered);
+            assert_eq!(sel.conns[&0].queued, 4, "a batch, by the writer");
+        });
+        assert!(!SHORT_DIRECT.get(), "the flag is let go after the call");
+        let mut got = vec![0u8; 4096 + batch];
+        peer.read_exact(&mut got).unwrap();
+        assert!(got[..4096].iter().all(|&b| b == 7) && got[4096..].iter().all(|&b| b == 8));
     }
 }

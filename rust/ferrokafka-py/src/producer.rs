@@ -545,7 +545,8 @@ impl PyProducer {
     #[pyo3(signature = (timeout=None))]
     fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<usize> {
         let core = self.core()?;
-        core.begin_flush();
+        // Without the GIL: the step may copy full batches into a socket.
+        detached(py, || core.begin_flush());
         let c2 = core.clone();
         let deferred = self.defer_state.clone();
         let waited = wait_detached(py, timeout.map(Duration::from_secs_f64), move |slice| {
@@ -651,7 +652,7 @@ impl PyProducer {
         let Some(core) = core else { return Ok(()) };
         if timeout != Some(0.0) {
             let started = Instant::now();
-            core.begin_flush();
+            detached(py, || core.begin_flush());
             let c2 = core.clone();
             let deferred = self.defer_state.clone();
             let _ = wait_detached(py, timeout.map(Duration::from_secs_f64), move |slice| {

@@ -26,6 +26,7 @@ use crate::producer::core::{ProducerCore, Refused, TopicInfo};
 use crate::producer::runner::{self, Core, Shared, Stats};
 use crate::producer::sender::EncodableBatch;
 use crate::producer::stats::Gauges;
+use crate::selector::short_direct_writes;
 use crate::telemetry::agent::Agent;
 use crate::telemetry::Kind as TelemetryKind;
 
@@ -353,7 +354,9 @@ impl<B: EncodableBatch + Send + 'static, C: Completion> Producer<B, C> {
                 self.shared.pending.fetch_add(1, Ordering::AcqRel);
                 drop(st);
                 if wake {
-                    runner::step_here_or_wake(&self.shared);
+                    // With the GIL held: a full batch goes to the io thread
+                    // rather than being copied into the socket here.
+                    short_direct_writes(|| runner::step_here_or_wake(&self.shared));
                 }
                 TrySend::Sent
             }
