@@ -105,7 +105,9 @@ struct WriterShared {
 // (`Selector::send_buffer`: `send_buffer_bytes`, 1 MiB by default, a whole
 // Produce request of a default batch) is written by the thread that sends
 // it, when the connection's writer has nothing in hand; what the socket
-// does not take at once goes to the writer.
+// does not take at once goes to the writer. A thread inside
+// `short_direct_writes` (a `send` made with the GIL held) writes at most
+// `SHORT_DIRECT_MAX` itself.
 //
 // Why the sending thread: handed to the writer task, each request woke the
 // io thread (an eventfd write, a scheduler wake-up) before its `writev`:
@@ -115,25 +117,24 @@ struct WriterShared {
 //
 // Why full batches too (session 35): left to the io thread, the producer
 // went on appending while the io thread copied, so the queue of unsent
-// batches ran ahead of the socket until it held `buffer_memory`: each of
+// batches ran ahead of the socket until it held `buffer_memory`. Each of
 // its first 32 MiB of buffers was faulted in fresh, and the io thread then
 // copied batches written ~32 MiB earlier, long out of the caches. Written
-// by the thread that made it sendable (a `send_batch` call, `send`, the
-// driver after an answer), a batch goes out while it is still in that
-// core's cache, and the queue grows only while the socket is full.
-// The ceiling run's `send_batch` (`benches/ab_builds.py`, client CPU a
-// record, best / median of alternating rounds): list 0.030 / 0.035 ->
-// 0.028 / 0.030 µs (10 rounds), pyarrow 0.031 / 0.033 -> 0.028 / 0.028
-// (8 rounds), at the same records a second or more; the io thread's ~10-19
-// ns a record became ~1, the calling thread's 18-31 became 25-32.
+// by the thread that made it sendable (a `send_batch` call, the driver
+// after an answer), a batch goes out while it is still in that core's
+// cache, and the queue grows only while the socket is full. The ceiling
+// run's `send_batch` (`benches/ab_builds.py`, client CPU a record, best /
+// median of 10 alternating rounds): list 0.029 / 0.034 -> 0.027 / 0.029
+// µs, pyarrow (8 rounds) 0.029 / 0.032 -> 0.028 / 0.029, at the same
+// records a second or more; the io thread's ~10-19 ns a record became ~1,
+// the calling thread's 18-31 became 25-32.
+//
 // The costs: the thread that makes a batch sendable spends the copy, ~0.1
-// ms for a 1 MB request here, under the network client's lock, which keeps
-// frames in the in-flight queue's order (a thread that holds the GIL writes
-// no more than `SHORT_DIRECT_MAX` itself: `short_direct_writes`); and
-// appending and copying into the socket no longer overlap on
-// two cores for one sending thread, which measured ~4.3 GB/s of records on
-// this machine's loopback (more than a 25 Gb/s link carries), no less than
-// before.
+// ms for a 1 MB request here, under the network client's lock (which keeps
+// frames in the in-flight queue's order). And for one sending thread,
+// appending and copying into the socket no longer overlap on two cores: it
+// measured ~4.3 GB/s of records on this machine's loopback, no less than
+// before, and more than a 25 Gb/s link carries.
 
 /// The most a thread inside `short_direct_writes` writes itself: what it
 /// wrote before full batches were written directly too.
@@ -682,7 +683,7 @@ mod tests {
     /// when the writer holds nothing; behind a frame the writer still holds
     /// it goes to the writer too, and the peer reads every frame in order.
     #[test]
-    fn small_frames_written_directly_keep_their_order() {
+    fn frames_written_directly_keep_their_order() {
         let (mut sel, mut peer, _events) = connected();
         // The connection task splits the socket right after reporting it.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -738,8 +739,9 @@ mod tests {
         let mut got = vec![0u8; batch];
         peer.read_exact(&mut got).unwrap();
         assert!(got.iter().all(|&b| b == 6));
-        // Not on a thread inside `short_direct_writes`: there it goes to
-        // the writer, a small one still directly.
+        // On a thread inside `short_direct_writes` (a `send` with the GIL
+        // held) a batch-sized frame goes to the writer; a small one is
+        // still written directly.
         short_direct_writes(|| {
             assert_eq!(sel.write(0, 1, frame(7, 4096)), WriteOutcome::Buffered);
             assert_eq!(sel.conns[&0].queued, 3, "a small frame, directly");
