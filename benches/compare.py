@@ -768,7 +768,9 @@ def main() -> None:
     if args.write_docs:
         images = make_plots(data["summary"], IMG, data["smoke"])
         with open(os.path.join(DOCS, f"{args.name}.md"), "w") as f:
-            f.write(render_docs(data, images))
+            # Written above, or read from --from-json when not rewritten.
+            runs_json = path if (not args.from_json or args.json) else args.from_json
+            f.write(render_docs(data, images, os.path.abspath(runs_json)))
         print(f"wrote docs/{args.name}.md and {len(images)} plot(s) in docs/img/")
 
 
