@@ -13,10 +13,17 @@ alone after the run. Used to decide where the ceiling run's cost sits
 (issue 17); run after ``./scripts/build.sh``:
 
     python benches/thread_cpu.py [send_batch_list|send_batch_arrow|poll_arrow] [--records N]
-        [--set KEY=VALUE ...]
+        [--set KEY=VALUE ...] [--per-call]
 
 ``--set`` gives the client an option other than its default (an integer
 value is passed as one), to weigh a default against another value.
+
+``--per-call`` (producer modes) also prints the calling thread, call by
+call: the median and mean CPU a record (``time.thread_time_ns``) and the
+minor faults of each stretch of 50 ``send_batch`` calls, to tell a run's
+start (the queue of unsent batches growing into fresh memory, which shows
+in the mean more than in the median) from its steady state. Reading the
+thread's fault count costs a file read per call.
 
 ``--perf-ctl FIFO`` profiles the timed section only: the script writes
 ``enable`` and ``disable`` to perf's control FIFO around it, for
@@ -31,7 +38,9 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -76,6 +85,7 @@ class PerfControl:
 
 
 PERF = PerfControl(None)
+PER_CALL = False
 
 
 def cpu() -> float:
@@ -134,17 +144,35 @@ def run(mode: str, n: int, bootstrap: str, knobs: dict) -> tuple:
     else:
         chunks = [[b"x" * 100] * BATCH for _ in range(0, n, BATCH)]
     calling = 0
+    calls = []  # (ns, minor faults) of each call, with --per-call
+    stat = f"/proc/self/task/{threading.get_native_id()}/stat"
     PERF.say("enable")
     before, c0, t0 = threads(), cpu(), time.perf_counter()
     for v in chunks:
+        f0 = _minor_faults(stat) if PER_CALL else 0
         a = time.thread_time_ns()
         p.send_batch("t", v)
-        calling += time.thread_time_ns() - a
+        spent = time.thread_time_ns() - a
+        calling += spent
+        if PER_CALL:
+            calls.append((spent, _minor_faults(stat) - f0))
     p.flush(300)
     wall, used, after = time.perf_counter() - t0, cpu() - c0, threads()
     PERF.say("disable")
     p.close()
+    for at in range(0, len(calls), 50):
+        part = calls[at:at + 50]
+        median = statistics.median(ns for ns, _ in part) / BATCH
+        mean = sum(ns for ns, _ in part) / len(part) / BATCH
+        print(f"calls {at}-{at + len(part)}: median {median:.1f} mean {mean:.1f} ns CPU a record, "
+              f"{sum(f for _, f in part)} minor faults")
     return wall, used, before, after, calling
+
+
+def _minor_faults(stat: str) -> int:
+    """The calling thread's minor faults so far (`/proc/.../stat`)."""
+    with open(stat) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
 
 
 def main() -> None:
@@ -154,9 +182,12 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=3_000_000)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--perf-ctl", metavar="FIFO", help="perf's control FIFO (see above)")
+    ap.add_argument("--per-call", action="store_true",
+                    help="the calling thread's CPU and faults by stretches of 50 send_batch calls")
     args = ap.parse_args()
-    global PERF
+    global PERF, PER_CALL
     PERF = PerfControl(args.perf_ctl)
+    PER_CALL = args.per_call
     from _sink import Sink
 
     knobs = {}
